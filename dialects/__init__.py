@@ -1,0 +1,1 @@
+"""tle.dialects: the tle MLIR dialect (tle.py) and helpers for the tt and cuda_tile ops tle emits."""

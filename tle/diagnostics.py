@@ -1,0 +1,147 @@
+"""Diagnostics: every error a kernel author can cause is a TleError with a source span.
+
+A TleError renders like clang's diagnostics:
+
+    softmax.tle:4:13: error: unknown name 'lod'
+        let t = lod(x, tile=[1, BLOCK], at=[row, 0])
+                ^^^
+    note: did you mean 'load'?
+
+Every stage (parser, checker, lowerings, backends) raises TleError; tlec prints `render(err)` and exits 1.
+"""
+from __future__ import annotations
+
+import linecache
+import unicodedata
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Span:
+    """A range of source text: 1-based lines and columns, end column exclusive."""
+    file: str
+    line: int
+    col: int
+    end_line: int = 0
+    end_col: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+    def to(self, other: "Span") -> "Span":
+        """The span from the start of self to the end of other."""
+        return Span(self.file, self.line, self.col, other.end_line or other.line, other.end_col or other.col + 1)
+
+
+UNKNOWN = Span("<unknown>", 0, 0)
+
+# Source texts registered by the parser, so that errors raised far from it can still show the line.
+_sources: dict[str, str] = {}
+
+
+def register_source(file: str, text: str) -> None:
+    _sources[file] = text
+
+
+def source_line(file: str, line: int) -> str | None:
+    text = _sources.get(file)
+    if text is not None:
+        lines = text.splitlines()
+        return lines[line - 1] if 0 < line <= len(lines) else None
+    got = linecache.getline(file, line)
+    return got.rstrip("\n") if got else None
+
+
+def _width(s: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)
+
+
+@dataclass
+class Note:
+    message: str
+    span: Span | None = None
+
+
+class TleError(Exception):
+    """An error in a kernel author's program, at a source location."""
+
+    def __init__(self, span: Span | None, message: str, notes: list[Note | str] | None = None):
+        super().__init__(message)
+        self.span = span or UNKNOWN
+        self.message = message
+        self.notes = [n if isinstance(n, Note) else Note(n) for n in (notes or [])]
+
+    def __str__(self) -> str:
+        return render(self)
+
+
+def _snippet(span: Span) -> list[str]:
+    text = source_line(span.file, span.line) if span.line > 0 else None
+    if text is None:
+        return []
+    text = text.expandtabs(4) if "\t" in text else text
+    start = max(span.col, 1)
+    if span.end_line in (0, span.line) and span.end_col > start:
+        end = span.end_col
+    else:
+        end = len(text) + 1 if span.end_line and span.end_line > span.line else start + 1
+    end = min(max(end, start + 1), len(text) + 1) if len(text) >= start else start + 1
+    lead = _width(text[: start - 1])
+    carets = "^" * max(1, _width(text[start - 1: end - 1]))
+    return ["    " + text, "    " + " " * lead + carets]
+
+
+def render(err: TleError) -> str:
+    lines = [f"{err.span}: error: {err.message}", *_snippet(err.span)]
+    for note in err.notes:
+        if note.span is not None:
+            lines.append(f"{note.span}: note: {note.message}")
+            lines.extend(_snippet(note.span))
+        else:
+            lines.append(f"note: {note.message}")
+    return "\n".join(lines)
+
+
+def span_of_location(loc) -> Span | None:
+    """Turn an MLIR Location (FileLineColLoc, possibly wrapped in a NameLoc/CallSiteLoc) back into a Span."""
+    try:
+        text = str(loc)
+    except Exception:  # noqa: BLE001 - a location that cannot print has no span
+        return None
+    return span_of_location_text(text)
+
+
+def span_of_location_text(text: str) -> Span | None:
+    """Parse `loc("file":L:C)` or `loc("file":L:C to L2:C2)` (the first file location in the text)."""
+    import re
+    m = re.search(r'"([^"]+)":(\d+):(\d+)(?: to (?:(\d+):)?(\d+))?', text)
+    if not m:
+        return None
+    file, line, col = m.group(1), int(m.group(2)), int(m.group(3))
+    end_line = int(m.group(4)) if m.group(4) else line
+    end_col = int(m.group(5)) if m.group(5) else 0
+    return Span(file, line, col, end_line, end_col)
+
+
+@dataclass
+class Diagnostics:
+    """Collects several errors so one run can report more than the first (the checker uses it)."""
+    errors: list[TleError] = field(default_factory=list)
+
+    def add(self, err: TleError) -> None:
+        self.errors.append(err)
+
+    def raise_if_any(self) -> None:
+        if self.errors:
+            raise self.errors[0] if len(self.errors) == 1 else TleErrors(self.errors)
+
+
+class TleErrors(TleError):
+    """Several errors found in one pass; renders each."""
+
+    def __init__(self, errors: list[TleError]):
+        super().__init__(errors[0].span, errors[0].message, errors[0].notes)
+        self.errors = errors
+
+    def __str__(self) -> str:
+        return "\n".join(render(e) for e in self.errors)
