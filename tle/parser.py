@@ -1,0 +1,298 @@
+"""Parsing: .tle text -> tle.ast.Module.
+
+`parse(text, filename)` is the entry point. The grammar is data (grammar.lark, LALR, strict); the Transformer
+below has one method per rule. Lark exceptions become TleErrors here, with named messages for common mistakes,
+and no Lark type leaves this module.
+"""
+from __future__ import annotations
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from . import ast
+from .diagnostics import Span, TleError, register_source
+
+_parser = Lark.open("grammar.lark", rel_to=__file__, parser="lalr", propagate_positions=True, strict=True,
+                    maybe_placeholders=True)
+
+
+def _span(meta_or_tok, file: str) -> Span:
+    m = meta_or_tok
+    if isinstance(m, Token):
+        return Span(file, m.line, m.column, m.end_line, m.end_column)
+    if getattr(m, "empty", False):
+        return Span(file, 0, 0)
+    return Span(file, m.line, m.column, m.end_line, m.end_column)
+
+
+def _args(items, file):
+    """Split call arguments into positionals and keywords; a positional after a keyword is an error."""
+    args, kwargs = [], []
+    for it in items:
+        if it is None:
+            continue
+        if isinstance(it, ast.Keyword):
+            if any(k.name == it.name for k in kwargs):
+                raise TleError(it.span, f"keyword argument '{it.name}' given twice")
+            kwargs.append(it)
+        else:
+            if kwargs:
+                raise TleError(it.span, "positional argument after a keyword argument")
+            args.append(it)
+    return tuple(args), tuple(kwargs)
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    def __init__(self, file: str):
+        super().__init__()
+        self.file = file
+
+    def sp(self, meta) -> Span:
+        return _span(meta, self.file)
+
+    # ---- module -------------------------------------------------------------------------------------------
+    def start(self, meta, items):
+        pick = lambda cls: tuple(i for i in items if isinstance(i, cls))  # noqa: E731
+        return ast.Module(self.sp(meta), self.file, pick(ast.Import), pick(ast.ConstDecl), pick(ast.Fn),
+                          pick(ast.Kernel))
+
+    def import_decl(self, meta, items):
+        return ast.Import(self.sp(meta), str(items[0])[1:-1])
+
+    def const_decl(self, meta, items):
+        return ast.ConstDecl(self.sp(meta), str(items[0]), items[1])
+
+    def fn_decl(self, meta, items):
+        name, *rest = items
+        body = rest[-1]
+        params = tuple(p for p in rest[:-1] if p is not None)
+        return ast.Fn(self.sp(meta), str(name), params, body)
+
+    def fn_param(self, meta, items):
+        return ast.FnParam(self.sp(meta), str(items[0]), items[1])
+
+    def kernel_decl(self, meta, items):
+        name, consts, *rest = items
+        body = rest[-1]
+        params = tuple(p for p in rest[:-1] if p is not None)
+        return ast.Kernel(self.sp(meta), str(name), consts or (), params, body)
+
+    def const_params(self, meta, items):
+        return tuple(i for i in items if i is not None)
+
+    def const_param(self, meta, items):
+        return ast.ConstParam(self.sp(meta), str(items[0]), str(items[1]), items[2])
+
+    def param(self, meta, items):
+        return ast.Param(self.sp(meta), str(items[0]), items[1])
+
+    def tensor_type(self, meta, items):
+        return ast.TensorTypeExpr(self.sp(meta), str(items[0]), tuple(items[1:]))
+
+    def tile_type(self, meta, items):
+        return ast.TileTypeExpr(self.sp(meta), str(items[0]), tuple(items[1:]))
+
+    def scalar_type(self, meta, items):
+        return ast.ScalarTypeExpr(self.sp(meta), str(items[0]))
+
+    # ---- statements ---------------------------------------------------------------------------------------
+    def block(self, meta, items):
+        return tuple(i for i in items if isinstance(i, ast.Stmt))
+
+    def let_stmt(self, meta, items):
+        return ast.Let(self.sp(meta), str(items[0]), items[1], items[2])
+
+    def var_stmt(self, meta, items):
+        return ast.Var(self.sp(meta), str(items[0]), items[1], items[2])
+
+    def assign_stmt(self, meta, items):
+        return ast.Assign(self.sp(meta), str(items[0]), str(items[1]), items[2])
+
+    def for_stmt(self, meta, items):
+        var, it, *rest = items
+        return ast.For(self.sp(meta), str(var), it, tuple(rest[:-1]), rest[-1])
+
+    def loop_hint(self, meta, items):
+        args, kwargs = _args(items[1:], self.file)
+        return ast.LoopHint(self.sp(meta), str(items[0]), args, kwargs)
+
+    def if_stmt(self, meta, items):
+        return ast.If(self.sp(meta), items[0], items[1], items[2])
+
+    def if_block(self, meta, items):
+        return (items[0],)
+
+    def return_stmt(self, meta, items):
+        return ast.Return(self.sp(meta), items[0])
+
+    def expr_stmt(self, meta, items):
+        name, *rest = items
+        args, kwargs = _args(rest, self.file)
+        call = ast.Call(self.sp(meta), str(name), _span(name, self.file), args, kwargs)
+        return ast.ExprStmt(self.sp(meta), call)
+
+    # ---- expressions --------------------------------------------------------------------------------------
+    def int_lit(self, meta, items):
+        return ast.IntLit(self.sp(meta), int(str(items[0]), 0))
+
+    def float_lit(self, meta, items):
+        return ast.FloatLit(self.sp(meta), float(str(items[0])))
+
+    def true_lit(self, meta, items):
+        return ast.BoolLit(self.sp(meta), True)
+
+    def false_lit(self, meta, items):
+        return ast.BoolLit(self.sp(meta), False)
+
+    def name_ref(self, meta, items):
+        return ast.Name(self.sp(meta), str(items[0]))
+
+    def list_lit(self, meta, items):
+        return ast.ListLit(self.sp(meta), tuple(i for i in items if i is not None))
+
+    def kwarg(self, meta, items):
+        return ast.Keyword(self.sp(meta), str(items[0]), items[1])
+
+    def call(self, meta, items):
+        callee, *rest = items
+        if not isinstance(callee, ast.Name):
+            raise TleError(callee.span, "only named functions can be called")
+        args, kwargs = _args(rest, self.file)
+        return ast.Call(self.sp(meta), callee.id, callee.span, args, kwargs)
+
+    def generic_call(self, meta, items):
+        func, dtype, shape, *rest = items
+        args, kwargs = _args(rest, self.file)
+        return ast.GenericCall(self.sp(meta), str(func), str(dtype), _span(dtype, self.file), shape, args, kwargs)
+
+    def generic_call_noshape(self, meta, items):
+        func, dtype, *rest = items
+        args, kwargs = _args(rest, self.file)
+        return ast.GenericCall(self.sp(meta), str(func), str(dtype), _span(dtype, self.file), None, args, kwargs)
+
+    def comp_op(self, meta, items):
+        return items[0]
+
+    def hint_name(self, meta, items):
+        return items[0]
+
+    def generic_name(self, meta, items):
+        return items[0]
+
+    def shape_list(self, meta, items):
+        return tuple(items)
+
+    def _bin(self, meta, op, lhs, rhs):
+        return ast.BinOp(self.sp(meta), op, lhs, rhs)
+
+    def arith(self, meta, items):
+        return self._bin(meta, str(items[1]), items[0], items[2])
+
+    compare = arith
+    shift_op = arith
+
+    def pow_op(self, meta, items):
+        return self._bin(meta, "**", items[0], items[1])
+
+    def bitor_op(self, meta, items):
+        return self._bin(meta, "|", items[0], items[1])
+
+    def bitxor_op(self, meta, items):
+        return self._bin(meta, "^", items[0], items[1])
+
+    def bitand_op(self, meta, items):
+        return self._bin(meta, "&", items[0], items[1])
+
+    def or_op(self, meta, items):
+        return self._bin(meta, "or", items[0], items[1])
+
+    def and_op(self, meta, items):
+        return self._bin(meta, "and", items[0], items[1])
+
+    def not_op(self, meta, items):
+        return ast.UnaryOp(self.sp(meta), "not", items[0])
+
+    def neg(self, meta, items):
+        return ast.UnaryOp(self.sp(meta), "-", items[0])
+
+    def invert(self, meta, items):
+        return ast.UnaryOp(self.sp(meta), "~", items[0])
+
+
+# Named messages for common syntax mistakes (Lark's match_examples picks the closest example).
+_EXAMPLES = {
+    "missing '{' after the kernel's parameters": ["kernel k(x: tensor<f32>[N]) let"],
+    "missing ')' to close the call": ["kernel k() { let a = f(1, 2 }"],
+    "missing ']' to close the list": ["kernel k() { let a = f([1, 2) }"],
+    "missing '=' in the declaration": ["kernel k() { let a 1 }", "kernel k() { var a 1 }"],
+    "missing '}' at the end of the block": ["kernel k() { let a = 1 "],
+    "a statement cannot start here": ["kernel k() { = 1 }", "kernel k() { ) }"],
+    "an expression is missing": ["kernel k() { let a = }", "kernel k() { let a = 1 + }", "kernel k() { let a = (1 + ) }"],
+    "a parameter needs a type: write NAME: tensor<f32>[N] or NAME: i32": ["kernel k(x) {}", "kernel k(x, y: i32) {}"],
+    "'==' compares; '=' assigns, and an assignment is not an expression": ["kernel k() { if a = 1 { } }"],
+    "comparisons do not chain: write (a < b) and (b < c)": ["kernel k() { let a = 1 < 2 < 3 }"],
+    "only kernels, fns, consts and imports may appear at the top level": ["let a = 1", "x = 1", "store(x)"],
+}
+
+
+def _describe(tok: Token) -> str:
+    if tok.type == "$END":
+        return "the end of the file"
+    return f"'{tok}'"
+
+
+def parse(text: str, filename: str = "<string>") -> ast.Module:
+    """Parse one .tle file. Raises TleError at the first syntax error."""
+    register_source(filename, text)
+    try:
+        tree = _parser.parse(text)
+    except UnexpectedInput as e:
+        raise _syntax_error(e, text, filename) from None
+    try:
+        return _ToAst(filename).transform(tree)
+    except VisitError as e:
+        if isinstance(e.orig_exc, TleError):
+            raise e.orig_exc from None
+        raise
+
+
+def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
+    line, col = max(e.line, 1), max(e.column, 1)
+    if isinstance(e, UnexpectedCharacters):
+        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "?"
+        return TleError(Span(filename, line, col, line, col + 1), f"unexpected character '{ch}'")
+    label = None
+    try:
+        label = e.match_examples(_parser.parse, _EXAMPLES, use_accepts=True)
+    except Exception:  # noqa: BLE001 - a failed match only loses the named message
+        label = None
+    if isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END"):
+        lines = text.splitlines() or [""]
+        line = len(lines)
+        col = len(lines[-1]) + 1
+        msg = label or "unexpected end of file"
+        return TleError(Span(filename, line, col, line, col + 1), msg)
+    tok = e.token
+    end_col = tok.end_column if tok.end_column and tok.end_line == tok.line else col + 1
+    span = Span(filename, line, col, line, end_col)
+    msg = f"syntax error: unexpected {_describe(tok)}"
+    notes = []
+    if label:
+        msg = f"syntax error: {label}"
+        notes.append(f"found {_describe(tok)}")
+    expected = sorted(getattr(e, "expected", None) or getattr(e, "accepts", None) or [])
+    if not label and expected and len(expected) <= 8:
+        notes.append("expected one of: " + ", ".join(_terminal_name(t) for t in expected))
+    return TleError(span, msg, notes)
+
+
+def _terminal_name(t: str) -> str:
+    try:
+        pattern = _parser.get_terminal(t).pattern
+        from lark.lexer import PatternStr
+        if isinstance(pattern, PatternStr):
+            return f"'{pattern.value}'"
+    except Exception:  # noqa: BLE001
+        pass
+    return {"NAME": "a name", "INT": "an integer", "FLOAT": "a number", "STRING": "a string"}.get(t, t.lower())
