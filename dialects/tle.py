@@ -1,0 +1,197 @@
+"""The tle MLIR dialect: tile, mesh and pipeline operations, declared once, as data.
+
+This table is the only definition of tle ops. `load_tle(ctx)` turns it into IRDL and loads it, so MLIR itself
+verifies every tle op (operand counts and kinds) where the bindings have IRDL (torch-mlir). Where they do not
+(jaxlib on the GPU machine) tle ops are built unregistered and `verify_tle` checks the same table in Python.
+
+Everything upstream already has is used from upstream: arith (elementwise arithmetic, comparisons, select,
+casts, constants), math (exp, log, sqrt, erf, ...), scf (for, if, yield) and func (the kernel itself).
+
+Conventions (the lowerings and the interpreter rely on them):
+- A tile is a builtin ranked `tensor<...>`; a scalar is a builtin integer or float. Shapes are static.
+- A kernel is a `func.func` with the unit attribute `tle.kernel` and `tle.mesh = ["x", "y", "z"]`: the launch
+  grid is a mesh whose named axes `tle.program_id` / `tle.num_programs` read.
+- A tensor parameter arrives as `!tle.ptr<elem>` plus i32 sizes and strides; `tle.make_view` joins them into a
+  `!tle.view<elem, rank>` that loads and stores address. Arguments may carry `tle.divisibility = 16 : i32`
+  (the runtime proved the value divisible by 16; for a pointer: 16-byte aligned). Strides proven to be 1 are
+  folded into `arith.constant 1` before this IR is built.
+- Loop hints live on `scf.for` as `tle.num_stages` and `tle.unroll` (i32).
+- Every op carries the location of the .tle text it came from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .mlir import PROVIDER, ir, irdl
+
+# Operand/result constraints: "any", "i32", "i1", "tensor" (a builtin ranked tensor), "ptr", "view";
+# prefixed "variadic " or "optional " where that applies.
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    operands: tuple[tuple[str, str], ...]
+    results: tuple[tuple[str, str], ...]
+    attrs: tuple[str, ...]
+    doc: str
+    example: str = ""
+    optional_attrs: tuple[str, ...] = field(default=())
+
+
+OPS: tuple[OpDef, ...] = (
+    # ---- mesh: the launch grid -------------------------------------------------------------------------------
+    OpDef("program_id", (), (("result", "i32"),), ("axis",),
+          "This program's coordinate along a named axis of the launch mesh.",
+          '%0 = "tle.program_id"() {axis = "x"} : () -> i32'),
+    OpDef("num_programs", (), (("result", "i32"),), ("axis",),
+          "The size of the launch mesh along a named axis.",
+          '%0 = "tle.num_programs"() {axis = "y"} : () -> i32'),
+    # ---- tensor views and tile memory access -----------------------------------------------------------------
+    OpDef("make_view", (("ptr", "ptr"), ("sizes", "variadic i32"), ("strides", "variadic i32")),
+          (("view", "view"),), ("elem", "name"),
+          "A strided view of a tensor parameter: base pointer, one size and one stride (in elements) per axis.",
+          '%v = "tle.make_view"(%p, %M, %N, %sM, %c1) {elem = f32, name = "x", operandSegmentSizes = '
+          'array<i32: 1, 2, 2>} : (!tle.ptr<f32>, i32, i32, i32, i32) -> !tle.view<f32, 2>'),
+    OpDef("load", (("view", "view"), ("indices", "variadic i32")), (("result", "tensor"),), ("padding",),
+          "Load the tile at tile index `indices` (element offset = index * tile size per axis). Elements outside "
+          "the view read as `padding`. The tile shape is the result type's shape.",
+          '%t = "tle.load"(%v, %row, %c0) {padding = 0xFF800000 : f32} : (!tle.view<f32, 2>, i32, i32) -> '
+          'tensor<1x1024xf32>'),
+    OpDef("store", (("view", "view"), ("value", "tensor"), ("indices", "variadic i32")), (), (),
+          "Store a tile at tile index `indices`; elements outside the view are dropped.",
+          '"tle.store"(%v, %t, %row, %c0) : (!tle.view<f32, 2>, tensor<1x1024xf32>, i32, i32) -> ()'),
+    OpDef("gather", (("view", "view"), ("indices", "variadic tensor"), ("mask", "optional tensor")),
+          (("result", "tensor"),), ("other",),
+          "Read view[indices[0][i], indices[1][i], ...] for every element i of the (equal-shaped) index tiles. "
+          "Where `mask` is false the element is `other` and memory is not touched. Unmasked out-of-range "
+          "indices are undefined behaviour (the interpreter reports them).",
+          '%g = "tle.gather"(%v, %idx) {other = 0.0 : f32, operandSegmentSizes = array<i32: 1, 1, 0>} : '
+          '(!tle.view<f32, 1>, tensor<64xi32>) -> tensor<64xf32>'),
+    OpDef("scatter", (("view", "view"), ("value", "tensor"), ("indices", "variadic tensor"),
+                      ("mask", "optional tensor")), (), (),
+          "Write value[i] to view[indices[0][i], ...] where mask[i] (or everywhere without a mask). When two "
+          "elements write the same address, which one lands is undefined.",
+          '"tle.scatter"(%v, %t, %idx) {operandSegmentSizes = array<i32: 1, 1, 1, 0>} : '
+          '(!tle.view<f32, 1>, tensor<64xf32>, tensor<64xi32>) -> ()'),
+    OpDef("atomic", (("view", "view"), ("value", "tensor"), ("indices", "variadic tensor"),
+                     ("mask", "optional tensor")), (("result", "tensor"),), ("kind",),
+          "Atomic read-modify-write (kind = add | max | min) at view[indices...]; returns the old values.",
+          '%o = "tle.atomic"(%v, %t, %idx) {kind = "add", operandSegmentSizes = array<i32: 1, 1, 1, 0>} : '
+          '(!tle.view<f32, 1>, tensor<64xf32>, tensor<64xi32>) -> tensor<64xf32>'),
+    # ---- tile computation ------------------------------------------------------------------------------------
+    OpDef("dot", (("a", "tensor"), ("b", "tensor"), ("acc", "tensor")), (("result", "tensor"),), ("precision",),
+          "Matrix product a[M,K] @ b[K,N] + acc[M,N], products accumulated in acc's element type. precision is "
+          "\"ieee\" or \"tf32\" (f32 operands only).",
+          '%d = "tle.dot"(%a, %b, %acc) {precision = "ieee"} : (tensor<64x32xf16>, tensor<32x64xf16>, '
+          'tensor<64x64xf32>) -> tensor<64x64xf32>'),
+    OpDef("reduce", (("input", "tensor"),), (("result", "any"),), ("kind", "axis"),
+          "Reduce along `axis` (kind = sum | max | min | argmax | argmin); the axis is removed, a 1-D input "
+          "gives a scalar. max/min propagate NaN; argmax/argmin return the first index of the extreme as i32.",
+          '%s = "tle.reduce"(%t) {kind = "max", axis = 1 : i32} : (tensor<1x1024xf32>) -> tensor<1xf32>'),
+    OpDef("scan", (("input", "tensor"),), (("result", "tensor"),), ("kind", "axis"),
+          "Inclusive prefix scan along `axis` (kind = sum).",
+          '%c = "tle.scan"(%t) {kind = "sum", axis = 1 : i32} : (tensor<1x1024xf32>) -> tensor<1x1024xf32>'),
+    OpDef("splat", (("input", "any"),), (("result", "tensor"),), (),
+          "A tile with every element equal to a scalar.",
+          '%t = "tle.splat"(%x) : (f32) -> tensor<64x64xf32>'),
+    OpDef("broadcast", (("input", "tensor"),), (("result", "tensor"),), (),
+          "Repeat size-1 axes to the result shape (same rank).",
+          '%t = "tle.broadcast"(%x) : (tensor<64x1xf32>) -> tensor<64x64xf32>'),
+    OpDef("expand_dims", (("input", "tensor"),), (("result", "tensor"),), ("axis",),
+          "Insert a size-1 axis at `axis`.",
+          '%t = "tle.expand_dims"(%x) {axis = 1 : i32} : (tensor<64xf32>) -> tensor<64x1xf32>'),
+    OpDef("reshape", (("input", "tensor"),), (("result", "tensor"),), (),
+          "Same elements in row-major order, new shape.",
+          '%t = "tle.reshape"(%x) : (tensor<4x16xf32>) -> tensor<64xf32>'),
+    OpDef("transpose", (("input", "tensor"),), (("result", "tensor"),), ("perm",),
+          "Permute axes: result axis i is input axis perm[i].",
+          '%t = "tle.transpose"(%x) {perm = array<i32: 1, 0>} : (tensor<16x64xf32>) -> tensor<64x16xf32>'),
+    OpDef("arange", (), (("result", "tensor"),), ("start", "end"),
+          "The i32 tile [start, start+1, ..., end-1].",
+          '%r = "tle.arange"() {start = 0 : i32, end = 128 : i32} : () -> tensor<128xi32>'),
+    OpDef("undef", (), (("result", "any"),), ("name",),
+          "The value of a `var` declared without an initialiser. Reading it before an assignment is an error "
+          "the interpreter reports; compiled code sees an unspecified value.",
+          '%u = "tle.undef"() {name = "acc"} : () -> f32'),
+)
+
+OPS_BY_NAME = {f"tle.{op.name}": op for op in OPS}
+
+
+def _irdl_text() -> str:
+    """The IRDL declaration of the dialect, generated from OPS (never kept by hand)."""
+    lines = ["irdl.dialect @tle {",
+             "  irdl.type @ptr {\n    %0 = irdl.any\n    irdl.parameters(elem: %0)\n  }",
+             "  irdl.type @view {\n    %0 = irdl.any\n    %1 = irdl.any\n    irdl.parameters(elem: %0, rank: %1)\n  }"]
+    base = {"any": "irdl.any", "i32": "irdl.is i32", "i1": "irdl.is i1",
+            "tensor": 'irdl.base "!builtin.tensor"', "ptr": "irdl.base @tle::@ptr", "view": "irdl.base @tle::@view"}
+    for op in OPS:
+        body, n = [], 0
+
+        def var(constraint):
+            nonlocal n
+            n += 1
+            body.append(f"    %v{n} = {base[constraint]}")
+            return f"%v{n}"
+
+        def group(items):
+            parts = []
+            for name, c in items:
+                words = c.split()
+                kind = words[0] if len(words) == 2 else ""
+                parts.append(f"{name}: {kind + ' ' if kind else ''}{var(words[-1])}")
+            return ", ".join(parts)
+
+        if op.operands:
+            body.append(f"    irdl.operands({group(op.operands)})")
+        if op.results:
+            body.append(f"    irdl.results({group(op.results)})")
+        if op.attrs:
+            body.append("    irdl.attributes {" + ", ".join(f'"{a}" = {var("any")}' for a in op.attrs) + "}")
+        lines.append(f"  irdl.operation @{op.name} {{\n" + "\n".join(body) + "\n  }")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+IRDL = _irdl_text()
+
+
+def load_tle(ctx: "ir.Context") -> bool:
+    """Load the tle dialect into ctx. Returns True when MLIR verifies tle ops (IRDL), False when they stay
+    unregistered (bindings without IRDL); `verify_tle` then checks the op table in Python."""
+    if irdl is None:
+        return False
+    with ctx:
+        irdl.load_dialects(ir.Module.parse(IRDL))
+    return True
+
+
+def verify_tle(module: "ir.Module") -> None:
+    """Check every tle op against OPS (for bindings without IRDL); raises ValueError naming the op."""
+    def walk(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    yield inner.operation
+                    yield from walk(inner.operation)
+
+    for op in walk(module.operation):
+        name = op.name
+        if not name.startswith("tle."):
+            continue
+        d = OPS_BY_NAME.get(name)
+        if d is None:
+            raise ValueError(f"unknown tle op {name} at {op.location}")
+        fixed = sum(1 for _, c in d.operands if not c.startswith(("variadic", "optional")))
+        if len(op.operands) < fixed:
+            raise ValueError(f"{name} expects at least {fixed} operands, got {len(op.operands)} at {op.location}")
+        if len(op.results) != len(d.results):
+            raise ValueError(f"{name} expects {len(d.results)} results at {op.location}")
+        for a in d.attrs:
+            if a not in op.attributes:
+                raise ValueError(f"{name} is missing attribute '{a}' at {op.location}")
+
+
+def registered() -> bool:
+    return PROVIDER == "torch_mlir"

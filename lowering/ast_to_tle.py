@@ -1,0 +1,376 @@
+"""AST -> tle dialect: one checked kernel becomes one `func.func` of tle, arith, math and scf ops.
+
+Entry point: `ast_to_tle(kernel, spec) -> ir.Module`. The checker (tle/check.py) has already decided every type,
+broadcast and conversion, so this is a direct walk: each typed node becomes the op that means it, built under
+the location of its source span. Variables are SSA values; a for or if that assigns outer variables carries
+them as iter_args / results (the checker lists them).
+"""
+from __future__ import annotations
+
+from ..abi import Spec, abi
+from .. import typed as T
+from ..dialects.mlir import ir, new_context
+from ..dialects.tle import load_tle
+from ..types import Scalar, Tile, is_float
+
+MESH_AXES = ("x", "y", "z")
+
+_FLOAT_TYPES = {"f16": ir.F16Type, "bf16": ir.BF16Type, "f32": ir.F32Type, "f64": ir.F64Type}
+
+_ARITH = {  # typed op name -> (float op, signed int op)
+    "add": ("arith.addf", "arith.addi"), "sub": ("arith.subf", "arith.subi"), "mul": ("arith.mulf", "arith.muli"),
+    "div": ("arith.divf", "arith.divsi"), "rem": ("arith.remf", "arith.remsi"), "pow": ("math.powf", None),
+    "and": (None, "arith.andi"), "or": (None, "arith.ori"), "xor": (None, "arith.xori"),
+    "shl": (None, "arith.shli"), "shr": (None, "arith.shrsi"),
+    "min": ("arith.minimumf", "arith.minsi"), "max": ("arith.maximumf", "arith.maxsi"),
+}
+_CMP = {  # typed op name -> (cmpf predicate, cmpi predicate), MLIR's enum numbering
+    "eq": (1, 0), "ne": (13, 1), "lt": (4, 2), "le": (5, 3), "gt": (2, 4), "ge": (3, 5),
+}
+_MATH = {"exp": "math.exp", "exp2": "math.exp2", "log": "math.log", "log2": "math.log2", "sqrt": "math.sqrt",
+         "rsqrt": "math.rsqrt", "sin": "math.sin", "cos": "math.cos", "tanh": "math.tanh", "erf": "math.erf",
+         "floor": "math.floor", "ceil": "math.ceil"}
+_TLE_SHAPE_OPS = ("splat", "broadcast", "reshape", "expand_dims", "transpose")
+
+
+def element_type(dtype: str) -> "ir.Type":
+    if dtype in _FLOAT_TYPES:
+        return _FLOAT_TYPES[dtype].get()
+    return ir.IntegerType.get_signless(int(dtype[1:]))
+
+
+def ir_type(t) -> "ir.Type":
+    if isinstance(t, Tile):
+        return ir.RankedTensorType.get(list(t.shape), element_type(t.dtype))
+    return element_type(t.dtype)
+
+
+def location(span) -> "ir.Location":
+    if span is None or span.line <= 0:
+        return ir.Location.unknown()
+    if span.end_line and span.end_col:
+        return ir.Location.file(span.file, span.line, span.col, span.end_line, span.end_col)
+    return ir.Location.file(span.file, span.line, span.col)
+
+
+def scalar_attr(dtype: str, value) -> "ir.Attribute":
+    t = element_type(dtype)
+    if is_float(dtype):
+        return ir.FloatAttr.get(t, float(value))
+    return ir.IntegerAttr.get(t, int(value))
+
+
+def ast_to_tle(kernel: T.Kernel, spec: Spec, ctx: "ir.Context | None" = None) -> "ir.Module":
+    """Build the tle-dialect module of one checked kernel under one specialisation."""
+    ctx = ctx or new_context()
+    load_tle(ctx)
+    with ctx, location(kernel.span):
+        module = ir.Module.create()
+        _KernelBuilder(kernel, spec, module).build()
+    return module
+
+
+class _KernelBuilder:
+    def __init__(self, kernel: T.Kernel, spec: Spec, module):
+        self.k = kernel
+        self.spec = spec
+        self.module = module
+        self.env: dict = {}  # Variable -> ir.Value
+        self.dims: dict[str, object] = {}
+        self.views: dict[str, object] = {}
+        self.ip = None
+
+    # ---- helpers -------------------------------------------------------------------------------------------
+    def op(self, name, results, operands, attrs=None, span=None, regions=0):
+        with location(span) if span is not None else ir.Location.unknown():
+            op = ir.Operation.create(name, results=results, operands=operands, attributes=attrs or {},
+                                     regions=regions, ip=self.ip)
+        return op
+
+    def value(self, name, rtype, operands, attrs=None, span=None):
+        return self.op(name, [rtype], operands, attrs, span).result
+
+    def const(self, dtype, value, span=None, shape=None):
+        if shape is not None:
+            t = ir.RankedTensorType.get(list(shape), element_type(dtype))
+            attr = ir.DenseElementsAttr.get_splat(t, scalar_attr(dtype, value))
+        else:
+            t, attr = element_type(dtype), scalar_attr(dtype, value)
+        return self.value("arith.constant", t, [], {"value": attr}, span)
+
+    # ---- the function ----------------------------------------------------------------------------------------
+    def build(self):
+        args = abi(self.k, self.spec)
+        types, arg_attrs = [], []
+        for a in args:
+            if a.kind == "ptr":
+                types.append(ir.Type.parse(f"!tle.ptr<{a.dtype}>"))
+            else:
+                types.append(element_type(a.dtype))
+            attrs = {"tle.name": ir.StringAttr.get(a.key)}
+            if a.key in self.spec.divisible16:
+                attrs["tle.divisibility"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 16)
+            arg_attrs.append(ir.DictAttr.get(attrs))
+        ftype = ir.FunctionType.get(types, [])
+        func = self.op("func.func", [], [], {
+            "sym_name": ir.StringAttr.get(self.k.name),
+            "function_type": ir.TypeAttr.get(ftype),
+            "arg_attrs": ir.ArrayAttr.get(arg_attrs),
+            "tle.kernel": ir.UnitAttr.get(),
+            "tle.mesh": ir.ArrayAttr.get([ir.StringAttr.get(a) for a in MESH_AXES]),
+        }, self.k.span, regions=1)
+        self.module.body.append(func)
+        block = func.regions[0].blocks.append(*types)
+        self.ip = ir.InsertionPoint(block)
+        by_key = {a.key: v for a, v in zip(args, block.arguments)}
+        for p in self.k.params:
+            if isinstance(p, T.TensorParam):
+                for d in p.type.dims:
+                    if isinstance(d, str) and d not in self.dims:
+                        self.dims[d] = by_key[d]
+        for p in self.k.params:
+            if isinstance(p, T.TensorParam):
+                sizes = [self.dims[d] if isinstance(d, str) else self.const("i32", d, p.span) for d in p.type.dims]
+                strides = []
+                for axis in range(len(p.type.dims)):
+                    key = f"{p.name}.stride{axis}"
+                    strides.append(by_key[key] if key in by_key else self.const("i32", 1, p.span))
+                rank = len(p.type.dims)
+                vtype = ir.Type.parse(f"!tle.view<{p.type.dtype}, {rank}>")
+                self.views[p.name] = self.value("tle.make_view", vtype, [by_key[p.name], *sizes, *strides], {
+                    "elem": ir.TypeAttr.get(element_type(p.type.dtype)),
+                    "name": ir.StringAttr.get(p.name),
+                    "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, rank, rank]),
+                }, p.span)
+            else:
+                self.env[p] = by_key[p.name]
+        self.stmts(self.k.body)
+        self.op("func.return", [], [], None, self.k.span)
+
+    # ---- statements ----------------------------------------------------------------------------------------
+    def stmts(self, body):
+        for s in body:
+            getattr(self, "s_" + type(s).__name__)(s)
+
+    def s_Bind(self, s: T.Bind):
+        self.env[s.var] = self.expr(s.value)
+
+    def s_Eval(self, s: T.Eval):
+        self.expr(s.expr)
+
+    def s_For(self, s: T.For):
+        start, stop, step = self.expr(s.start), self.expr(s.stop), self.expr(s.step)
+        inits = [self.env[v] for v in s.carried]
+        attrs = {}
+        if s.stages is not None:
+            attrs["tle.num_stages"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), s.stages)
+        if s.unroll is not None:
+            attrs["tle.unroll"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), s.unroll)
+        loop = self.op("scf.for", [v.type for v in inits], [start, stop, step, *inits], attrs, s.span, regions=1)
+        block = loop.regions[0].blocks.append(element_type("i32"), *[v.type for v in inits])
+        saved_ip, saved_env = self.ip, dict(self.env)
+        self.ip = ir.InsertionPoint(block)
+        self.env[s.var] = block.arguments[0]
+        for v, arg in zip(s.carried, list(block.arguments)[1:]):
+            self.env[v] = arg
+        self.stmts(s.body)
+        self.op("scf.yield", [], [self.env[v] for v in s.carried], None, s.span)
+        self.ip, self.env = saved_ip, saved_env
+        for v, r in zip(s.carried, loop.results):
+            self.env[v] = r
+
+    def s_If(self, s: T.If):
+        cond = self.expr(s.cond)
+        types = [self.env[v].type for v in s.carried]
+        op = self.op("scf.if", types, [cond], None, s.span, regions=2)
+        saved_ip, saved_env = self.ip, dict(self.env)
+        for region, body in zip(op.regions, (s.then, s.orelse)):
+            if not body and not s.carried and region is op.regions[1]:
+                continue  # no else: an empty region
+            self.ip = ir.InsertionPoint(region.blocks.append())
+            self.env = dict(saved_env)
+            self.stmts(body)
+            self.op("scf.yield", [], [self.env[v] for v in s.carried], None, s.span)
+        self.ip, self.env = saved_ip, saved_env
+        for v, r in zip(s.carried, op.results):
+            self.env[v] = r
+
+    # ---- expressions ---------------------------------------------------------------------------------------
+    def expr(self, e: T.Expr):
+        if isinstance(e, T.Const):
+            return self.const(e.type.dtype, e.value, e.span)
+        if isinstance(e, T.Read):
+            return self.env[e.var]
+        if isinstance(e, T.Dim):
+            return self.dims[e.name]
+        return getattr(self, "x_" + e.name, self.x_elementwise)(e)
+
+    def x_elementwise(self, e: T.Op):
+        args = [self.expr(a) for a in e.args]
+        rt = ir_type(e.type)
+        d = e.args[0].type.dtype
+        if e.name in _ARITH:
+            fop, iop = _ARITH[e.name]
+            name = fop if is_float(d) else iop
+            return self.value(name, rt, args, None, e.span)
+        if e.name in _CMP:
+            fp, ip = _CMP[e.name]
+            if is_float(d):
+                return self.value("arith.cmpf", rt, args, {"predicate": _i64(fp)}, e.span)
+            return self.value("arith.cmpi", rt, args, {"predicate": _i64(ip)}, e.span)
+        if e.name in _MATH:
+            return self.value(_MATH[e.name], rt, args, None, e.span)
+        raise NotImplementedError(f"no lowering for typed op {e.name}")  # checker and lowering out of step
+
+    def _like(self, e, value):
+        """A constant of e's type (scalar or splat tile)."""
+        shape = e.type.shape if isinstance(e.type, Tile) else None
+        return self.const(e.type.dtype, value, e.span, shape)
+
+    def x_neg(self, e):
+        x = self.expr(e.args[0])
+        if is_float(e.type.dtype):
+            return self.value("arith.negf", ir_type(e.type), [x], None, e.span)
+        return self.value("arith.subi", ir_type(e.type), [self._like(e, 0), x], None, e.span)
+
+    def x_not(self, e):
+        x = self.expr(e.args[0])
+        return self.value("arith.xori", ir_type(e.type), [x, self._like(e, 1)], None, e.span)
+
+    def x_abs(self, e):
+        x = self.expr(e.args[0])
+        return self.value("math.absf" if is_float(e.type.dtype) else "math.absi", ir_type(e.type), [x], None, e.span)
+
+    def x_sigmoid(self, e):
+        x = self.expr(e.args[0])
+        t = ir_type(e.type)
+        neg = self.value("arith.negf", t, [x], None, e.span)
+        ex = self.value("math.exp", t, [neg], None, e.span)
+        den = self.value("arith.addf", t, [self._like(e, 1.0), ex], None, e.span)
+        return self.value("arith.divf", t, [self._like(e, 1.0), den], None, e.span)
+
+    def x_where(self, e):
+        c, a, b = (self.expr(x) for x in e.args)
+        return self.value("arith.select", ir_type(e.type), [c, a, b], None, e.span)
+
+    def x_cast(self, e):
+        x = self.expr(e.args[0])
+        src, dst = e.args[0].type.dtype, e.type.dtype
+        rt = ir_type(e.type)
+        if src == dst:
+            return x
+        if dst == "i1":  # to bool: nonzero
+            zero = self.const(src, 0, e.span, e.type.shape if isinstance(e.type, Tile) else None)
+            if is_float(src):
+                return self.value("arith.cmpf", rt, [x, zero], {"predicate": _i64(13)}, e.span)
+            return self.value("arith.cmpi", rt, [x, zero], {"predicate": _i64(1)}, e.span)
+        if is_float(src) and is_float(dst):
+            from ..types import BITS
+            if BITS[src] == BITS[dst]:  # f16 <-> bf16 goes through f32
+                mid = Tile("f32", e.type.shape) if isinstance(e.type, Tile) else Scalar("f32")
+                x = self.value("arith.extf", ir_type(mid), [x], None, e.span)
+                return self.value("arith.truncf", rt, [x], None, e.span)
+            name = "arith.extf" if BITS[dst] > BITS[src] else "arith.truncf"
+            return self.value(name, rt, [x], None, e.span)
+        if is_float(dst):
+            return self.value("arith.uitofp" if src == "i1" else "arith.sitofp", rt, [x], None, e.span)
+        if is_float(src):
+            return self.value("arith.fptosi", rt, [x], None, e.span)
+        from ..types import BITS
+        if BITS[dst] > BITS[src]:
+            return self.value("arith.extui" if src == "i1" else "arith.extsi", rt, [x], None, e.span)
+        return self.value("arith.trunci", rt, [x], None, e.span)
+
+    def x_bitcast(self, e):
+        return self.value("arith.bitcast", ir_type(e.type), [self.expr(e.args[0])], None, e.span)
+
+    def x_splat(self, e):
+        x = e.args[0]
+        if isinstance(x, T.Const):
+            return self.const(e.type.dtype, x.value, e.span, e.type.shape)
+        return self.value("tle.splat", ir_type(e.type), [self.expr(x)], None, e.span)
+
+    def _shape_op(self, e, attrs=None):
+        return self.value(f"tle.{e.name}", ir_type(e.type), [self.expr(e.args[0])], attrs, e.span)
+
+    def x_broadcast(self, e):
+        return self._shape_op(e)
+
+    def x_reshape(self, e):
+        return self._shape_op(e)
+
+    def x_expand_dims(self, e):
+        return self._shape_op(e, {"axis": _i32(e.attrs["axis"])})
+
+    def x_transpose(self, e):
+        return self._shape_op(e, {"perm": ir.DenseI32ArrayAttr.get(list(e.attrs["perm"]))})
+
+    def x_arange(self, e):
+        return self.value("tle.arange", ir_type(e.type), [], {"start": _i32(e.attrs["start"]),
+                                                              "end": _i32(e.attrs["end"])}, e.span)
+
+    def x_program_id(self, e):
+        axis = ir.StringAttr.get(MESH_AXES[e.attrs["axis"]])
+        return self.value(f"tle.{e.name}", element_type("i32"), [], {"axis": axis}, e.span)
+
+    x_num_programs = x_program_id
+
+    def x_undef(self, e):
+        return self.value("tle.undef", ir_type(e.type), [], {"name": ir.StringAttr.get(e.attrs["name"])}, e.span)
+
+    def x_load(self, e):
+        view = self.views[e.tensor.name]
+        idx = [self.expr(a) for a in e.args]
+        pad = scalar_attr(e.type.dtype, e.attrs["padding"])
+        return self.value("tle.load", ir_type(e.type), [view, *idx], {"padding": pad}, e.span)
+
+    def x_store(self, e):
+        view = self.views[e.tensor.name]
+        value, *idx = [self.expr(a) for a in e.args]
+        self.op("tle.store", [], [view, value, *idx], None, e.span)
+
+    def _indexed(self, e, with_value):
+        view = self.views[e.tensor.name]
+        vals = [self.expr(a) for a in e.args]
+        rank = len(e.tensor.type.dims)
+        masked = e.attrs["masked"]
+        value = vals[:1] if with_value else []
+        idx = vals[len(value):len(value) + rank]
+        mask = vals[len(value) + rank:] if masked else []
+        segments = [1] + ([1] if with_value else []) + [rank, len(mask)]
+        return view, value, idx, mask, ir.DenseI32ArrayAttr.get(segments)
+
+    def x_gather(self, e):
+        view, _, idx, mask, seg = self._indexed(e, False)
+        return self.value("tle.gather", ir_type(e.type), [view, *idx, *mask], {
+            "other": scalar_attr(e.type.dtype, e.attrs["other"]), "operandSegmentSizes": seg}, e.span)
+
+    def x_scatter(self, e):
+        view, value, idx, mask, seg = self._indexed(e, True)
+        self.op("tle.scatter", [], [view, *value, *idx, *mask], {"operandSegmentSizes": seg}, e.span)
+
+    def x_atomic(self, e):
+        view, value, idx, mask, seg = self._indexed(e, True)
+        return self.value("tle.atomic", ir_type(e.type), [view, *value, *idx, *mask], {
+            "kind": ir.StringAttr.get(e.attrs["kind"]), "operandSegmentSizes": seg}, e.span)
+
+    def x_dot(self, e):
+        a, b, acc = (self.expr(x) for x in e.args)
+        return self.value("tle.dot", ir_type(e.type), [a, b, acc],
+                          {"precision": ir.StringAttr.get(e.attrs["precision"])}, e.span)
+
+    def x_reduce(self, e):
+        return self.value("tle.reduce", ir_type(e.type), [self.expr(e.args[0])], {
+            "kind": ir.StringAttr.get(e.attrs["kind"]), "axis": _i32(e.attrs["axis"])}, e.span)
+
+    def x_scan(self, e):
+        return self.value("tle.scan", ir_type(e.type), [self.expr(e.args[0])], {
+            "kind": ir.StringAttr.get(e.attrs["kind"]), "axis": _i32(e.attrs["axis"])}, e.span)
+
+
+def _i32(v: int):
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(32), v)
+
+
+def _i64(v: int):
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)

@@ -1,0 +1,122 @@
+"""A checked kernel: the output of tle/check.py and the input of lowering/ast_to_tle.py.
+
+Every expression has its type; constants are folded; helper fns are inlined; implicit conversions
+(broadcasts, splats, casts of mixed operands) are explicit `Op` nodes. So the lowering is a walk that maps each
+node to IR without deciding anything about the language.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .diagnostics import Span
+from .types import Scalar, Tensor, Tile
+
+
+@dataclass(eq=False)
+class Variable:
+    """A let, var, loop variable or scalar parameter. Identity matters (not the name): inlined fns get their own."""
+    name: str
+    type: Scalar | Tile
+    span: Span
+    mutable: bool = False
+    depth: int = 0  # nesting depth (loops and ifs) where it was declared; decides what a loop or if carries
+
+
+@dataclass(eq=False)
+class TensorParam:
+    name: str
+    type: Tensor
+    span: Span
+
+
+@dataclass(eq=False)
+class Expr:
+    span: Span
+    type: Scalar | Tile
+
+
+@dataclass(eq=False)
+class Const(Expr):
+    value: Any  # int | float | bool; the type says which dtype
+    weak: bool = False  # a literal or untyped constant: takes the other operand's type in mixed operations
+
+
+@dataclass(eq=False)
+class Read(Expr):
+    var: Variable
+
+
+@dataclass(eq=False)
+class Dim(Expr):
+    """A symbolic dim of a tensor parameter (an i32 runtime value)."""
+    name: str
+
+
+@dataclass(eq=False)
+class Op(Expr):
+    """An operation. `name` is one of OP_NAMES; `attrs` holds its compile-time parameters."""
+    name: str
+    args: list[Expr]
+    attrs: dict = field(default_factory=dict)
+    tensor: TensorParam | None = None  # for memory ops
+
+
+# Elementwise ops map one-to-one onto upstream arith/math; the rest onto tle ops.
+ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "rem", "pow", "and", "or", "xor", "shl", "shr", "min", "max",
+                      "eq", "ne", "lt", "le", "gt", "ge")
+ELEMENTWISE_UNARY = ("neg", "not", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
+                     "sigmoid", "erf", "abs", "floor", "ceil")
+OTHER_OPS = ("where", "cast", "bitcast", "splat", "broadcast", "expand_dims", "reshape", "transpose", "arange",
+             "program_id", "num_programs", "load", "store", "gather", "scatter", "atomic", "dot", "reduce", "scan",
+             "undef", "cdiv")
+OP_NAMES = ELEMENTWISE_BINARY + ELEMENTWISE_UNARY + OTHER_OPS
+
+
+@dataclass(eq=False)
+class Stmt:
+    span: Span
+
+
+@dataclass(eq=False)
+class Bind(Stmt):
+    """let/var declaration or assignment: the variable now holds `value`."""
+    var: Variable
+    value: Expr
+
+
+@dataclass(eq=False)
+class Eval(Stmt):
+    """An operation run for its effect (store, scatter, atomic whose result is unused)."""
+    expr: Expr
+
+
+@dataclass(eq=False)
+class For(Stmt):
+    var: Variable
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: list[Stmt]
+    carried: list[Variable]  # variables from outside the loop assigned in it, in first-assignment order
+    stages: int | None = None
+    unroll: int | None = None
+
+
+@dataclass(eq=False)
+class If(Stmt):
+    cond: Expr
+    then: list[Stmt]
+    orelse: list[Stmt]
+    carried: list[Variable]  # variables from outside assigned in either branch
+
+
+@dataclass
+class Kernel:
+    name: str
+    span: Span
+    params: list[TensorParam | Variable]  # in declaration order
+    dims: dict[str, Span]  # symbolic dims, first appearance
+    constants: dict[str, Any]
+    body: list[Stmt]
+    file: str = ""
