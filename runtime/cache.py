@@ -1,0 +1,54 @@
+"""The on-disk kernel cache: compiled Binaries keyed by everything that decides their bytes.
+
+The key (see runtime/kernel.py) covers the kernel's source text and every file it imports, its name, the
+compile-time constants, the specialisation facts, the backend and its options, the target architecture, and the
+versions of tle and of the backend compiler. So a second process with the same kernel and arguments compiles
+nothing, and an edited kernel or an upgraded Triton never sees a stale binary.
+
+Writes go to a temporary file renamed into place, so concurrent processes never read half a file.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+
+from .. import debug
+
+
+def key_of(*parts) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(repr(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:40]
+
+
+def _path(key: str) -> str | None:
+    root = debug.cache_dir()
+    return os.path.join(root, key[:2], key + ".bin") if root else None
+
+
+def get(key: str) -> bytes | None:
+    path = _path(key)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def put(key: str, data: bytes) -> None:
+    path = _path(key)
+    if path is None:
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:  # a read-only or full disk only costs a recompilation next time
+        pass

@@ -1,0 +1,295 @@
+"""Kernels as Python callables: argument binding and checks, specialisation, caches, launch.
+
+    mod = tle.compile("softmax.tle")
+    mod.softmax[(M,)](x, y, BLOCK=1024)
+
+A call binds tensors and scalars to the kernel's parameters, reads the symbolic dims off the tensors' shapes,
+and checks everything a GPU would otherwise fault on (device, dtype, rank, dims that disagree) with an exception
+naming the parameter. It then derives the specialisation (tle/abi.py: 16-byte alignment, divisibility by 16,
+unit strides), finds or builds the binary for it (memory cache, then the disk cache of runtime/cache.py, then the
+compiler), and launches it: CUDA tensors on a GPU backend, CPU tensors on the interpreter.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .. import __version__ as TLE_VERSION
+from ..abi import Spec, abi
+from ..check import Program, check_kernel
+from . import cache
+
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "backend")
+I32_MAX = 2 ** 31 - 1
+
+
+def torch_dtype(dtype: str):
+    import torch
+    return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
+            "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64, "i1": torch.bool}[dtype]
+
+
+def tle_dtype(torch_dt) -> str | None:
+    import torch
+    return {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32", torch.float64: "f64",
+            torch.int8: "i8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64",
+            torch.bool: "i1"}.get(torch_dt)
+
+
+class LaunchError(TypeError):
+    """A launch whose arguments do not fit the kernel (raised before anything reaches the GPU)."""
+
+
+@dataclass
+class _Entry:
+    compiled: object  # tle.compiler.Compiled
+    runner: object  # a LoadedKernel, or the tle-dialect module for the interpreter
+
+
+class Kernel:
+    """One kernel of a compiled .tle file. Index it with a grid to launch: kernel[grid](*args, **constants)."""
+
+    def __init__(self, program: Program, name: str, fingerprint: str, backend: str = "auto", quiet: bool = True,
+                 arch: str | None = None):
+        self.program = program
+        self.name = name
+        self.decl = program.kernels[name]
+        self.fingerprint = fingerprint
+        self.backend = backend
+        self.quiet = quiet
+        self.arch = arch
+        self._entries: dict = {}
+        self._checked: dict = {}
+        self.last_backend: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<tle kernel {self.name} from {self.program.file}>"
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.launch(grid, *args, **kwargs)
+
+    # ---- binding -------------------------------------------------------------------------------------------
+    def _bind(self, args, kwargs):
+        params = self.decl.params
+        const_names = [c.name for c in self.decl.const_params]
+        options = {k: kwargs.pop(k) for k in LAUNCH_OPTIONS if k in kwargs}
+        constants = {k: kwargs.pop(k) for k in list(kwargs) if k in const_names}
+        if len(args) > len(params):
+            raise LaunchError(f"{self.name}() takes {len(params)} arguments "
+                              f"({', '.join(p.name for p in params)}), got {len(args)}")
+        values = dict(zip((p.name for p in params), args))
+        for k, v in kwargs.items():
+            if k not in {p.name for p in params}:
+                raise LaunchError(f"{self.name}() has no parameter or constant '{k}' (parameters: "
+                                  f"{', '.join(p.name for p in params)}; constants: {', '.join(const_names)})")
+            if k in values:
+                raise LaunchError(f"{self.name}() got parameter '{k}' twice")
+            values[k] = v
+        missing = [p.name for p in params if p.name not in values]
+        if missing:
+            raise LaunchError(f"{self.name}() is missing argument{'s' if len(missing) > 1 else ''} "
+                              f"{', '.join(repr(m) for m in missing)}")
+        # element-type constants (T: dtype) not given are read off the tensors declared with them
+        for p in params:
+            dname = p.type.dtype
+            if dname in const_names and dname not in constants and hasattr(values[p.name], "dtype"):
+                d = tle_dtype(values[p.name].dtype)
+                if d is not None:
+                    constants[dname] = d
+        for k, v in list(constants.items()):
+            if not isinstance(v, (bool, int, float, str)):
+                d = tle_dtype(v)  # a torch dtype given for a dtype constant
+                if d is None:
+                    raise LaunchError(f"constant {k}={v!r}: expected an int, float, bool or element type")
+                constants[k] = d
+        return values, constants, options
+
+    def _check_args(self, kernel, values):
+        """Check the arguments against the checked kernel; return (flat values by ABI key, device)."""
+        import torch
+        from ..typed import TensorParam
+        flat, dims, device = {}, {}, None
+        for p in kernel.params:
+            v = values[p.name]
+            if isinstance(p, TensorParam):
+                if not isinstance(v, torch.Tensor):
+                    raise LaunchError(f"{self.name}: parameter '{p.name}' is a {p.type}; got {type(v).__name__}")
+                want = p.type.dtype
+                if tle_dtype(v.dtype) != want:
+                    raise LaunchError(f"{self.name}: parameter '{p.name}' is a {p.type}; got a tensor of "
+                                      f"{v.dtype} (convert it with .to({torch_dtype(want)}))")
+                if want == "i1":
+                    raise LaunchError(f"{self.name}: parameter '{p.name}': bool tensors are not supported; "
+                                      "pass x.to(torch.int8) and declare tensor<i8>")
+                if v.dim() != len(p.type.dims):
+                    raise LaunchError(f"{self.name}: parameter '{p.name}' is a {p.type} ({len(p.type.dims)} dims); "
+                                      f"got a tensor of shape {tuple(v.shape)}")
+                if device is None:
+                    device = v.device
+                elif v.device != device:
+                    raise LaunchError(f"{self.name}: parameter '{p.name}' is on {v.device} but earlier tensors "
+                                      f"are on {device}; all tensors of a launch must be on one device")
+                for axis, (d, size) in enumerate(zip(p.type.dims, v.shape)):
+                    if isinstance(d, int):
+                        if size != d:
+                            raise LaunchError(f"{self.name}: parameter '{p.name}' must have size {d} in dim "
+                                              f"{axis}; got shape {tuple(v.shape)}")
+                    elif d in dims and dims[d][0] != size:
+                        raise LaunchError(f"{self.name}: dim '{d}' is {dims[d][0]} (from '{dims[d][1]}') but "
+                                          f"{size} in '{p.name}' (shape {tuple(v.shape)})")
+                    else:
+                        dims.setdefault(d, (size, p.name))
+                reach = sum((s - 1) * abs(st) for s, st in zip(v.shape, v.stride()) if s > 0)
+                if reach > I32_MAX or any(s > I32_MAX for s in v.shape):
+                    raise LaunchError(f"{self.name}: tensor '{p.name}' spans more than 2^31 elements; tle passes "
+                                      "sizes and offsets as 32-bit integers")
+                if any(st < 0 for st in v.stride()):
+                    raise LaunchError(f"{self.name}: tensor '{p.name}' has a negative stride")
+                flat[p.name] = v
+                for axis, st in enumerate(v.stride()):
+                    flat[f"{p.name}.stride{axis}"] = st
+            else:
+                d = p.type.dtype
+                if d == "i1":
+                    ok = isinstance(v, bool)
+                elif d.startswith("i"):
+                    ok = isinstance(v, int) and not isinstance(v, bool)
+                    if ok and not -(2 ** (int(d[1:]) - 1)) <= v < 2 ** (int(d[1:]) - 1):
+                        raise LaunchError(f"{self.name}: scalar '{p.name}' = {v} does not fit {d}")
+                else:
+                    ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+                if not ok:
+                    raise LaunchError(f"{self.name}: parameter '{p.name}' is a {d} scalar; got {v!r}")
+                flat[p.name] = v
+        for d, (size, _) in dims.items():
+            flat[d] = size
+        return flat, device, {d: s for d, (s, _) in dims.items()}
+
+    @staticmethod
+    def _spec(kernel, flat) -> Spec:
+        from ..abi import all_args
+        d16, unit = set(), set()
+        for a in all_args(kernel):
+            v = flat[a.key]
+            if a.kind == "ptr":
+                if v.data_ptr() % 16 == 0:
+                    d16.add(a.key)
+            elif a.kind == "stride" and v == 1:
+                unit.add(a.key)
+            elif isinstance(v, int) and not isinstance(v, bool) and a.dtype.startswith("i") and v % 16 == 0:
+                d16.add(a.key)
+        return Spec(frozenset(d16), frozenset(unit))
+
+    # ---- launch --------------------------------------------------------------------------------------------
+    def launch(self, grid, *args, **kwargs):
+        values, constants, options = self._bind(args, dict(kwargs))
+        ckey = tuple(sorted(constants.items()))
+        kernel = self._checked.get(ckey)
+        if kernel is None:
+            kernel = self._checked[ckey] = check_kernel(self.program, self.name, constants)
+        flat, device, dims = self._check_args(kernel, values)
+        spec = self._spec(kernel, flat)
+        backend = options.get("backend", self.backend)
+        on_gpu = device is not None and device.type == "cuda"
+        backend = self._choose_backend(backend, on_gpu)
+        grid = self._grid(grid, {**kernel.constants, **dims})
+        num_warps = int(options.get("num_warps", 4))
+        num_stages = int(options.get("num_stages", 3))
+        entry = self._entry(kernel, constants, spec, backend, device, num_warps, num_stages)
+        self.last_backend = backend
+        ordered = [flat[a.key] for a in entry.compiled.abi]
+        if backend == "interp":
+            from .interpreter import interpret
+            if on_gpu:  # a forced interpreter run on CUDA tensors works on copies and writes back
+                cpu = [v.cpu() if hasattr(v, "cpu") else v for v in ordered]
+                interpret(entry.runner, grid, cpu)
+                for g, c in zip(ordered, cpu):
+                    if hasattr(g, "copy_"):
+                        g.copy_(c)
+            else:
+                interpret(entry.runner, grid, ordered)
+        else:
+            import torch
+            with torch.cuda.device(device):
+                entry.runner.launch(grid, ordered)
+
+    def _choose_backend(self, backend: str, on_gpu: bool) -> str:
+        if backend not in ("auto", "triton", "interp"):
+            raise LaunchError(f"unknown backend '{backend}'; choose auto, triton or interp")
+        if backend == "auto":
+            return "triton" if on_gpu else "interp"
+        if backend != "interp" and not on_gpu:
+            raise LaunchError(f"{self.name}: backend '{backend}' runs on CUDA tensors, but the tensors are on "
+                              "the CPU (use backend='interp' or move them with .cuda())")
+        return backend
+
+    @staticmethod
+    def _grid(grid, meta):
+        if callable(grid):
+            grid = grid(meta)
+        if isinstance(grid, int):
+            grid = (grid,)
+        grid = tuple(int(g) for g in grid)
+        if not 1 <= len(grid) <= 3 or any(g < 0 for g in grid):
+            raise LaunchError(f"grid must be 1 to 3 non-negative ints; got {grid}")
+        return grid + (1,) * (3 - len(grid))
+
+    def _entry(self, kernel, constants, spec, backend, device, num_warps, num_stages) -> _Entry:
+        arch = self.arch or (_arch_of(device) if backend != "interp" else "cpu")
+        mkey = (tuple(sorted(kernel.constants.items())), spec, backend, arch, num_warps, num_stages,
+                getattr(device, "index", None))
+        entry = self._entries.get(mkey)
+        if entry is not None:
+            return entry
+        from ..compiler import compile_kernel
+        if backend == "interp":
+            compiled = compile_kernel(self.program, self.name, constants, spec, stop="tle")
+            entry = _Entry(compiled, compiled.module)
+        else:
+            entry = _Entry(*self._gpu_binary(kernel, constants, spec, backend, arch, num_warps, num_stages))
+        self._entries[mkey] = entry
+        return entry
+
+    def _gpu_binary(self, kernel, constants, spec, backend, arch, num_warps, num_stages):
+        from ..compiler import Compiled, compile_kernel
+        from ..targets.binary import Binary
+        from .launch import load
+        key = cache.key_of(self.fingerprint, self.name, sorted(kernel.constants.items()), spec.key(), backend,
+                           arch, num_warps, num_stages, TLE_VERSION, _backend_version(backend))
+        data = cache.get(key)
+        if data is not None:
+            binary = Binary.from_bytes(data)
+            compiled = Compiled(kernel, spec, abi(kernel, spec), backend, arch, binary=binary)
+        else:
+            compiled = compile_kernel(self.program, self.name, constants, spec, backend=backend, arch=arch,
+                                      num_warps=num_warps, num_stages=num_stages)
+            binary = compiled.binary
+            cache.put(key, binary.to_bytes())
+        return compiled, load(binary)
+
+
+def _arch_of(device) -> str:
+    import torch
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}"
+
+
+def _backend_version(backend: str) -> str:
+    if backend == "triton":
+        from ..targets.triton import triton_version
+        return triton_version()
+    return ""
+
+
+def program_fingerprint(program: Program) -> str:
+    """A hash of the kernel file and every file it imports (their texts)."""
+    files = {d.span.file for table in (program.kernels, program.fns, program.consts) for d in table.values()}
+    texts = []
+    for f in sorted(files):
+        if f == program.file:
+            texts.append(program.source)
+        elif os.path.exists(f):
+            with open(f, encoding="utf-8") as fh:
+                texts.append(fh.read())
+    return cache.key_of(program.file, texts)
+

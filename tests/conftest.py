@@ -1,0 +1,107 @@
+"""pytest set-up for tle.
+
+- `@pytest.mark.gpu` tests are skipped when torch sees no CUDA device.
+- Every `.tle` file under tests/ with `// RUN:` lines is one test (golden IR, as LLVM's lit does): each RUN line
+  runs in bash with `%s` replaced by the file's path, `tlec` by this Python's tlec, `filecheck` by the Python
+  FileCheck, and `not CMD` meaning CMD must fail. A failure shows FileCheck's own message.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _has_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (torch.cuda.is_available() is False)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_collect_file(parent, file_path):
+    if file_path.suffix == ".tle" and "RUN:" in file_path.read_text(encoding="utf-8", errors="replace"):
+        return GoldenFile.from_parent(parent, path=file_path)
+    return None
+
+
+class GoldenFile(pytest.File):
+    def collect(self):
+        yield GoldenItem.from_parent(self, name=self.path.name)
+
+
+def _tool(name: str) -> str:
+    """The executable `name` next to this Python (the venv's), else a `python -m` invocation."""
+    exe = os.path.join(os.path.dirname(sys.executable), name)
+    if os.path.exists(exe):
+        return shlex.quote(exe)
+    return {"tlec": f"{shlex.quote(sys.executable)} -m tle.cli",
+            "filecheck": f"{shlex.quote(sys.executable)} -m filecheck"}[name]
+
+
+def run_lines(path: str) -> list[str]:
+    """The RUN commands of a golden file, continuation lines (ending in \\) joined."""
+    cmds, cur = [], ""
+    for line in open(path, encoding="utf-8"):
+        m = re.search(r"//\s*RUN:\s?(.*)$", line)
+        if not m:
+            continue
+        part = m.group(1).rstrip()
+        if part.endswith("\\"):
+            cur += part[:-1] + " "
+            continue
+        cmds.append(cur + part)
+        cur = ""
+    return cmds
+
+
+def expand(cmd: str, path: str) -> str:
+    cmd = cmd.replace("%s", shlex.quote(path))
+    for tool in ("tlec", "filecheck"):  # at a command position: start, after a pipe, after `not`
+        cmd = re.sub(rf"(^|\|\s*|\bnot\s+){tool}\b", lambda m, t=tool: m.group(1) + _tool(t), cmd)
+    # `not CMD | ...`: CMD must fail; its output still flows into the pipe.
+    cmd = re.sub(r"^not\s+([^|]*)", lambda m: "{ ! " + m.group(1).strip() + "; }", cmd)
+    return cmd
+
+
+class GoldenItem(pytest.Item):
+    def runtest(self):
+        path = str(self.path)
+        env = dict(os.environ, FILECHECK_OPTS="--enable-var-scope")
+        for cmd in run_lines(path):
+            full = expand(cmd, path)
+            proc = subprocess.run(["bash", "-o", "pipefail", "-c", full], capture_output=True, text=True,
+                                  cwd=os.path.dirname(path), env=env, timeout=300)
+            if proc.returncode != 0:
+                raise GoldenFailure(cmd, proc.stdout + proc.stderr)
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, GoldenFailure):
+            return f"RUN: {excinfo.value.cmd}\n{excinfo.value.output}"
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, 0, f"golden: {self.name}"
+
+
+class GoldenFailure(Exception):
+    def __init__(self, cmd, output):
+        super().__init__(cmd)
+        self.cmd = cmd
+        self.output = output

@@ -1,0 +1,46 @@
+"""The Python API: turn .tle source into callable kernels.
+
+    import tle
+    mod = tle.compile("examples/softmax.tle")        # a path, or the source text itself
+    mod.softmax[(M,)](x, y, BLOCK=1024)               # CUDA tensors: GPU; CPU tensors: the interpreter
+
+`backend` chooses where kernels run: "auto" (CUDA tensors on the GPU, CPU tensors on the interpreter),
+"triton", or "interp". It can also be given per launch: mod.softmax[grid](x, y, backend="interp").
+"""
+from __future__ import annotations
+
+import os
+
+from .check import load_program
+from .runtime.kernel import Kernel, program_fingerprint
+
+
+class Module:
+    """The kernels of one .tle file, as attributes: mod.softmax, mod.matmul, ..."""
+
+    def __init__(self, program, backend: str, quiet: bool, arch: str | None):
+        self.program = program
+        fp = program_fingerprint(program)
+        self.kernels = {name: Kernel(program, name, fp, backend, quiet, arch) for name in program.kernels}
+
+    def __getattr__(self, name):
+        kernels = self.__dict__.get("kernels", {})
+        if name in kernels:
+            return kernels[name]
+        raise AttributeError(f"{self.program.file} has no kernel '{name}' (kernels: {', '.join(kernels)})")
+
+    def __dir__(self):
+        return list(self.kernels) + ["kernels", "program"]
+
+    def __repr__(self) -> str:
+        return f"<tle module {self.program.file}: {', '.join(self.kernels)}>"
+
+
+def compile(source: str, *, backend: str = "auto", quiet: bool = True, arch: str | None = None,
+            filename: str | None = None) -> Module:  # noqa: A001 - the natural name, as re.compile
+    """Parse and check a .tle file (or source text); kernels compile lazily, per specialisation, on launch."""
+    if filename is None and "\n" not in source and source.endswith(".tle") and os.path.exists(source):
+        filename = source
+        with open(source, encoding="utf-8") as f:
+            source = f.read()
+    return Module(load_program(source, filename or "<string>"), backend, quiet, arch)

@@ -1,0 +1,42 @@
+"""Every TLE_* environment variable, in one place.
+
+TLE_DEBUG=N   1: time each stage; 2: also print the IR after each stage (with locations);
+              3: also the final TTIR / Tile IR text; 4: Python tracebacks for errors in tlec.
+TLE_CACHE_DIR the on-disk kernel cache (default ~/.cache/tle); TLE_CACHE=0 disables it.
+TLE_TILEIRAS  the tileiras binary to use (else PATH, else the nvidia-cuda-tileiras package).
+TLE_MLIR      torch_mlir | jaxlib: which MLIR Python bindings to use (default: whichever imports).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+
+
+def level() -> int:
+    try:
+        return int(os.environ.get("TLE_DEBUG", "0"))
+    except ValueError:
+        return 1
+
+
+def cache_dir() -> str | None:
+    if os.environ.get("TLE_CACHE", "1") == "0":
+        return None
+    return os.environ.get("TLE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tle")
+
+
+@contextlib.contextmanager
+def timed(stage: str):
+    if level() < 1:
+        yield
+        return
+    t0 = time.perf_counter()
+    yield
+    print(f"[tle] {stage}: {(time.perf_counter() - t0) * 1e3:.1f} ms", file=sys.stderr)
+
+
+def dump(stage: str, text) -> None:
+    if level() >= 2 and isinstance(text, str):
+        print(f"// ----- [tle] IR after {stage} -----\n{text}", file=sys.stderr)
