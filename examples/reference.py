@@ -1,0 +1,132 @@
+"""How to launch each example, with a torch reference: shared by run_example.py, the tests and benchmarks.
+
+`CASES[name].make(device, dtype, shape, noncontig)` returns (args, grid, constants, reference, outputs):
+launch with `mod.<name>[grid](*args, **constants)`, then compare `outputs(args)` with `reference(args)`.
+Outputs start as NaN so that an element the kernel never wrote cannot pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def rand(shape, device, dtype, noncontig=False):
+    """Random normal data; with noncontig, a transposed or strided view instead of a contiguous tensor."""
+    if not noncontig:
+        return torch.randn(shape, device=device, dtype=torch.float32).to(dtype)
+    if len(shape) == 1:
+        return torch.randn(shape[0] * 2, device=device).to(dtype)[::2]
+    return torch.randn(tuple(reversed(shape)), device=device).to(dtype).t()  # inner stride != 1
+
+
+def poison(shape, device, dtype):
+    return torch.full(shape, float("nan"), device=device, dtype=dtype)
+
+
+@dataclass
+class Case:
+    name: str
+    make: Callable
+    shapes: list  # small shapes (ragged ones included) for correctness tests
+    dtypes: tuple = (torch.float32, torch.float16, torch.bfloat16)
+
+    @staticmethod
+    def tol(dtype) -> float:
+        return {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}[dtype]
+
+
+def _vector_add(device, dtype, shape=(10_000,), noncontig=False):
+    (n,) = shape
+    x, y = rand((n,), device, dtype, noncontig), rand((n,), device, dtype)
+    out = poison((n,), device, dtype)
+    return [x, y, out], (cdiv(n, 1024),), {"BLOCK": 1024}, lambda a: [a[0].float() + a[1].float()], lambda a: [a[2]]
+
+
+def _softmax(device, dtype, shape=(37, 300), noncontig=False):
+    m, n = shape
+    x, y = rand((m, n), device, dtype, noncontig), poison((m, n), device, dtype)
+    return [x, y], (m,), {"BLOCK": next_pow2(n)}, lambda a: [torch.softmax(a[0].float(), dim=1)], lambda a: [a[1]]
+
+
+def _layernorm(device, dtype, shape=(37, 300), noncontig=False):
+    m, n = shape
+    x = rand((m, n), device, dtype, noncontig)
+    w, b = rand((n,), device, dtype), rand((n,), device, dtype)
+    y = poison((m, n), device, dtype)
+
+    def ref(a):
+        return [torch.nn.functional.layer_norm(a[0].float(), (n,), a[1].float(), a[2].float(), 1e-5)]
+    return [x, w, b, y, 1e-5], (m,), {"BLOCK": next_pow2(n)}, ref, lambda a: [a[3]]
+
+
+def _rmsnorm(device, dtype, shape=(37, 300), noncontig=False):
+    m, n = shape
+    x, w, y = rand((m, n), device, dtype, noncontig), rand((n,), device, dtype), poison((m, n), device, dtype)
+
+    def ref(a):
+        xf = a[0].float()
+        return [xf * torch.rsqrt((xf * xf).mean(dim=1, keepdim=True) + 1e-6) * a[1].float()]
+    return [x, w, y, 1e-6], (m,), {"BLOCK": next_pow2(n)}, ref, lambda a: [a[2]]
+
+
+def _matmul(device, dtype, shape=(100, 70, 90), noncontig=False, tiles=(64, 64, 32)):
+    m, n, k = shape
+    bm, bn, bk = tiles
+    a, b, c = rand((m, k), device, dtype, noncontig), rand((k, n), device, dtype), poison((m, n), device, dtype)
+    return ([a, b, c], (cdiv(m, bm), cdiv(n, bn)), {"BM": bm, "BN": bn, "BK": bk},
+            lambda t: [t[0].float() @ t[1].float()], lambda t: [t[2]])
+
+
+def _swiglu(device, dtype, shape=(37, 300), noncontig=False):
+    m, n = shape
+    g, u, o = rand((m, n), device, dtype, noncontig), rand((m, n), device, dtype), poison((m, n), device, dtype)
+
+    def ref(a):
+        return [torch.nn.functional.silu(a[0].float()) * a[1].float()]
+    return [g, u, o], (cdiv(m, 16), cdiv(n, 256)), {"BM": 16, "BN": 256}, ref, lambda a: [a[2]]
+
+
+def _cumsum(device, dtype, shape=(37, 300), noncontig=False):
+    m, n = shape
+    x, y = rand((m, n), device, dtype, noncontig), poison((m, n), device, dtype)
+    return [x, y], (m,), {"BLOCK": next_pow2(n)}, lambda a: [torch.cumsum(a[0].float(), dim=1)], lambda a: [a[1]]
+
+
+CASES = {
+    "vector_add": Case("vector_add", _vector_add, [(1,), (1000,), (4096,), (10_000,)]),
+    "softmax": Case("softmax", _softmax, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
+    "layernorm": Case("layernorm", _layernorm, [(1, 8), (7, 33), (64, 256), (37, 1000)]),
+    "rmsnorm": Case("rmsnorm", _rmsnorm, [(1, 8), (7, 33), (64, 256), (37, 1000)]),
+    "matmul": Case("matmul", _matmul, [(16, 16, 16), (64, 64, 64), (100, 70, 90), (130, 257, 65)],
+                   dtypes=(torch.float16, torch.bfloat16)),
+    "swiglu": Case("swiglu", _swiglu, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
+    "cumsum": Case("cumsum", _cumsum, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
+}
+
+
+def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    """||got - want|| / ||want|| in float64; NaN anywhere in got (an unwritten element) gives inf."""
+    g, w = got.double().cpu(), want.double().cpu()
+    if torch.isnan(g).any():
+        return float("inf")
+    return ((g - w).norm() / w.norm().clamp_min(1e-30)).item()
+
+
+def tolerance(name: str, dtype) -> float:
+    """What each example is held to against a float32/float64 torch reference (docs/numerics.md)."""
+    base = Case.tol(dtype)
+    if name == "matmul":
+        return {torch.float16: 1e-2, torch.bfloat16: 2e-2}.get(dtype, 1e-4)
+    if name == "cumsum" and dtype == torch.float32:
+        return 1e-5
+    return base
