@@ -198,13 +198,14 @@ class LoadedKernel:
         self._scratch_buffers: list = []  # kept until the next launch; torch frees them in stream order
 
         self._num_ctas = binary.extra.get("num_ctas", 1)
-        self._block = binary.num_threads
+        # Tile IR cubins record the exact block shape they require (.reqntid); Triton's is num_warps * 32.
+        self._block = tuple(binary.extra.get("reqntid") or (binary.num_threads, 1, 1))
         self._shared = binary.shared_mem
         attrs = _launch_attributes(binary)
         self._config = None
         if attrs:  # clusters etc. need cuLaunchKernelEx; the config is built once and mutated per launch
             self._config = cu.CUlaunchConfig()
-            self._config.blockDimX, self._config.blockDimY, self._config.blockDimZ = self._block, 1, 1
+            self._config.blockDimX, self._config.blockDimY, self._config.blockDimZ = self._block
             self._config.sharedMemBytes = self._shared
             self._config.attrs = attrs
             self._config.numAttrs = len(attrs)
@@ -261,7 +262,7 @@ class LoadedKernel:
         if self._scratch:
             self._fill_scratch(gx * gy * gz, stream, stream_given)
         if self._config is None:
-            err, = self._launch_kernel(self._function, gx * self._num_ctas, gy, gz, self._block, 1, 1,
+            err, = self._launch_kernel(self._function, gx * self._num_ctas, gy, gz, *self._block,
                                        self._shared, stream, self._argv_address, 0)
         else:
             config = self._config
