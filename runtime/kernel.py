@@ -11,7 +11,9 @@ compiler), and launches it: CUDA tensors on a GPU backend, CPU tensors on the in
 """
 from __future__ import annotations
 
+import logging
 import os
+import warnings
 from dataclasses import dataclass
 
 from .. import __version__ as TLE_VERSION
@@ -38,6 +40,10 @@ def tle_dtype(torch_dt) -> str | None:
 
 class LaunchError(TypeError):
     """A launch whose arguments do not fit the kernel (raised before anything reaches the GPU)."""
+
+
+class TleFallbackWarning(UserWarning):
+    """backend="auto" could not take the Tile IR path for a kernel and used the native CUDA path."""
 
 
 @dataclass
@@ -196,7 +202,7 @@ class Kernel:
         num_warps = int(options.get("num_warps", 4))
         num_stages = int(options.get("num_stages", 3))
         entry = self._entry(kernel, constants, spec, backend, device, num_warps, num_stages)
-        self.last_backend = backend
+        self.last_backend = entry.compiled.backend
         ordered = [flat[a.key] for a in entry.compiled.abi]
         if backend == "interp":
             from .interpreter import interpret
@@ -214,10 +220,11 @@ class Kernel:
                 entry.runner.launch(grid, ordered)
 
     def _choose_backend(self, backend: str, on_gpu: bool) -> str:
-        if backend not in ("auto", "triton", "interp"):
-            raise LaunchError(f"unknown backend '{backend}'; choose auto, triton or interp")
+        """CPU tensors run on the interpreter; on the GPU, "auto" is routed per kernel by the compiler."""
+        if backend not in ("auto", "triton", "tileir", "interp"):
+            raise LaunchError(f"unknown backend '{backend}'; choose auto, triton, tileir or interp")
         if backend == "auto":
-            return "triton" if on_gpu else "interp"
+            return "auto" if on_gpu else "interp"
         if backend != "interp" and not on_gpu:
             raise LaunchError(f"{self.name}: backend '{backend}' runs on CUDA tensors, but the tensors are on "
                               "the CPU (use backend='interp' or move them with .cuda())")
@@ -259,12 +266,20 @@ class Kernel:
         data = cache.get(key)
         if data is not None:
             binary = Binary.from_bytes(data)
-            compiled = Compiled(kernel, spec, abi(kernel, spec), backend, arch, binary=binary)
+            compiled = Compiled(kernel, spec, abi(kernel, spec), binary.backend, arch, binary=binary,
+                                fallback=binary.extra.get("fallback"))
         else:
             compiled = compile_kernel(self.program, self.name, constants, spec, backend=backend, arch=arch,
                                       num_warps=num_warps, num_stages=num_stages)
             binary = compiled.binary
+            if compiled.fallback:
+                binary.extra["fallback"] = compiled.fallback
             cache.put(key, binary.to_bytes())
+        if compiled.fallback:
+            message = f"tle: kernel '{self.name}' runs on the native CUDA path (Triton): {compiled.fallback}"
+            logging.getLogger("tle").info(message)
+            if not self.quiet:
+                warnings.warn(message, TleFallbackWarning, stacklevel=4)
         return compiled, load(binary)
 
 
@@ -275,10 +290,17 @@ def _arch_of(device) -> str:
 
 
 def _backend_version(backend: str) -> str:
-    if backend == "triton":
+    if backend in ("triton", "auto"):
         from ..targets.triton import triton_version
-        return triton_version()
-    return ""
+        version = triton_version()
+        if backend == "triton":
+            return version
+    from ..targets.tileir import tileiras_version
+    try:
+        tileiras = tileiras_version()
+    except Exception:  # noqa: BLE001 - no tileiras: auto routes to Triton, and the key must still differ
+        tileiras = "none"
+    return f"{version};{tileiras}" if backend == "auto" else tileiras
 
 
 def program_fingerprint(program: Program) -> str:

@@ -4,8 +4,11 @@
     mod = tle.compile("examples/softmax.tle")        # a path, or the source text itself
     mod.softmax[(M,)](x, y, BLOCK=1024)               # CUDA tensors: GPU; CPU tensors: the interpreter
 
-`backend` chooses where kernels run: "auto" (CUDA tensors on the GPU, CPU tensors on the interpreter),
-"triton", or "interp". It can also be given per launch: mod.softmax[grid](x, y, backend="interp").
+`backend` chooses where kernels run: "auto" (CPU tensors on the interpreter; CUDA tensors on the CUDA Tile IR
+path when the kernel, the GPU and this machine allow it, else on the native CUDA path, Triton), "tileir",
+"triton" or "interp". It can also be given per launch: mod.softmax[grid](x, y, backend="interp").
+When "auto" falls back from Tile IR it logs why on the "tle" logger (INFO); with quiet=False it also issues a
+TleFallbackWarning naming the kernel and the reason.
 """
 from __future__ import annotations
 

@@ -15,19 +15,22 @@ import traceback
 from . import debug
 from .diagnostics import TleError
 
-EMITS = ("ast", "tle", "ttir", "ttgir", "llir", "ptx", "cubin")
-BINARY_EMITS = ("cubin",)
+EMITS = ("ast", "tle", "ttir", "ttgir", "llir", "ptx", "tileir", "tilebc", "cubin")
+BINARY_EMITS = ("cubin", "tilebc")
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tlec",
-        description="Compile a .tle file: parse, check, lower to the tle dialect, then TTIR, and build a cubin. "
+        description="Compile a .tle file: parse, check, lower to the tle dialect, then to CUDA Tile IR or Triton TTIR, "
+                    "and build a cubin. "
                     "Each --emit value stops after that stage and prints (or writes) its output.",
         epilog="exit codes: 0 ok; 1 an error in the program; 2 a bad command line; 3 an internal error.\n"
                "examples:\n"
                "  tlec examples/softmax.tle --emit=ttir\n"
                "  tlec examples/matmul.tle --kernel matmul -D BM=128 --emit=cubin --arch sm_90 -o mm.cubin\n"
+               "  tlec examples/softmax.tle --emit=tileir\n"
+               "  tlec examples/softmax.tle --emit=cubin --backend=tileir -o softmax.cubin\n"
                "environment: TLE_DEBUG=1..4 (stage times, IR after each stage, tracebacks).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="the .tle source file ('-' reads standard input)")
@@ -36,7 +39,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="set a compile-time constant: an int, a float, true/false or an element type (f16, ...)")
     p.add_argument("--emit", choices=EMITS, default="cubin",
                    help="the stage to stop after (default: cubin). ast: the syntax tree; tle: the tle MLIR "
-                        "dialect; ttir: Triton IR; ttgir, llir, ptx: Triton's later stages; cubin: the binary")
+                        "dialect; ttir: Triton IR; ttgir, llir, ptx: Triton's later stages (native CUDA path); "
+                        "tileir: CUDA Tile IR; tilebc: its bytecode (Tile IR path); cubin: the binary")
+    p.add_argument("--backend", choices=("auto", "triton", "tileir"), default="auto",
+                   help="auto (default): CUDA Tile IR when the kernel, the arch and this machine allow it, else "
+                        "the native CUDA path (Triton), saying why with -v; triton or tileir force one (a forced "
+                        "tileir on a kernel it cannot take is an error that says why)")
     p.add_argument("--arch", default="sm_90", help="GPU architecture, e.g. sm_80, sm_90 (default: sm_90)")
     p.add_argument("--num-warps", type=int, default=4, help="warps per program on the Triton path (default 4)")
     p.add_argument("--num-stages", type=int, default=3,
@@ -129,8 +137,16 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             raise TleError(program.kernels[name].span, f"-D {unknown[0]}: no kernel in {filename} has a "
                                                        f"compile-time constant '{unknown[0]}'")
         spec = generic_spec(check_kernel(program, name, own)) if args.generic else None
-        out = compile_kernel(program, name, own, spec, arch=args.arch, stop=args.emit,
-                             num_warps=args.num_warps, num_stages=args.num_stages)
+        try:
+            out = compile_kernel(program, name, own, spec, backend=args.backend, arch=args.arch, stop=args.emit,
+                                 num_warps=args.num_warps, num_stages=args.num_stages)
+        except ValueError as e:  # a stage the chosen backend does not produce
+            print(f"tlec: error: {e}", file=sys.stderr)
+            return 2
+        if args.verbose and args.emit not in ("ast", "tle"):
+            how = (f"the native CUDA path (Triton): {out.fallback}" if out.fallback else
+                   {"tileir": "the CUDA Tile IR path", "triton": "the native CUDA path (Triton)"}[out.backend])
+            print(f"tlec: kernel '{name}' compiled for {args.arch} on {how}", file=sys.stderr)
         result = out.stages[args.emit]
         if args.emit in BINARY_EMITS:
             path = args.output or f"{name}.{args.emit}"

@@ -1,28 +1,36 @@
-"""The pipeline, one call per stage: text -> AST -> checked kernel -> tle dialect -> TTIR -> cubin.
+"""The pipeline, one call per stage: text -> AST -> checked kernel -> tle dialect -> (TTIR | Tile IR) -> cubin.
 
 `compile_kernel(...)` runs the stages in order and stops after the one named by `stop` (like `toyc -emit`).
 Each stage lives in its own module with one entry point:
 
-    tle/parser.py            parse(text, file)               -> tle.ast.Module
-    tle/check.py             check_kernel(program, name, c)  -> tle.typed.Kernel
-    lowering/ast_to_tle.py   ast_to_tle(kernel, spec)        -> ir.Module (tle dialect)
-    lowering/tle_to_ttir.py  tle_to_ttir(module)             -> TTIR text
-    targets/triton.py        compile_ttir(ttir, arch, ...)   -> Binary (ttgir, llir, ptx, cubin)
+    tle/parser.py                parse(text, file)               -> tle.ast.Module
+    tle/check.py                 check_kernel(program, name, c)  -> tle.typed.Kernel
+    lowering/ast_to_tle.py       ast_to_tle(kernel, spec)        -> ir.Module (tle dialect)
+    lowering/tileir_legality.py  tileir_blockers(module, arch)   -> why the Tile IR path cannot take it
+  native CUDA path (Triton):
+    lowering/tle_to_ttir.py      tle_to_ttir(module)             -> TTIR text
+    targets/triton.py            compile_ttir(ttir, arch, ...)   -> Binary (ttgir, llir, ptx, cubin)
+  Tile IR path:
+    lowering/tle_to_tileir.py    tle_to_tileir(module)           -> ir.Module (cuda_tile)
+    targets/tileir.py            compile_tileir(module, arch)    -> Binary (tilebc, cubin)
 
-This module only sequences them and records what each produced.
+This module only sequences them, routes `backend="auto"`, and records what each stage produced.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from . import debug
-from .abi import AbiArg, Spec, abi
+from .abi import AbiArg, Spec, abi, default_spec
 from .check import Program, check_kernel
+from .diagnostics import TleError
 from .typed import Kernel
 
-TRITON_STAGES = ("ast", "tle", "ttir", "ttgir", "llir", "ptx", "cubin")
-BACKENDS = ("triton",)
+STAGES = {
+    "triton": ("ast", "tle", "ttir", "ttgir", "llir", "ptx", "cubin"),
+    "tileir": ("ast", "tle", "tileir", "tilebc", "cubin"),
+}
+BACKENDS = ("auto", "triton", "tileir")
 
 
 @dataclass
@@ -33,25 +41,48 @@ class Compiled:
     abi: list[AbiArg]
     backend: str
     arch: str
-    stages: dict = field(default_factory=dict)  # stage name -> text (or bytes for cubin)
+    stages: dict = field(default_factory=dict)  # stage name -> text (or bytes for tilebc and cubin)
     binary: object = None  # targets.binary.Binary once the cubin stage ran
     module: object = None  # the tle-dialect ir.Module
+    fallback: str | None = None  # why backend="auto" did not take the Tile IR path
 
 
-def stages_for(backend: str) -> tuple[str, ...]:
-    return TRITON_STAGES
+def backend_for_stage(stop: str, backend: str) -> str:
+    """`--emit=ttir` implies Triton and `--emit=tileir` implies Tile IR; otherwise the backend as given."""
+    owners = [b for b, stages in STAGES.items() if stop in stages and stop not in ("ast", "tle", "cubin")]
+    if owners and backend == "auto":
+        return owners[0]
+    if owners and owners[0] != backend:
+        raise ValueError(f"--emit={stop} comes from the {owners[0]} backend, not {backend}")
+    return backend
+
+
+def route(module, kernel_name: str, arch: str, backend: str) -> tuple[str, str | None]:
+    """Pick the backend for a kernel: (backend, why auto fell back to the native CUDA path or None)."""
+    if backend == "triton":
+        return "triton", None
+    from .lowering.tileir_legality import tileir_blockers
+    blockers = tileir_blockers(module, arch)
+    if not blockers:
+        return "tileir", None
+    first = blockers[0]
+    where = f" at {first.span}" if getattr(first, "span", None) is not None and first.span.line > 0 else ""
+    reason = f"{first.reason}{where}"
+    if backend == "tileir":
+        raise TleError(first.span, f"kernel '{kernel_name}' cannot take the Tile IR path: {first.reason}",
+                       [b.reason + (f" (at {b.span})" if b.span is not None else "") for b in blockers[1:]]
+                       + ["use backend 'auto' or 'triton' to compile it on the native CUDA path"])
+    return "triton", reason
 
 
 def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | None = None, *,
                    backend: str = "triton", arch: str = "sm_90", stop: str = "cubin",
                    num_warps: int = 4, num_stages: int = 3) -> Compiled:
-    order = stages_for(backend)
-    if stop not in order:
-        raise ValueError(f"stage '{stop}' is not produced by the {backend} backend; stages: {', '.join(order)}")
-    upto = order.index(stop)
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend '{backend}'; choose {', '.join(BACKENDS)}")
+    backend = backend_for_stage(stop, backend)
     with debug.timed("check"):
         kernel = check_kernel(program, name, constants)
-    from .abi import default_spec
     spec = spec if spec is not None else default_spec(kernel)
     out = Compiled(kernel, spec, abi(kernel, spec), backend, arch)
 
@@ -61,17 +92,33 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
     out.module = module
     out.stages["tle"] = module.operation.get_asm(enable_debug_info=debug.level() >= 2)
     debug.dump("tle", out.stages["tle"])
-    if upto <= order.index("tle"):
+    if stop == "tle":
         return out
 
+    backend, out.fallback = route(module, name, arch, backend) if backend != "triton" else ("triton", None)
+    out.backend = backend
+    if out.fallback:
+        debug.note(f"kernel '{name}' runs on the native CUDA path (Triton): {out.fallback}")
+    order = STAGES[backend]
+    if stop not in order:
+        raise ValueError(f"stage '{stop}' is not produced by the {backend} backend; stages: {', '.join(order)}")
+    upto = order.index(stop)
+    if backend == "triton":
+        _triton(out, module, arch, upto, num_warps, num_stages)
+    else:
+        _tileir(out, module, arch, upto)
+    return out
+
+
+def _triton(out: Compiled, module, arch, upto, num_warps, num_stages) -> None:
+    order = STAGES["triton"]
     from .lowering.tle_to_ttir import tle_to_ttir
     with debug.timed("tle_to_ttir"):
         ttir = tle_to_ttir(module)
     out.stages["ttir"] = ttir
     debug.dump("ttir", ttir)
     if upto <= order.index("ttir"):
-        return out
-
+        return
     from .targets.triton import compile_ttir
     with debug.timed("triton"):
         binary = compile_ttir(ttir, arch, num_warps=num_warps, num_stages=num_stages)
@@ -80,8 +127,23 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
         if s in binary.stages:
             out.stages[s] = binary.stages[s]
     out.stages["cubin"] = binary.cubin
-    return out
 
 
-def now() -> float:
-    return time.perf_counter()
+def _tileir(out: Compiled, module, arch, upto) -> None:
+    order = STAGES["tileir"]
+    from .lowering.tle_to_tileir import tle_to_tileir
+    with debug.timed("tle_to_tileir"):
+        tileir = tle_to_tileir(module)
+    out.stages["tileir"] = tileir.operation.get_asm(enable_debug_info=debug.level() >= 2)
+    debug.dump("tileir", out.stages["tileir"])
+    if upto <= order.index("tileir"):
+        return
+    from .targets.tileir import compile_tileir, encode_bytecode
+    if upto == order.index("tilebc"):
+        out.stages["tilebc"] = encode_bytecode(tileir)
+        return
+    with debug.timed("tileiras"):
+        binary = compile_tileir(tileir, arch)
+    out.binary = binary
+    out.stages["tilebc"] = binary.stages.get("tilebc")
+    out.stages["cubin"] = binary.cubin

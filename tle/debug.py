@@ -40,3 +40,9 @@ def timed(stage: str):
 def dump(stage: str, text) -> None:
     if level() >= 2 and isinstance(text, str):
         print(f"// ----- [tle] IR after {stage} -----\n{text}", file=sys.stderr)
+
+
+def note(message: str) -> None:
+    """A one-line notice (e.g. a fallback to the native CUDA path), printed from TLE_DEBUG=1 on."""
+    if level() >= 1:
+        print(f"[tle] {message}", file=sys.stderr)
