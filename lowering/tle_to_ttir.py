@@ -1,0 +1,729 @@
+"""tle dialect -> Triton IR (TTIR), printed in the generic form Triton 3.6 parses, with every tle location kept.
+
+Entry point: `tle_to_ttir(module, mode="pointer") -> str`. `lower(module)` gives the TTIR `ir.Module` and
+`print_ttir` its text, for callers that want both. The tle module is left untouched.
+
+The new module lives in the tle module's context: arith, math and scf ops are registered (MLIR verifies them),
+`tt.*` ops and types are unregistered and built with `ir.Operation.create`, so only Triton's parser checks them
+(tests/lowering/test_tle_to_ttir.py passes every kernel through it and through the whole Triton pipeline).
+Every op created for a tle op gets that op's location, so Triton's diagnostics and the PTX `.loc` lines point at
+.tle source.
+
+Lowering choices (the semantics are the ones dialects/tle.py states):
+- tle.make_view produces no code; loads and stores address (ptr, sizes, strides) directly.
+- tle.load / tle.store: masked tensors of pointers. The tile's base is `ptr + sum(index_i * tile_i * stride_i)`,
+  computed as a scalar in i64 (no overflow for tensors over 2**31 elements); offsets inside the tile are i32
+  (`(tile_i - 1) * stride_i` must fit in i32). The mask is `0 <= index_i * tile_i + k < size_i` for every axis,
+  one unsigned compare per axis; an axis is left unmasked only when its index and size are both constants that
+  put the tile inside. Masked-off elements read `padding` (tt.load's `other`).
+  mode="descriptor" loads and stores 2-D tiles whose padding is 0 through tensor descriptors (Hopper TMA), see
+  `_descriptor`; everything else keeps pointers.
+- gather / scatter / atomic: pointers `ptr + sum(idx_i * stride_i)` in i32 (the whole offset must fit in i32).
+- Floating-point atomic max/min use integer atomics on the bit pattern (as Triton does: signed max / unsigned min
+  for max, the mirror for min), keyed on the sign bit so -0.0 is right; a NaN operand is first made the NaN that
+  wins (+NaN for max, -NaN for min), so NaN propagates from the value. A NaN already in memory stays only if its
+  sign bit is clear (max) or set (min).
+- reduce max/min: arith.maximumf/minimumf (NaN-propagating); argmax/argmin: a two-operand tt.reduce over
+  (value, index) whose combine prefers the larger (smaller) value, then NaN, then the lower index.
+- Division and sqrt are IEEE (correctly rounded, as torch): tt.precise_divf / tt.precise_sqrt for f32, and f16/bf16
+  through them in f32. Triton's own arith.divf / math.sqrt of f32 are approximations (div.full, sqrt.approx.ftz)
+  and arith.divf of f16/bf16 does not compile. Negation flips the sign bit (Triton 3.6 rejects arith.negf).
+  math.tanh and math.powf call libdevice. Every other arith/math op passes through: Triton lowers it itself
+  (exp, exp2, log, log2 and rsqrt of f32 with its fast approximations, as Triton's own tl.exp etc.).
+- tle.undef becomes a zero constant: reading a `var` before its first assignment is an error the interpreter
+  reports; compiled code may read any value, zero is the cheapest.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+from ..dialects.mlir import ir
+
+# Triton 3.6 enums (I32EnumAttr: written as plain i32 in the generic form). Values from triton._C.libtriton.ir.
+_RMW = {"add": 4, "fadd": 5, "max": 6, "min": 7, "umax": 8, "umin": 9}
+_SEM_ACQ_REL, _SCOPE_GPU = 4, 1
+_PRECISION = {"tf32": 0, "ieee": 2}
+# arith.cmpi / arith.cmpf predicates (MLIR's numbering).
+_EQ, _SLT, _SGT, _ULT = 0, 2, 4, 6
+_F_OEQ, _F_OGT, _F_OLT, _F_UNO = 1, 2, 4, 14
+
+MODES = ("pointer", "descriptor")
+
+
+def tle_to_ttir(module: "ir.Module", mode: str = "pointer") -> str:
+    """The TTIR text of a tle module: generic form, locations printed."""
+    return print_ttir(lower(module, mode))
+
+
+def print_ttir(module: "ir.Module") -> str:
+    return module.operation.get_asm(enable_debug_info=True, print_generic_op_form=True)
+
+
+def lower(module: "ir.Module", mode: str = "pointer") -> "ir.Module":
+    """Lower every tle kernel of `module` into a new TTIR module (same context); arith/scf parts are verified."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    with module.context, module.operation.location:
+        out = ir.Module.create()
+        lowering = _Lowering(mode)
+        lowering.ip = ir.InsertionPoint(out.body)
+        for op in module.body.operations:
+            lowering.lower_op(op.operation)
+        out.operation.verify()
+    return out
+
+
+# ---- types and small helpers ------------------------------------------------------------------------------------
+
+def _isa(x, cls) -> bool:
+    """isinstance for MLIR types and attributes: newer bindings downcast them, older ones have cls.isinstance."""
+    return cls.isinstance(x) if hasattr(cls, "isinstance") else isinstance(x, cls)
+
+
+def _i(bits: int) -> "ir.Type":
+    return ir.IntegerType.get_signless(bits)
+
+
+def _ptr(elem: "ir.Type") -> "ir.Type":
+    return ir.Type.parse(f"!tt.ptr<{elem}>")
+
+
+def _ttir_type(t: "ir.Type") -> "ir.Type":
+    s = str(t)
+    if s.startswith("!tle.ptr<"):
+        return ir.Type.parse("!tt.ptr<" + s[len("!tle.ptr<"):])
+    return t
+
+
+def _tensor(shape, elem) -> "ir.Type":
+    return ir.RankedTensorType.get(list(shape), elem)
+
+
+def _shape(v: "ir.Value") -> list[int] | None:
+    return list(ir.RankedTensorType(v.type).shape) if _isa(v.type, ir.RankedTensorType) else None
+
+
+def _elem(t: "ir.Type") -> "ir.Type":
+    return ir.RankedTensorType(t).element_type if _isa(t, ir.RankedTensorType) else t
+
+
+def _is_float(t: "ir.Type") -> bool:
+    return not _isa(_elem(t), ir.IntegerType)
+
+
+def _width(t: "ir.Type") -> int:
+    e = _elem(t)
+    return ir.IntegerType(e).width if _isa(e, ir.IntegerType) else {"f16": 16, "bf16": 16, "f32": 32,
+                                                                        "f64": 64}[str(e)]
+
+
+def _const_int(v: "ir.Value") -> int | None:
+    """The value of an integer scalar arith.constant, else None (a block argument or a computed value)."""
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+        return None
+    attr = owner.attributes["value"]
+    return ir.IntegerAttr(attr).value if _isa(attr, ir.IntegerAttr) else None
+
+
+def _attrs(op) -> dict:
+    """All attributes of an op, by name (indexing by position gives NamedAttributes in every bindings version)."""
+    named = [op.attributes[i] for i in range(len(op.attributes))]
+    return {a.name: a.attr for a in named}
+
+
+def _attr_int(op, name: str) -> int:
+    return ir.IntegerAttr(op.attributes[name]).value
+
+
+def _attr_str(op, name: str) -> str:
+    return ir.StringAttr(op.attributes[name]).value
+
+
+def _i32_attr(v: int) -> "ir.Attribute":
+    return ir.IntegerAttr.get(_i(32), v)
+
+
+def _i64_attr(v: int) -> "ir.Attribute":
+    return ir.IntegerAttr.get(_i(64), v)
+
+
+def _bits_as_signed(bits: int, width: int) -> int:
+    return bits - (1 << width) if bits >= 1 << (width - 1) else bits
+
+
+@dataclass
+class _View:
+    ptr: "ir.Value"  # !tt.ptr<elem>
+    sizes: list  # i32 values
+    strides: list  # i32 values, in elements
+    elem: "ir.Type"
+    descriptors: dict = field(default_factory=dict)  # mode="descriptor": tile shape -> tensor descriptor, built once where the view is
+
+
+# ---- the lowering -----------------------------------------------------------------------------------------------
+
+class _Lowering:
+    def __init__(self, mode: str):
+        self.mode = mode
+        self.values: dict = {}  # tle Value -> TTIR Value
+        self.views: dict = {}  # tle view Value -> _View
+        self.ip = None
+        self.loc = None  # location of the tle op being lowered: every op built for it gets this one
+        self.mesh: list[str] = []
+
+    # -- building --
+    def op(self, name, results, operands, attrs=None, regions=0):
+        return ir.Operation.create(name, results=list(results), operands=list(operands), attributes=attrs or {},
+                                   regions=regions, loc=self.loc, ip=self.ip)
+
+    def val(self, name, rtype, operands, attrs=None):
+        return self.op(name, [rtype], operands, attrs).result
+
+    def const(self, t: "ir.Type", value):
+        """A scalar or splat-tensor constant of type t."""
+        e = _elem(t)
+        attr = ir.FloatAttr.get(e, value) if _is_float(e) else ir.IntegerAttr.get(e, int(value))
+        if _isa(t, ir.RankedTensorType):
+            attr = ir.DenseElementsAttr.get_splat(t, attr)
+        return self.val("arith.constant", t, [], {"value": attr})
+
+    def binop(self, name, a, b):
+        return self.val(name, a.type, [a, b])
+
+    def cmpi(self, pred, a, b):
+        return self.val("arith.cmpi", self._like(a.type, _i(1)), [a, b], {"predicate": _i64_attr(pred)})
+
+    def cmpf(self, pred, a, b):
+        return self.val("arith.cmpf", self._like(a.type, _i(1)), [a, b], {"predicate": _i64_attr(pred)})
+
+    def select(self, c, a, b):
+        return self.val("arith.select", a.type, [c, a, b])
+
+    @staticmethod
+    def _like(t, elem):
+        return _tensor(ir.RankedTensorType(t).shape, elem) if _isa(t, ir.RankedTensorType) else elem
+
+    def splat(self, v, shape):
+        return self.val("tt.splat", _tensor(shape, v.type), [v])
+
+    def arange(self, n: int, start: int = 0):
+        return self.val("tt.make_range", _tensor([n], _i(32)), [], {"start": _i32_attr(start),
+                                                                    "end": _i32_attr(start + n)})
+
+    def along(self, v, axis: int, shape):
+        """A 1-D tensor laid along `axis` of `shape`: size-1 axes added around it, then broadcast."""
+        cur = _shape(v)
+        while len(cur) < len(shape) - axis:  # trailing axes
+            cur = cur + [1]
+            v = self.val("tt.expand_dims", _tensor(cur, _elem(v.type)), [v], {"axis": _i32_attr(len(cur) - 1)})
+        while len(cur) < len(shape):  # leading axes
+            cur = [1] + cur
+            v = self.val("tt.expand_dims", _tensor(cur, _elem(v.type)), [v], {"axis": _i32_attr(0)})
+        if cur != list(shape):
+            v = self.val("tt.broadcast", _tensor(shape, _elem(v.type)), [v])
+        return v
+
+    def and_all(self, conds):
+        out = None
+        for c in conds:
+            out = c if out is None else self.binop("arith.andi", out, c)
+        return out
+
+    # -- walking --
+    def lower_op(self, op):
+        self.loc = op.location
+        rule = _RULES.get(op.name)
+        if rule is not None:
+            rule(self, op)
+        elif op.name.startswith("tle."):
+            raise NotImplementedError(f"tle_to_ttir: no lowering for {op.name} at {op.location}")
+        else:
+            self.clone(op)
+
+    def lower_block(self, old: "ir.Block", new: "ir.Block"):
+        for a, b in zip(old.arguments, new.arguments):
+            self.values[a] = b
+        saved = self.ip
+        self.ip = ir.InsertionPoint(new)
+        for op in old.operations:
+            self.lower_op(op.operation)
+        self.ip = saved
+
+    def lower_regions(self, old_op, new_op):
+        for old_r, new_r in zip(old_op.regions, new_op.regions):
+            for old_b in old_r.blocks:
+                new_b = new_r.blocks.append(*[_ttir_type(a.type) for a in old_b.arguments],
+                                            arg_locs=[a.location for a in old_b.arguments])
+                self.lower_block(old_b, new_b)
+
+    def v(self, old: "ir.Value") -> "ir.Value":
+        return self.values[old]
+
+    def bind(self, old_op, *new_values):
+        for r, n in zip(old_op.results, new_values):
+            self.values[r] = n
+
+    def clone(self, op, attrs=None):
+        """arith, math, scf ops: the same op on the mapped operands, regions lowered recursively."""
+        if attrs is None:
+            attrs = _attrs(op)
+        new = self.op(op.name, [_ttir_type(r.type) for r in op.results], [self.v(x) for x in op.operands], attrs,
+                      regions=len(op.regions))
+        self.bind(op, *new.results)
+        self.lower_regions(op, new)
+        return new
+
+    # -- memory addressing --
+    def tile_pointers(self, view: _View, indices, shape):
+        """Pointers to the tile at tile index `indices` and the mask of its elements inside the view."""
+        # Scalar base in i64: index * tile * stride can exceed 2**31 for large tensors.
+        offset = None
+        for idx, t, stride in zip(indices, shape, view.strides):
+            c_idx, c_stride = _const_int(idx), _const_int(stride)
+            if c_idx == 0:
+                continue
+            if c_idx is not None and c_stride is not None:
+                term = self.const(_i(64), c_idx * t * c_stride)
+            else:
+                term = self.val("arith.extsi", _i(64), [idx])
+                scale = t * (c_stride if c_stride is not None else 1)
+                if scale != 1:
+                    term = self.binop("arith.muli", term, self.const(_i(64), scale))
+                if c_stride is None:
+                    term = self.binop("arith.muli", term, self.val("arith.extsi", _i(64), [stride]))
+            offset = term if offset is None else self.binop("arith.addi", offset, term)
+        base = view.ptr if offset is None else self.val("tt.addptr", view.ptr.type, [view.ptr, offset])
+        # Offsets inside the tile, i32.
+        inner = None
+        ranges = {}
+        for i, (t, stride) in enumerate(zip(shape, view.strides)):
+            if t == 1:
+                continue
+            ranges[i] = r = self.arange(t)
+            c_stride = _const_int(stride)
+            if c_stride != 1:
+                st = self.const(r.type, c_stride) if c_stride is not None else self.splat(stride, [t])
+                r = self.binop("arith.muli", r, st)
+            r = self.along(r, i, shape)
+            inner = r if inner is None else self.binop("arith.addi", inner, r)
+        ptrs = self.splat(base, shape)
+        if inner is not None:
+            ptrs = self.val("tt.addptr", ptrs.type, [ptrs, inner])
+        # Mask: 0 <= index * tile + k < size, as one unsigned compare; scalar where the tile is 1 wide.
+        scalar, tensor = [], []
+        for i, (idx, t, size) in enumerate(zip(indices, shape, view.sizes)):
+            c_idx, c_size = _const_int(idx), _const_int(size)
+            if c_idx is not None and c_size is not None and 0 <= c_idx * t and (c_idx + 1) * t <= c_size:
+                continue  # provably inside
+            start = self.const(_i(32), c_idx * t) if c_idx is not None else (
+                idx if t == 1 else self.binop("arith.muli", idx, self.const(_i(32), t)))
+            if t == 1:
+                scalar.append(self.cmpi(_ULT, start, size))
+            else:
+                pos = self.binop("arith.addi", self.splat(start, [t]), ranges[i])
+                tensor.append(self.along(self.cmpi(_ULT, pos, self.splat(size, [t])), i, shape))
+        mask = self.and_all(tensor)
+        if scalar:
+            s = self.splat(self.and_all(scalar), shape)
+            mask = s if mask is None else self.binop("arith.andi", mask, s)
+        return ptrs, mask
+
+    def gather_pointers(self, view: _View, indices):
+        """Pointers ptr + sum(idx_i * stride_i) for equal-shaped i32 index tiles."""
+        shape = _shape(indices[0])
+        offset = None
+        for idx, stride in zip(indices, view.strides):
+            c = _const_int(stride)
+            if c != 1:
+                idx = self.binop("arith.muli", idx, self.const(idx.type, c) if c is not None
+                                 else self.splat(stride, shape))
+            offset = idx if offset is None else self.binop("arith.addi", offset, idx)
+        ptrs = self.splat(view.ptr, shape)
+        return self.val("tt.addptr", ptrs.type, [ptrs, offset])
+
+    def load(self, ptrs, mask, other_attr, rtype):
+        operands, seg = [ptrs], [1, 0, 0]
+        if mask is not None:
+            other = self.val("arith.constant", rtype, [], {"value": ir.DenseElementsAttr.get_splat(rtype, other_attr)})
+            operands, seg = [ptrs, mask, other], [1, 1, 1]
+        return self.val("tt.load", rtype, operands, {"operandSegmentSizes": ir.DenseI32ArrayAttr.get(seg)})
+
+    def store(self, ptrs, value, mask):
+        self.op("tt.store", [], [ptrs, value] + ([mask] if mask is not None else []))
+
+    def atomic_rmw(self, kind, ptrs, value, mask):
+        return self.val("tt.atomic_rmw", value.type, [ptrs, value] + ([mask] if mask is not None else []), {
+            "atomic_rmw_op": _i32_attr(_RMW[kind]), "sem": _i32_attr(_SEM_ACQ_REL), "scope": _i32_attr(_SCOPE_GPU)})
+
+
+# ---- one function per op ----------------------------------------------------------------------------------------
+
+def _func(L: _Lowering, op):
+    ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+    inputs = [_ttir_type(t) for t in ftype.inputs]
+    arg_attrs = []
+    old_arg_attrs = ir.ArrayAttr(op.attributes["arg_attrs"]) if "arg_attrs" in op.attributes else [None] * len(inputs)
+    for a in old_arg_attrs:
+        d = {}
+        if a is not None and "tle.divisibility" in ir.DictAttr(a):
+            d["tt.divisibility"] = _i32_attr(ir.IntegerAttr(ir.DictAttr(a)["tle.divisibility"]).value)
+        arg_attrs.append(ir.DictAttr.get(d))
+    L.mesh = [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["tle.mesh"])] \
+        if "tle.mesh" in op.attributes else ["x", "y", "z"]
+    new = L.op("tt.func", [], [], {
+        "sym_name": op.attributes["sym_name"],
+        "sym_visibility": ir.StringAttr.get("public"),
+        "function_type": ir.TypeAttr.get(ir.FunctionType.get(inputs, [])),
+        "arg_attrs": ir.ArrayAttr.get(arg_attrs),
+    }, regions=1)
+    L.lower_regions(op, new)
+
+
+def _return(L: _Lowering, op):
+    L.op("tt.return", [], [])
+
+
+def _program_id(L: _Lowering, op):
+    name = "tt.get_program_id" if op.name == "tle.program_id" else "tt.get_num_programs"
+    L.bind(op, L.val(name, _i(32), [], {"axis": _i32_attr(L.mesh.index(_attr_str(op, "axis")))}))
+
+
+def _make_view(L: _Lowering, op):
+    rank = (len(op.operands) - 1) // 2
+    ops = [L.v(x) for x in op.operands]
+    view = L.views[op.result] = _View(ops[0], ops[1:1 + rank], ops[1 + rank:],
+                                      ir.TypeAttr(op.attributes["elem"]).value)
+    if L.mode == "descriptor":
+        # One descriptor per tile shape, built here (the kernel's entry block) rather than inside loops.
+        for use in op.result.uses:
+            user = use.owner
+            if user.name == "tle.load":
+                shape, padding = _shape(user.result), user.attributes["padding"]
+            elif user.name == "tle.store":
+                shape, padding = _shape(user.operands[1]), None
+            else:
+                continue
+            if tuple(shape) not in view.descriptors and _descriptor_ok(view, shape, padding):
+                view.descriptors[tuple(shape)] = _descriptor(L, view, shape)
+
+
+def _load(L: _Lowering, op):
+    view = L.views[op.operands[0]]
+    rtype = op.result.type
+    shape = _shape(op.result)
+    indices = [L.v(x) for x in list(op.operands)[1:]]
+    if tuple(shape) in view.descriptors and _descriptor_ok(view, shape, op.attributes["padding"]):
+        desc = view.descriptors[tuple(shape)]
+        L.bind(op, L.val("tt.descriptor_load", rtype, [desc, *_element_coords(L, indices, shape)]))
+        return
+    ptrs, mask = L.tile_pointers(view, indices, shape)
+    L.bind(op, L.load(ptrs, mask, op.attributes["padding"], rtype))
+
+
+def _store(L: _Lowering, op):
+    view = L.views[op.operands[0]]
+    value = L.v(op.operands[1])
+    shape = _shape(value)
+    indices = [L.v(x) for x in list(op.operands)[2:]]
+    if tuple(shape) in view.descriptors:
+        L.op("tt.descriptor_store", [], [view.descriptors[tuple(shape)], value, *_element_coords(L, indices, shape)])
+        return
+    ptrs, mask = L.tile_pointers(view, indices, shape)
+    L.store(ptrs, value, mask)
+
+
+def _segments(op):
+    return list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+
+
+def _indexed(L: _Lowering, op, with_value: bool):
+    """(view, value, index tiles, mask) of a gather, scatter or atomic."""
+    seg = _segments(op)
+    ops = [L.v(x) for x in list(op.operands)[1:]]
+    value = ops.pop(0) if with_value else None
+    n_idx = seg[2 if with_value else 1]
+    idx, mask = ops[:n_idx], ops[n_idx:]
+    return L.views[op.operands[0]], value, idx, (mask[0] if mask else None)
+
+
+def _gather(L: _Lowering, op):
+    view, _, idx, mask = _indexed(L, op, False)
+    L.bind(op, L.load(L.gather_pointers(view, idx), mask, op.attributes["other"], op.result.type))
+
+
+def _scatter(L: _Lowering, op):
+    view, value, idx, mask = _indexed(L, op, True)
+    L.store(L.gather_pointers(view, idx), value, mask)
+
+
+def _atomic(L: _Lowering, op):
+    view, value, idx, mask = _indexed(L, op, True)
+    kind = _attr_str(op, "kind")
+    ptrs = L.gather_pointers(view, idx)
+    if kind == "add":
+        L.bind(op, L.atomic_rmw("fadd" if _is_float(value.type) else "add", ptrs, value, mask))
+    elif not _is_float(value.type):
+        L.bind(op, L.atomic_rmw(kind, ptrs, value, mask))
+    else:
+        L.bind(op, _float_atomic_minmax(L, kind, ptrs, value, mask))
+
+
+def _float_atomic_minmax(L: _Lowering, kind, ptrs, value, mask):
+    """max/min of floats through integer atomics on the bits. Non-negative floats (sign bit clear) order like
+    their bits as signed integers, negative ones in reverse as unsigned integers: so max is a signed max when the
+    operand's sign bit is clear and an unsigned min when it is set (min: signed min / unsigned max)."""
+    w = _width(value.type)
+    shape = _shape(value)
+    ity = _tensor(shape, _i(w))
+    bits = L.val("tt.bitcast", ity, [value])
+    # A NaN operand becomes the NaN that wins its atomic: +NaN (largest signed) for max, -NaN (largest unsigned)
+    # for min, so NaN propagates into memory whatever its sign.
+    quiet = (0x7FF8 << 48) if w == 64 else 0x7FC00000
+    nan_bits = quiet if kind == "max" else quiet | (1 << (w - 1))
+    bits = L.select(L.cmpf(_F_UNO, value, value), L.const(ity, _bits_as_signed(nan_bits, w)), bits)
+    neg = L.cmpi(_SLT, bits, L.const(ity, 0))
+    pos = L.binop("arith.xori", neg, L.const(neg.type, 1))
+    iptrs = L.val("tt.bitcast", _tensor(shape, _ptr(_i(w))), [ptrs])
+    m_pos = pos if mask is None else L.binop("arith.andi", mask, pos)
+    m_neg = neg if mask is None else L.binop("arith.andi", mask, neg)
+    signed, unsigned = ("max", "umin") if kind == "max" else ("min", "umax")
+    old_pos = L.atomic_rmw(signed, iptrs, bits, m_pos)
+    old_neg = L.atomic_rmw(unsigned, iptrs, bits, m_neg)
+    return L.val("tt.bitcast", value.type, [L.select(pos, old_pos, old_neg)])
+
+
+def _dot(L: _Lowering, op):
+    a, b, acc = (L.v(x) for x in op.operands)
+    precision = _attr_str(op, "precision")
+    # tf32 only means something for f32 operands; Triton ignores it otherwise, ieee is its default.
+    prec = _PRECISION["tf32"] if precision == "tf32" and str(_elem(a.type)) == "f32" else _PRECISION["ieee"]
+    L.bind(op, L.val("tt.dot", op.result.type, [a, b, acc], {"inputPrecision": _i32_attr(prec),
+                                                              "maxNumImpreciseAcc": _i32_attr(0)}))
+
+
+def _combine_region(L: _Lowering, new_op, arg_types, body, ret_name):
+    """Fill the single region of a tt.reduce / tt.scan: body(args) -> results, then `ret_name`."""
+    block = new_op.regions[0].blocks.append(*arg_types, arg_locs=[L.loc] * len(arg_types))
+    saved = L.ip
+    L.ip = ir.InsertionPoint(block)
+    L.op(ret_name, [], body(list(block.arguments)))
+    L.ip = saved
+
+
+_COMBINE = {  # kind -> (float op, int op)
+    "sum": ("arith.addf", "arith.addi"), "max": ("arith.maximumf", "arith.maxsi"),
+    "min": ("arith.minimumf", "arith.minsi"),
+}
+
+
+def _reduce(L: _Lowering, op):
+    x = L.v(op.operands[0])
+    kind, axis = _attr_str(op, "kind"), _attr_int(op, "axis")
+    e = _elem(x.type)
+    attrs = {"axis": _i32_attr(axis)}
+    if kind in _COMBINE:
+        name = _COMBINE[kind][0 if _is_float(e) else 1]
+        new = L.op("tt.reduce", [op.result.type], [x], attrs, regions=1)
+        _combine_region(L, new, [e, e], lambda a: [L.binop(name, a[0], a[1])], "tt.reduce.return")
+        L.bind(op, new.result)
+        return
+    # argmax / argmin: reduce (value, index) pairs.
+    shape = _shape(x)
+    index = L.along(L.arange(shape[axis]), axis, shape)
+    rtype = op.result.type
+    vtype = L._like(rtype, e)
+    new = L.op("tt.reduce", [vtype, rtype], [x, index], attrs, regions=1)
+    _combine_region(L, new, [e, _i(32), e, _i(32)], lambda a: _arg_combine(L, kind, *a), "tt.reduce.return")
+    L.bind(op, new.results[1])
+
+
+def _arg_combine(L: _Lowering, kind, v1, i1, v2, i2):
+    """Keep (v1, i1) when v1 is the better extreme: strictly larger (argmax) / smaller (argmin), or NaN against a
+    number (NaN wins, as in max/min), or equal (both NaN counts as equal) with the lower index."""
+    if _is_float(v1.type):
+        better = L.cmpf(_F_OGT if kind == "argmax" else _F_OLT, v1, v2)
+        nan1, nan2 = L.cmpf(_F_UNO, v1, v1), L.cmpf(_F_UNO, v2, v2)
+        true = L.const(_i(1), 1)
+        better = L.binop("arith.ori", better, L.binop("arith.andi", nan1, L.binop("arith.xori", nan2, true)))
+        equal = L.binop("arith.ori", L.cmpf(_F_OEQ, v1, v2), L.binop("arith.andi", nan1, nan2))
+    else:
+        better = L.cmpi(_SGT if kind == "argmax" else _SLT, v1, v2)
+        equal = L.cmpi(_EQ, v1, v2)
+    first = L.binop("arith.ori", better, L.binop("arith.andi", equal, L.cmpi(_SLT, i1, i2)))
+    return [L.select(first, v1, v2), L.select(first, i1, i2)]
+
+
+def _scan(L: _Lowering, op):
+    x = L.v(op.operands[0])
+    e = _elem(x.type)
+    name = _COMBINE[_attr_str(op, "kind")][0 if _is_float(e) else 1]
+    new = L.op("tt.scan", [x.type], [x], {"axis": _i32_attr(_attr_int(op, "axis")),
+                                          "reverse": ir.BoolAttr.get(False)}, regions=1)
+    _combine_region(L, new, [e, e], lambda a: [L.binop(name, a[0], a[1])], "tt.scan.return")
+    L.bind(op, new.result)
+
+
+def _shape_op(tt_name, attrs=lambda op: {}):
+    def rule(L: _Lowering, op):
+        L.bind(op, L.val(tt_name, op.result.type, [L.v(op.operands[0])], attrs(op)))
+    return rule
+
+
+def _arange(L: _Lowering, op):
+    start, end = _attr_int(op, "start"), _attr_int(op, "end")
+    L.bind(op, L.arange(end - start, start))
+
+
+def _undef(L: _Lowering, op):
+    L.bind(op, L.const(op.result.type, 0))
+
+
+def _for(L: _Lowering, op):
+    attrs = {}
+    for name, attr in _attrs(op).items():
+        if name == "tle.num_stages":
+            attrs["tt.num_stages"] = attr
+        elif name == "tle.unroll":
+            attrs["tt.loop_unroll_factor"] = attr
+        elif not name.startswith("tle."):
+            attrs[name] = attr
+    L.clone(op, attrs)
+
+
+# ---- elementwise ops Triton 3.6 does not take as they are ----------------------------------------------------
+# Every other arith/math op is passed through: Triton lowers them for f16, bf16, f32 and f64 (f64 transcendentals
+# and f32 sin/cos with full range reduction, through libdevice). Checked by compiling each op for sm_90:
+# tests/lowering/test_tle_to_ttir.py::test_elementwise_ops_compile.
+
+def _via_f32(L: _Lowering, op, compute):
+    """Run compute(args, type) in f32 for f16/bf16 operands and round the result once."""
+    t = op.result.type
+    args = [L.v(x) for x in op.operands]
+    if str(_elem(t)) in ("f16", "bf16"):
+        f32 = L._like(t, ir.F32Type.get())
+        r = compute([L.val("arith.extf", f32, [a]) for a in args], f32)
+        return L.bind(op, L.val("arith.truncf", t, [r]))
+    L.bind(op, compute(args, t))
+
+
+def _divf(L: _Lowering, op):
+    """IEEE division (Triton's arith.divf is div.full.f32, 2 ulp; f16/bf16 are not lowered at all). f16 and bf16
+    divide in f32: a correctly rounded f32 quotient rounded again is still correctly rounded (24 >= 2*11 + 2)."""
+    def compute(args, t):
+        if str(_elem(t)) == "f64":
+            return L.val("arith.divf", t, args)
+        return L.val("tt.precise_divf", t, args)
+    _via_f32(L, op, compute)
+
+
+def _sqrt(L: _Lowering, op):
+    """IEEE sqrt (Triton's math.sqrt of f32 is sqrt.approx.ftz.f32); f16/bf16 through f32 as for division."""
+    def compute(args, t):
+        return L.val("math.sqrt" if str(_elem(t)) == "f64" else "tt.precise_sqrt", t, args)
+    _via_f32(L, op, compute)
+
+
+def _libdevice(fn: str):
+    """math ops Triton 3.6 cannot legalize (tanh, powf): call libdevice; f16/bf16 through f32."""
+    def rule(L: _Lowering, op):
+        def compute(args, t):
+            symbol = f"__nv_{fn}" + ("f" if str(_elem(t)) == "f32" else "")
+            return L.val("tt.extern_elementwise", t, args, {
+                "libname": ir.StringAttr.get("libdevice"), "libpath": ir.StringAttr.get(_libdevice_path()),
+                "symbol": ir.StringAttr.get(symbol), "pure": ir.BoolAttr.get(True)})
+        _via_f32(L, op, compute)
+    return rule
+
+
+def _libdevice_path() -> str:
+    import triton.backends.nvidia as nv
+    return os.path.join(os.path.dirname(nv.__file__), "lib", "libdevice.10.bc")
+
+
+def _negf(L: _Lowering, op):
+    """Triton 3.6 does not legalize arith.negf (its own `-x` is `0 - x`, wrong for 0): flip the sign bit (exact for
+    zeros and NaN)."""
+    x = L.v(op.operands[0])
+    it = L._like(x.type, _i(_width(x.type)))
+    cast = "tt.bitcast" if _isa(x.type, ir.RankedTensorType) else "arith.bitcast"
+    flipped = L.binop("arith.xori", L.val(cast, it, [x]), L.const(it, -(1 << (_width(x.type) - 1))))
+    L.bind(op, L.val(cast, x.type, [flipped]))
+
+
+# ---- tensor descriptors (mode="descriptor") ---------------------------------------------------------------------
+
+def _descriptor_ok(view: _View, shape, padding) -> bool:
+    """TMA fits a 2-D tile whose padding is zero (TMA fills out-of-bounds with zeros), whose last stride is the
+    constant 1 and whose row is at least 16 bytes. Row strides must be 16-byte aligned at run time: the runtime's
+    divisibility facts cannot be seen here, so the view's row stride must carry them (a constant multiple of
+    16 bytes or a stride argument with tt.divisibility)."""
+    if len(shape) != 2 or _const_int(view.strides[-1]) != 1 or max(shape) > 256:  # TMA boxes: <= 256 per axis
+        return False
+    if padding is not None:
+        if _isa(padding, ir.FloatAttr):
+            v = ir.FloatAttr(padding).value
+            if v != 0.0 or math.copysign(1.0, v) < 0:
+                return False
+        elif ir.IntegerAttr(padding).value != 0:
+            return False
+    elem_bytes = _width(view.elem) // 8
+    if shape[-1] * elem_bytes < 16:
+        return False
+    row = view.strides[0]
+    c = _const_int(row)
+    row_ok = (c * elem_bytes) % 16 == 0 if c is not None else _divisible16(row)
+    return row_ok and _divisible16(view.ptr)
+
+
+def _divisible16(v) -> bool:
+    owner = v.owner
+    if not isinstance(owner, ir.Block):
+        return False
+    func = owner.owner
+    attrs = ir.ArrayAttr(func.attributes["arg_attrs"])[ir.BlockArgument(v).arg_number]
+    d = ir.DictAttr(attrs)
+    return "tt.divisibility" in d and ir.IntegerAttr(d["tt.divisibility"]).value % 16 == 0
+
+
+def _descriptor(L: _Lowering, view: _View, shape):
+    desc_t = ir.Type.parse(f"!tt.tensordesc<{_tensor(shape, view.elem)}>")
+    strides = [L.val("arith.extsi", _i(64), [s]) for s in view.strides]
+    return L.val("tt.make_tensor_descriptor", desc_t, [view.ptr, *view.sizes, *strides])
+
+
+def _element_coords(L: _Lowering, indices, shape):
+    return [L.binop("arith.muli", i, L.const(_i(32), t)) if t != 1 else i for i, t in zip(indices, shape)]
+
+
+_RULES = {
+    "func.func": _func,
+    "func.return": _return,
+    "tle.program_id": _program_id,
+    "tle.num_programs": _program_id,
+    "tle.make_view": _make_view,
+    "tle.load": _load,
+    "tle.store": _store,
+    "tle.gather": _gather,
+    "tle.scatter": _scatter,
+    "tle.atomic": _atomic,
+    "tle.dot": _dot,
+    "tle.reduce": _reduce,
+    "tle.scan": _scan,
+    "tle.splat": _shape_op("tt.splat"),
+    "tle.broadcast": _shape_op("tt.broadcast"),
+    "tle.expand_dims": _shape_op("tt.expand_dims", lambda op: {"axis": _i32_attr(_attr_int(op, "axis"))}),
+    "tle.reshape": _shape_op("tt.reshape"),
+    "tle.transpose": _shape_op("tt.trans", lambda op: {
+        "order": ir.DenseI32ArrayAttr.get(list(ir.DenseI32ArrayAttr(op.attributes["perm"])))}),
+    "tle.arange": _arange,
+    "tle.undef": _undef,
+    "scf.for": _for,
+    "arith.divf": _divf,
+    "arith.negf": _negf,
+    "math.sqrt": _sqrt,
+    "math.tanh": _libdevice("tanh"),
+    "math.powf": _libdevice("pow"),
+}
