@@ -66,6 +66,7 @@ class Kernel:
         self.arch = arch
         self._entries: dict = {}
         self._checked: dict = {}
+        self._plans: dict = {}
         self.last_backend: str | None = None
 
     def __repr__(self) -> str:
@@ -187,7 +188,23 @@ class Kernel:
         return Spec(frozenset(d16), frozenset(unit))
 
     # ---- launch --------------------------------------------------------------------------------------------
+    # A launch is planned once per argument signature (dtypes, shapes, strides, alignment, device, constants):
+    # the plan holds the binary and knows which arguments to pass as they come and which sizes and strides are
+    # fixed for that signature. A repeated launch only computes the signature and looks the plan up, so the host
+    # cost stays close to a raw cuLaunchKernel (issue 5; benchmarks/bench.py measures it).
+    MAX_PLANS = 4096
+
     def launch(self, grid, *args, **kwargs):
+        key = _signature(args, kwargs)
+        plan = self._plans.get(key) if key is not None else None
+        if plan is None:
+            plan = self._plan(args, kwargs)
+            if key is not None and len(self._plans) < self.MAX_PLANS:
+                self._plans[key] = plan
+        plan(grid, args, kwargs)
+
+    def _plan(self, args, kwargs):
+        """Bind and check the arguments, compile (or fetch) the binary, and return a launcher for this signature."""
         values, constants, options = self._bind(args, dict(kwargs))
         ckey = tuple(sorted(constants.items()))
         kernel = self._checked.get(ckey)
@@ -195,29 +212,54 @@ class Kernel:
             kernel = self._checked[ckey] = check_kernel(self.program, self.name, constants)
         flat, device, dims = self._check_args(kernel, values)
         spec = self._spec(kernel, flat)
-        backend = options.get("backend", self.backend)
         on_gpu = device is not None and device.type == "cuda"
-        backend = self._choose_backend(backend, on_gpu)
-        grid = self._grid(grid, {**kernel.constants, **dims})
+        backend = self._choose_backend(options.get("backend", self.backend), on_gpu)
         num_warps = int(options.get("num_warps", 4))
         num_stages = int(options.get("num_stages", 3))
         entry = self._entry(kernel, constants, spec, backend, device, num_warps, num_stages)
         self.last_backend = entry.compiled.backend
-        ordered = [flat[a.key] for a in entry.compiled.abi]
+        meta = {**kernel.constants, **dims}
+        # Where each ABI argument comes from: the caller's argument (pointers, scalars) or a fixed value.
+        names = [p.name for p in self.decl.params]
+        sources = []
+        for a in entry.compiled.abi:
+            if a.kind in ("ptr", "scalar"):
+                i = names.index(a.name)
+                sources.append((i, a.name, None))
+            else:
+                sources.append((None, None, flat[a.key]))
+
+        def gather(args, kwargs):
+            return [(args[i] if i < len(args) else kwargs[n]) if i is not None else v for i, n, v in sources]
+
+        grid_of = self._grid
         if backend == "interp":
             from .interpreter import interpret
-            if on_gpu:  # a forced interpreter run on CUDA tensors works on copies and writes back
-                cpu = [v.cpu() if hasattr(v, "cpu") else v for v in ordered]
-                interpret(entry.runner, grid, cpu)
-                for g, c in zip(ordered, cpu):
-                    if hasattr(g, "copy_"):
-                        g.copy_(c)
+
+            def run(grid, args, kwargs):
+                ordered = gather(args, kwargs)
+                if on_gpu:  # a forced interpreter run on CUDA tensors works on copies and writes back
+                    cpu = [v.cpu() if hasattr(v, "cpu") else v for v in ordered]
+                    interpret(entry.runner, grid_of(grid, meta), cpu)
+                    for g, c in zip(ordered, cpu):
+                        if hasattr(g, "copy_"):
+                            g.copy_(c)
+                else:
+                    interpret(entry.runner, grid_of(grid, meta), ordered)
+            return run
+
+        import torch
+        runner, index = entry.runner, device.index
+
+        def run(grid, args, kwargs):
+            ordered = gather(args, kwargs)
+            g = grid_of(grid, meta)
+            if torch.cuda.current_device() == index:
+                runner.launch(g, ordered)
             else:
-                interpret(entry.runner, grid, ordered)
-        else:
-            import torch
-            with torch.cuda.device(device):
-                entry.runner.launch(grid, ordered)
+                with torch.cuda.device(index):
+                    runner.launch(g, ordered)
+        return run
 
     def _choose_backend(self, backend: str, on_gpu: bool) -> str:
         """CPU tensors run on the interpreter; on the GPU, "auto" is routed per kernel by the compiler."""
@@ -232,6 +274,8 @@ class Kernel:
 
     @staticmethod
     def _grid(grid, meta):
+        if type(grid) is tuple and len(grid) == 3:  # the common case, kept cheap
+            return grid
         if callable(grid):
             grid = grid(meta)
         if isinstance(grid, int):
@@ -251,6 +295,7 @@ class Kernel:
         from ..compiler import compile_kernel
         if backend == "interp":
             compiled = compile_kernel(self.program, self.name, constants, spec, stop="tle")
+            compiled.backend = "interp"
             entry = _Entry(compiled, compiled.module)
         else:
             entry = _Entry(*self._gpu_binary(kernel, constants, spec, backend, arch, num_warps, num_stages))
@@ -281,6 +326,31 @@ class Kernel:
             if not self.quiet:
                 warnings.warn(message, TleFallbackWarning, stacklevel=4)
         return compiled, load(binary)
+
+
+def _signature(args, kwargs):
+    """What decides a launch plan: per tensor its dtype, shape, strides, 16-byte alignment and device; per
+    scalar its type (and for ints whether it is divisible by 16; the value itself is passed as it comes); and
+    keyword arguments (constants, options, parameters by name) by value. None when something is unhashable."""
+    key = []
+    for v in args:
+        if hasattr(v, "data_ptr"):
+            key.append((v.dtype, v.shape, v.stride(), v.data_ptr() % 16 == 0, v.device))
+        elif type(v) is int:
+            key.append((int, v % 16 == 0))
+        else:
+            key.append(type(v))
+    for k, v in kwargs.items():
+        if hasattr(v, "data_ptr"):
+            key.append((k, v.dtype, v.shape, v.stride(), v.data_ptr() % 16 == 0, v.device))
+        else:
+            key.append((k, v))
+    key = tuple(key)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _arch_of(device) -> str:
