@@ -1,0 +1,137 @@
+"""Can a tle kernel take the CUDA Tile IR path? `tileir_blockers(module, arch) -> list[Blocker]`; empty: yes.
+
+Each Blocker names what stands in the way and where (a .tle span): an op lowering/tle_to_tileir.py has no lowering
+for, a tile shape Tile IR cannot hold (every dimension must be a power of two), an element-type combination Tile
+IR's ops do not take (see _op_reason), an architecture tileiras does not compile for, or a missing tool (tileiras,
+the pinned bytecode writer). The backend router prints the first one when it falls back to the native CUDA path:
+
+    tle: kernel 'k' runs on the native CUDA path: <reason> at file:line:col
+
+and raises it as a TleError when the Tile IR path was asked for explicitly.
+
+Loads whose padding a partition view cannot express (pad=1.0) are not blockers: the lowering reads them through a
+masked tile of pointers instead.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import subprocess
+from dataclasses import dataclass
+
+from ..diagnostics import Span, TleError, span_of_location
+from ..dialects.mlir import ir
+from .tle_to_tileir import HALF, LOWERED_OPS, _walk, tle_type, tle_to_tileir
+
+__all__ = ["Blocker", "tileir_blockers", "tileiras_archs"]
+
+# What tileiras 13.5 lists under --gpu-name (used when it cannot be asked).
+KNOWN_ARCHS = ("sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90", "sm_100", "sm_103", "sm_107", "sm_110",
+               "sm_120", "sm_121")
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """One reason a kernel cannot take the Tile IR path, at a source span (None: not tied to the source)."""
+    span: Span | None
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.reason} at {self.span}" if self.span is not None and self.span.line > 0 else self.reason
+
+
+def tileir_blockers(module: "ir.Module", arch: str) -> list[Blocker]:
+    """Everything that keeps the kernels of a tle module off the Tile IR path for `arch` (e.g. "sm_90")."""
+    kernels = [op.operation for op in module.body.operations
+               if op.operation.name == "func.func" and "tle.kernel" in op.operation.attributes]
+    where = span_of_location(kernels[0].location) if kernels else None
+    blockers = _tool_blockers(arch, where)
+    op_blockers = []
+    for kernel in kernels:
+        for op in _walk(kernel):
+            reason = _op_reason(op, arch)
+            if reason is not None:
+                op_blockers.append(Blocker(span_of_location(op.location), reason))
+    if not op_blockers:
+        # The rules above cover what the lowering rejects; lowering once catches anything they miss.
+        try:
+            tle_to_tileir(module)
+        except TleError as e:
+            op_blockers.append(Blocker(e.span, e.message))
+    return blockers + op_blockers
+
+
+# ---- tools and architectures ----------------------------------------------------------------------------------------
+
+def _tool_blockers(arch: str, where: Span | None) -> list[Blocker]:
+    from ..targets import tileir
+    out = []
+    try:
+        tileir._bc()
+    except ImportError as e:
+        out.append(Blocker(where, f"the Tile IR bytecode writer is unavailable ({e})"))
+    try:
+        tool = tileir.find_tileiras()
+    except FileNotFoundError as e:
+        out.append(Blocker(where, str(e)))
+        tool = None
+    archs = tileiras_archs(tool) if tool is not None else KNOWN_ARCHS
+    if arch not in archs:
+        out.append(Blocker(where, f"tileiras does not compile for {arch} (it targets {', '.join(archs)})"))
+    return out
+
+
+@functools.cache
+def tileiras_archs(tool: str) -> tuple[str, ...]:
+    """The --gpu-name values a tileiras binary lists in its --help (KNOWN_ARCHS if it lists none)."""
+    try:
+        from ..targets.tileir import _tool_env
+        out = subprocess.run([tool, "--help"], capture_output=True, text=True, env=_tool_env(tool), timeout=60)
+        found = tuple(dict.fromkeys(re.findall(r"=\s*(sm_\d+[a-z]?)\b", out.stdout)))
+    except (OSError, subprocess.TimeoutExpired):
+        found = ()
+    return found or KNOWN_ARCHS
+
+
+def _sm(arch: str) -> int:
+    m = re.fullmatch(r"sm_(\d+)[a-z]?", arch)
+    return int(m.group(1)) if m else 0
+
+
+# ---- ops ------------------------------------------------------------------------------------------------------------
+
+def _op_reason(op: "ir.Operation", arch: str) -> str | None:
+    """Why op cannot be lowered to Tile IR for arch, or None."""
+    name = op.name
+    if name not in LOWERED_OPS:
+        return f"no Tile IR lowering for {name}"
+    for v in list(op.results) + list(op.operands):
+        _, shape, _ = tle_type(v.type)
+        if shape and any(d <= 0 or d & (d - 1) for d in shape):
+            return (f"tile shape {list(shape)} is not a power of two in every dimension (Tile IR tiles must be; "
+                    f"pad the tile to {[1 << (d - 1).bit_length() for d in shape]})")
+    if name == "tle.dot":
+        a, acc = tle_type(op.operands[0].type)[0], tle_type(op.operands[2].type)[0]
+        ok = (a in HALF and acc == "f32") or (a == "f16" and acc == "f16") or (a, acc) in (
+            ("f32", "f32"), ("f64", "f64"), ("i8", "i32"))
+        if not ok:
+            return f"dot of {a} into {acc}: Tile IR's mmaf/mmai do not take that combination"
+    if name == "math.erf" and tle_type(op.operands[0].type)[0] == "f64":
+        return "erf of f64: Tile IR has no erf, and only libdevice's f32 erff is reproduced"
+    if name == "tle.atomic":
+        kind = ir.StringAttr(op.attributes["kind"]).value
+        elem = tle_type(op.operands[1].type)[0]
+        if kind == "add" and elem not in ("i32", "i64", "f16", "bf16", "f32", "f64"):
+            return f"atomic add of {elem}: Tile IR's atomic_rmw adds i32, i64, f16, bf16, f32 and f64"
+        if kind == "add" and elem == "bf16" and _sm(arch) < 90:
+            return f"atomic add of bf16 needs sm_90 or newer for Tile IR (not {arch})"
+        if kind in ("max", "min") and elem not in ("i32", "i64", "f32", "f64"):
+            return f"atomic {kind} of {elem}: Tile IR has integer max/min of i32 and i64 only"
+    if name in ("tle.reduce", "tle.scan"):
+        kind = ir.StringAttr(op.attributes["kind"]).value
+        allowed = ("sum", "max", "min", "argmax", "argmin") if name == "tle.reduce" else ("sum",)
+        if kind not in allowed:
+            return f"{name[4:]} kind '{kind}' has no Tile IR lowering"
+        if tle_type(op.operands[0].type)[0] == "i1":
+            return f"{name[4:]} of an i1 tile has no Tile IR lowering"
+    return None

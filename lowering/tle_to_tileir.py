@@ -1,0 +1,860 @@
+"""tle dialect -> CUDA Tile IR (`cuda_tile.*` ops, dialects/cuda_tile.py), with every tle location kept.
+
+Entry point: `tle_to_tileir(module) -> ir.Module`. The result holds one `cuda_tile.entry` per tle kernel, in the
+tle module's context; targets/tileir.py encodes it to bytecode and runs tileiras. The tle module is left untouched.
+lowering/tileir_legality.py says, before this runs, whether a kernel can take this path at all; this file raises a
+TleError at the op's .tle location for anything it cannot lower (the legality pass reports the same things).
+
+The entry takes the tle function's arguments in the same order (the runtime passes one ABI list to both backends):
+`!tle.ptr<T>` -> `tile<ptr<T>>`, a scalar `T` -> `tile<T>`. Every value is a tile: a tle scalar is a rank-0 tile, a
+`tensor<...>` the tile of that shape (Tile IR needs every dimension to be a power of two).
+
+Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py executes them):
+- Specialisation facts become `assume` ops at the top of the entry, and every use of the argument uses the
+  assumed value (an assumption holds only where its result is used): a pointer with `tle.divisibility = 16` gets
+  `div_by<16>` (bytes); an i32 argument used as a size or stride of a view gets `bounded<0, ?>`, plus `div_by<16>`
+  when the spec says so (any other i32 argument with the attribute gets `div_by<16>` alone). With aligned base
+  pointers and row strides divisible by 16 elements tileiras selects TMA loads/stores (docs/tileir.md).
+- tle.make_view -> `make_tensor_view` (constant sizes and strides, e.g. a stride folded to 1, are static in its
+  type), and one `make_partition_view` per (tile shape, padding) that the kernel's loads and stores use, built
+  right after it at the top of the kernel. A load's padding is part of the partition view's type: 0.0, -0.0, nan,
+  +inf and -inf (and 0 for integers) are expressible there. A load with any other padding (pad=1.0, pad=-1000) is
+  lowered through pointers instead: a tile of element pointers, a mask `index*tile + i < size` per axis (one
+  unsigned compare, so negative tile indices are out of bounds too) and `load_ptr_tko` with a padding tile.
+- tle.load / tle.store -> `load_view_tko` / `store_view_tko` at the same tile coordinates (Tile IR's indices are
+  tile coordinates too, read as unsigned: a negative index is out of bounds, as in tle).
+- tle.gather / scatter / atomic -> tiles of pointers `base + sum(idx_i * stride_i)` (offsets in i64) and
+  `load_ptr_tko` (masked lanes read `other`) / `store_ptr_tko` / `atomic_rmw_tko` (relaxed, device scope; masked
+  lanes return 0, as the interpreter's). Float atomic max/min have no Tile IR mode: they use integer atomics on
+  the bit pattern, signed max (min) for values with the sign bit clear and unsigned min (max) for values with it
+  set, which orders -0.0 below +0.0 (NaN operands are undefined in tle).
+- Arithmetic maps op for op (arith.maximumf -> maxf propagate_nan, ...). erf, which Tile IR lacks, is libdevice's
+  own __nv_erff algorithm (the same polynomials and exp2 step, read from libdevice.10.bc) in f32; f16/bf16 erf is
+  computed in f32 and rounded once. i1 <-> int/float casts use select/compare so their values are tle's (true is
+  -1 signed, 1 unsigned; int -> i1 keeps the low bit).
+- tle.dot -> `mmaf` (f16/bf16/f32/f64) or `mmai` (i8 -> i32). An f16 accumulator is widened to f32 for the mma
+  and rounded once, as the interpreter does; precision = "tf32" converts both operands to `tf32` (round to
+  nearest even) first.
+- tle.reduce -> `reduce`: sum (identity -0.0, the true additive identity; f16/bf16 summed in f32), max / min with
+  NaN-propagating maxf/minf, argmax / argmin as a two-operand reduce over (value, index) whose combine prefers the
+  larger (smaller) value, then NaN, then the lower index: commutative, so Tile IR's unspecified order gives the
+  first index of the extreme. tle.scan -> `scan`.
+- scf.for -> `for`, scf.if -> `if`, with results and carried values; tle.num_stages / tle.unroll are dropped
+  (tileiras pipelines on its own). tle.undef -> a zero constant (reading it is an error the interpreter reports).
+
+Memory tokens (docs/tileir.md states the rule): tensors passed to one launch must not overlap unless no kernel
+access writes them (they are `restrict`), so accesses to different tensors are never ordered against each other,
+and loads of a tensor the kernel never writes take no token at all. For each tensor the kernel writes (store,
+scatter, atomic), a token chain orders every access after the previous write to it and every write after every
+access since the previous write: state W (token of the last write) and A (tokens of the accesses since and
+including it); a load takes W and joins A; a write takes join(A) and resets both to its own token. Loops and ifs
+that access a written tensor carry (W, join(A)) as extra `for` iter values / `if` results of type token.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from ..diagnostics import TleError, span_of_location
+from ..dialects import cuda_tile as ct
+from ..dialects.mlir import ir
+
+__all__ = ["tle_to_tileir", "LOWERED_OPS"]
+
+
+def tle_to_tileir(module: "ir.Module") -> "ir.Module":
+    """A new module (same context) with one cuda_tile.entry per tle kernel (a func.func with `tle.kernel`)."""
+    with module.context, module.operation.location:
+        out = ir.Module.create()
+        for op in module.body.operations:
+            op = op.operation
+            if op.name == "func.func" and "tle.kernel" in op.attributes:
+                with ir.InsertionPoint(out.body):
+                    _Kernel(op).lower()
+    return out
+
+
+# ---- types --------------------------------------------------------------------------------------------------------
+
+INT_ELEMS = ("i1", "i8", "i16", "i32", "i64")
+HALF = ("f16", "bf16")
+
+
+def tle_type(t: "ir.Type") -> tuple[str, tuple[int, ...] | None, int]:
+    """(kind, shape, rank) of a tle-dialect type, read from its text: kind is the element type for scalars and
+    tensors (shape None for a scalar), "ptr:<elem>" for pointers and "view:<elem>" for views (rank set)."""
+    s = str(t)
+    if s.startswith("tensor<"):
+        *dims, elem = s[len("tensor<"):-1].split("x")
+        return elem, tuple(int(d) for d in dims), len(dims)
+    if m := re.fullmatch(r"!tle\.ptr<(\w+)>", s):
+        return f"ptr:{m.group(1)}", None, 0
+    if m := re.fullmatch(r"!tle\.view<(\w+),\s*(\d+)(?:\s*:\s*i64)?>", s):
+        return f"view:{m.group(1)}", None, int(m.group(2))
+    return s, None, 0
+
+
+def ct_type(t: "ir.Type") -> "ir.Type":
+    """The cuda_tile type of a tle value (ValueError for a tile dimension that is not a power of two)."""
+    kind, shape, _ = tle_type(t)
+    if kind.startswith("ptr:"):
+        return ct.tile_type((), ct.ptr(kind[4:]))
+    if kind.startswith("view:"):
+        raise TypeError(f"a view is not a value in Tile IR: {t}")
+    return ct.tile_type(shape or (), kind)
+
+
+def padding_name(attr: "ir.Attribute", elem: str) -> str | None:
+    """The partition_view padding_value that reads as this tle padding constant, or None if there is none."""
+    if elem in INT_ELEMS:
+        return "zero" if ir.IntegerAttr(attr).value == 0 else None
+    v = ir.FloatAttr(attr).value
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "pos_inf" if v > 0 else "neg_inf"
+    if v == 0.0:
+        return "neg_zero" if math.copysign(1.0, v) < 0 else "zero"
+    return None
+
+
+def _scalar_value(attr: "ir.Attribute", elem: str):
+    if elem in INT_ELEMS:
+        v = ir.IntegerAttr(attr).value
+        return bool(v) if elem == "i1" else v
+    return ir.FloatAttr(attr).value
+
+
+def _int_min(elem: str) -> int:
+    return -(1 << (int(elem[1:]) - 1))
+
+
+def _int_max(elem: str) -> int:
+    return (1 << (int(elem[1:]) - 1)) - 1
+
+
+# libdevice's __nv_erff (libdevice.10.bc, CUDA 13.5), read with llvm-dis: |a| >= 1.00375843 takes the second
+# polynomial in |a| and 1 - 2^-|r|, smaller |a| the first in a*a; r = fma(p(x), a, a). Float32 values, written as the
+# bit patterns libdevice holds, highest coefficient first.
+_ERF_THRESHOLD = 0x3F807B28
+_ERF_SMALL = (0x388D8E09, 0xBA487A7D, 0x3BA886C1, 0xBCDBC4CF, 0x3DE712BB, 0xBEC09388, 0x3E0375D4)
+_ERF_LARGE = (0x388E49B7, 0xBA73C723, 0x3BE3E044, 0xBD19B6F7, 0x3E2072AB, 0x3F6A18F3, 0x3F20F3EB)
+
+
+def _f32(bits: int) -> float:
+    import struct
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+# ---- elementwise op tables ------------------------------------------------------------------------------------------
+
+_FLOAT_BINARY = {"arith.addf": ct.addf, "arith.subf": ct.subf, "arith.mulf": ct.mulf, "arith.divf": ct.divf,
+                 "arith.remf": ct.remf, "math.powf": ct.fpowf, "math.atan2": ct.atan2}
+_FLOAT_MINMAX = {"arith.maximumf": (ct.maxf, True), "arith.minimumf": (ct.minf, True),
+                 "arith.maxnumf": (ct.maxf, False), "arith.minnumf": (ct.minf, False)}
+_INT_BINARY = {"arith.addi": ct.addi, "arith.subi": ct.subi, "arith.muli": ct.muli, "arith.andi": ct.andi,
+               "arith.ori": ct.ori, "arith.xori": ct.xori, "arith.shli": ct.shli}
+_BOOL_BINARY = {"arith.addi": ct.xori, "arith.subi": ct.xori, "arith.muli": ct.andi}  # i1 arithmetic is modulo 2
+_SIGNED_BINARY = {"arith.divsi": (ct.divi, True), "arith.divui": (ct.divi, False), "arith.remsi": (ct.remi, True),
+                  "arith.remui": (ct.remi, False), "arith.shrsi": (ct.shri, True), "arith.shrui": (ct.shri, False),
+                  "arith.maxsi": (ct.maxi, True), "arith.maxui": (ct.maxi, False), "arith.minsi": (ct.mini, True),
+                  "arith.minui": (ct.mini, False)}
+_UNARY = {"arith.negf": ct.negf, "math.absf": ct.absf, "math.absi": ct.absi, "math.exp": ct.exp,
+          "math.exp2": ct.exp2, "math.log": ct.log, "math.log2": ct.log2, "math.sqrt": ct.sqrt,
+          "math.rsqrt": ct.rsqrt, "math.sin": ct.sin, "math.cos": ct.cos, "math.tan": ct.tan, "math.tanh": ct.tanh,
+          "math.sinh": ct.sinh, "math.cosh": ct.cosh, "math.floor": ct.floor, "math.ceil": ct.ceil}
+_CMPF = {1: ("equal", True), 2: ("greater_than", True), 3: ("greater_than_or_equal", True), 4: ("less_than", True),
+         5: ("less_than_or_equal", True), 6: ("not_equal", True), 8: ("equal", False), 9: ("greater_than", False),
+         10: ("greater_than_or_equal", False), 11: ("less_than", False), 12: ("less_than_or_equal", False),
+         13: ("not_equal", False)}
+_CMPI = {0: ("equal", True), 1: ("not_equal", True), 2: ("less_than", True), 3: ("less_than_or_equal", True),
+         4: ("greater_than", True), 5: ("greater_than_or_equal", True), 6: ("less_than", False),
+         7: ("less_than_or_equal", False), 8: ("greater_than", False), 9: ("greater_than_or_equal", False)}
+_STRUCTURAL = ("func.return", "scf.yield")
+
+
+def _walk(op: "ir.Operation"):
+    """Every op nested in op's regions, in order."""
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                child = child.operation
+                yield child
+                yield from _walk(child)
+
+
+def _is_const_int(v: "ir.Value") -> int | None:
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+        return None
+    kind, shape, _ = tle_type(v.type)
+    if shape is not None or kind not in INT_ELEMS:
+        return None
+    return ir.IntegerAttr(owner.attributes["value"]).value
+
+
+@dataclass
+class _View:
+    """A lowered tle.make_view: the tensor's base, sizes and strides (ints where static), its partition views."""
+    name: str
+    elem: str
+    base: "ir.Value"
+    sizes: list
+    strides: list
+    tensor_view: "ir.Value"
+    parts: dict = field(default_factory=dict)  # (tile shape, padding name or None) -> partition view value
+
+
+@dataclass
+class _Tokens:
+    """The token chain of one written tensor: W = token of the last write (None: no write yet), A = tokens of the
+    accesses since, the last write included."""
+    w: "ir.Value | None" = None
+    a: list = field(default_factory=list)
+
+
+class _Kernel:
+    def __init__(self, func: "ir.Operation"):
+        self.func = func
+        self.values: dict = {}  # tle value -> cuda_tile value
+        self.views: dict = {}  # tle view value -> _View
+        body = func.regions[0].blocks[0]
+        self.ops = list(_walk(func))
+        # Which tensors the kernel writes (by view name), and per view the partition views its loads/stores need.
+        self.written = {self.view_name(op.operands[0]) for op in self.ops
+                        if op.name in ("tle.store", "tle.scatter", "tle.atomic")}
+        self.tokens = {name: _Tokens() for name in self.written}
+        # Loads first, so that a store reuses a load's partition view of the same tile shape (padding does not
+        # matter to a store).
+        self.part_keys: dict = {}
+        for kind in ("tle.load", "tle.store"):
+            for op in self.ops:
+                if op.name != kind:
+                    continue
+                keys = self.part_keys.setdefault(op.operands[0], [])
+                value = op.results[0] if kind == "tle.load" else op.operands[1]
+                elem, shape, _ = tle_type(value.type)
+                if kind == "tle.load":
+                    pad = padding_name(op.attributes["padding"], elem)
+                    if pad is not None and (shape, pad) not in keys:
+                        keys.append((shape, pad))
+                elif not any(k[0] == shape for k in keys):
+                    keys.append((shape, None))
+        self.body = body
+
+    # -- values --
+    def get(self, v: "ir.Value") -> "ir.Value":
+        return self.values[v]
+
+    def set(self, v: "ir.Value", lowered: "ir.Value") -> None:
+        self.values[v] = lowered
+
+    @staticmethod
+    def view_name(v: "ir.Value") -> str:
+        return ir.StringAttr(v.owner.attributes["name"]).value
+
+    def fail(self, op: "ir.Operation", message: str):
+        raise TleError(span_of_location(op.location), message)
+
+    # -- the kernel --
+    def lower(self):
+        func = self.func
+        name = ir.StringAttr(func.attributes["sym_name"]).value
+        args = list(self.body.arguments)
+        with func.location:
+            try:
+                types = [ct_type(a.type) for a in args]
+            except ValueError as e:
+                self.fail(func, f"kernel parameter type not expressible in Tile IR: {e}")
+            _, entry = ct.entry(name, types)
+            with ir.InsertionPoint(entry):
+                for arg, value in zip(args, self.assume_facts(args, list(entry.arguments))):
+                    self.set(arg, value)
+                self.block(self.body)
+
+    def assume_facts(self, args, values):
+        """The specialisation facts as `assume` ops; returns the value to use for each argument."""
+        attrs = list(ir.ArrayAttr(self.func.attributes["arg_attrs"])) if "arg_attrs" in self.func.attributes \
+            else [None] * len(args)
+        shape_args = set()
+        for op in self.ops:
+            if op.name == "tle.make_view":
+                shape_args.update(v for v in list(op.operands)[1:] if isinstance(v.owner, ir.Block))
+        out = []
+        for arg, value, attr in zip(args, values, attrs):
+            div16 = attr is not None and "tle.divisibility" in ir.DictAttr(attr) and \
+                ir.IntegerAttr(ir.DictAttr(attr)["tle.divisibility"]).value % 16 == 0
+            kind, _, _ = tle_type(arg.type)
+            if kind.startswith("ptr:"):
+                if div16:
+                    value = ct.assume_div_by(value, 16)
+            elif kind in INT_ELEMS and kind != "i1":
+                if arg in shape_args:
+                    value = ct.assume_bounded(value, 0, None)
+                if div16:
+                    value = ct.assume_div_by(value, 16)
+            out.append(value)
+        return out
+
+    def block(self, block: "ir.Block"):
+        for op in block.operations:
+            op = op.operation
+            if op.name in _STRUCTURAL:
+                if op.name == "func.return":
+                    with op.location:
+                        ct.return_()
+                continue
+            with op.location:
+                try:
+                    self.lower_op(op)
+                except ValueError as e:  # the builders' checks, e.g. a tile dimension that is not a power of two
+                    self.fail(op, f"cannot lower {op.name} to Tile IR: {e}")
+
+    def lower_op(self, op: "ir.Operation"):
+        name = op.name
+        method = getattr(self, "op_" + name.replace(".", "_"), None)
+        if method is not None:
+            return method(op)
+        if name in _FLOAT_BINARY or name in _INT_BINARY or name in _SIGNED_BINARY or name in _FLOAT_MINMAX:
+            return self.binary(op)
+        if name in _UNARY:
+            return self.unary(op)
+        self.fail(op, f"{name} has no Tile IR lowering")
+
+    # ---- helpers ------------------------------------------------------------------------------------------------
+    @staticmethod
+    def const(value, shape, elem) -> "ir.Value":
+        return ct.constant(value, ct.tile_type(tuple(shape), elem))
+
+    @staticmethod
+    def splat(scalar: "ir.Value", shape) -> "ir.Value":
+        """A scalar tile repeated to shape (reshape to all-ones, then broadcast)."""
+        shape = tuple(shape)
+        if not shape:
+            return scalar
+        return ct.broadcast(ct.reshape(scalar, [1] * len(shape)), shape)
+
+    @staticmethod
+    def along(vec: "ir.Value", axis: int, shape) -> "ir.Value":
+        """A 1-D tile laid along `axis` of `shape` and broadcast over the other axes."""
+        dims = [1] * len(shape)
+        dims[axis] = shape[axis]
+        return ct.broadcast(ct.reshape(vec, dims), tuple(shape)) if tuple(dims) != tuple(shape) else \
+            ct.reshape(vec, dims)
+
+    @staticmethod
+    def elem(v: "ir.Value") -> str:
+        return ct.tile_of(v).elem
+
+    @staticmethod
+    def shape(v: "ir.Value") -> tuple:
+        return ct.tile_of(v).shape
+
+    def bool_not(self, b: "ir.Value") -> "ir.Value":
+        return ct.xori(b, self.const(True, self.shape(b), "i1"))
+
+    def isnan(self, x: "ir.Value") -> "ir.Value":
+        return ct.cmpf("not_equal", x, x, ordered=False)
+
+    # ---- constants, mesh, values ----------------------------------------------------------------------------------
+    def op_arith_constant(self, op):
+        elem, shape, _ = tle_type(op.result.type)
+        attr = op.attributes["value"]
+        if shape is None:
+            value = _scalar_value(attr, elem)
+        else:
+            dense = ir.DenseElementsAttr(attr)
+            if dense.is_splat:
+                value = _scalar_value(dense.get_splat_value(), elem)
+            else:
+                import numpy as np
+                typed = ir.DenseIntElementsAttr(attr) if elem in INT_ELEMS else ir.DenseFPElementsAttr(attr)
+                value = np.array(typed).reshape(shape)
+        self.set(op.result, ct.constant(value, ct_type(op.result.type)))
+
+    def op_tle_program_id(self, op):
+        axis = "xyz".index(ir.StringAttr(op.attributes["axis"]).value)
+        self.set(op.result, ct.get_tile_block_id()[axis])
+
+    def op_tle_num_programs(self, op):
+        axis = "xyz".index(ir.StringAttr(op.attributes["axis"]).value)
+        self.set(op.result, ct.get_num_tile_blocks()[axis])
+
+    def op_tle_undef(self, op):
+        elem, shape, _ = tle_type(op.result.type)
+        self.set(op.result, self.const(False if elem == "i1" else 0, shape or (), elem))
+
+    def op_tle_arange(self, op):
+        start = ir.IntegerAttr(op.attributes["start"]).value
+        end = ir.IntegerAttr(op.attributes["end"]).value
+        r = ct.iota(end - start, "i32")
+        if start:
+            r = ct.addi(r, self.const(start, (end - start,), "i32"))
+        self.set(op.result, r)
+
+    # ---- shapes -------------------------------------------------------------------------------------------------
+    def op_tle_splat(self, op):
+        _, shape, _ = tle_type(op.result.type)
+        self.set(op.result, self.splat(self.get(op.operands[0]), shape))
+
+    def op_tle_broadcast(self, op):
+        _, shape, _ = tle_type(op.result.type)
+        x = self.get(op.operands[0])
+        self.set(op.result, x if self.shape(x) == shape else ct.broadcast(x, shape))
+
+    def op_tle_reshape(self, op):
+        _, shape, _ = tle_type(op.result.type)
+        x = self.get(op.operands[0])
+        self.set(op.result, x if self.shape(x) == (shape or ()) else ct.reshape(x, shape or ()))
+
+    op_tle_expand_dims = op_tle_reshape
+
+    def op_tle_transpose(self, op):
+        perm = list(ir.DenseI32ArrayAttr(op.attributes["perm"]))
+        x = self.get(op.operands[0])
+        self.set(op.result, x if perm == sorted(perm) else ct.permute(x, perm))
+
+    # ---- elementwise --------------------------------------------------------------------------------------------
+    def binary(self, op):
+        name = op.name
+        a, b = (self.get(v) for v in op.operands)
+        if name in _FLOAT_BINARY:
+            r = _FLOAT_BINARY[name](a, b)
+        elif name in _FLOAT_MINMAX:
+            fn, nan = _FLOAT_MINMAX[name]
+            r = fn(a, b, propagate_nan=nan)
+        elif name in _INT_BINARY:
+            r = (_BOOL_BINARY.get(name, _INT_BINARY[name]) if self.elem(a) == "i1" else _INT_BINARY[name])(a, b)
+        else:
+            fn, signed = _SIGNED_BINARY[name]
+            r = fn(a, b, signed=signed)
+        self.set(op.result, r)
+
+    def unary(self, op):
+        self.set(op.result, _UNARY[op.name](self.get(op.operands[0])))
+
+    def op_math_fma(self, op):
+        self.set(op.result, ct.fma(*(self.get(v) for v in op.operands)))
+
+    def op_math_erf(self, op):
+        x = self.get(op.operands[0])
+        elem = self.elem(x)
+        if elem == "f64":
+            self.fail(op, "erf of f64 has no Tile IR lowering (Tile IR has no erf; only libdevice's f32 erff is "
+                          "reproduced)")
+        r = self.erf_f32(ct.ftof(x, "f32") if elem != "f32" else x)
+        self.set(op.result, ct.ftof(r, elem) if elem != "f32" else r)
+
+    def erf_f32(self, a: "ir.Value") -> "ir.Value":
+        """libdevice's __nv_erff, op for op."""
+        shape = self.shape(a)
+        t = ct.absf(a)
+        big = ct.cmpf("greater_than_or_equal", t, self.const(_f32(_ERF_THRESHOLD), shape, "f32"))
+        x = ct.select(big, t, ct.mulf(a, a))
+
+        def coeff(i):
+            return ct.select(big, self.const(_f32(_ERF_LARGE[i]), shape, "f32"),
+                             self.const(_f32(_ERF_SMALL[i]), shape, "f32"))
+        p = coeff(0)
+        for i in range(1, len(_ERF_SMALL)):
+            p = ct.fma(p, x, coeff(i))
+        r = ct.fma(p, a, a)
+        # |a| >= threshold: copysign(1 - 2^-|r|, a) (a is not NaN there, and not -0.0)
+        v = ct.subf(self.const(1.0, shape, "f32"), ct.exp2(ct.negf(ct.absf(r)), ftz=True))
+        signed = ct.select(ct.cmpf("less_than", a, self.const(0.0, shape, "f32")), ct.negf(v), v)
+        return ct.select(big, signed, r)
+
+    def op_arith_cmpf(self, op):
+        a, b = (self.get(v) for v in op.operands)
+        pred = ir.IntegerAttr(op.attributes["predicate"]).value
+        if pred in _CMPF:
+            name, ordered = _CMPF[pred]
+            r = ct.cmpf(name, a, b, ordered=ordered)
+        elif pred in (0, 15):  # false, true
+            r = self.const(pred == 15, self.shape(a), "i1")
+        elif pred == 7:  # ordered: neither is NaN
+            r = ct.andi(ct.cmpf("equal", a, a), ct.cmpf("equal", b, b))
+        else:  # 14, unordered: either is NaN
+            r = ct.ori(self.isnan(a), self.isnan(b))
+        self.set(op.result, r)
+
+    def op_arith_cmpi(self, op):
+        a, b = (self.get(v) for v in op.operands)
+        name, signed = _CMPI[ir.IntegerAttr(op.attributes["predicate"]).value]
+        self.set(op.result, ct.cmpi(name, a, b, signed=signed))
+
+    def op_arith_select(self, op):
+        c, a, b = (self.get(v) for v in op.operands)
+        shape = self.shape(a)
+        if self.shape(c) != shape:  # a scalar condition choosing whole tiles
+            c = self.splat(c, shape)
+        self.set(op.result, ct.select(c, a, b))
+
+    # ---- conversions --------------------------------------------------------------------------------------------
+    def _to(self, op) -> str:
+        return tle_type(op.result.type)[0]
+
+    def op_arith_extf(self, op):
+        self.set(op.result, ct.ftof(self.get(op.operands[0]), self._to(op)))
+
+    op_arith_truncf = op_arith_extf
+
+    def _int_to_float(self, op, signed: bool):
+        x, to = self.get(op.operands[0]), self._to(op)
+        if self.elem(x) == "i1":
+            one = -1.0 if signed else 1.0
+            r = ct.select(x, self.const(one, self.shape(x), to), self.const(0.0, self.shape(x), to))
+        else:
+            r = ct.itof(x, to, signed=signed)
+        self.set(op.result, r)
+
+    def op_arith_sitofp(self, op):
+        self._int_to_float(op, True)
+
+    def op_arith_uitofp(self, op):
+        self._int_to_float(op, False)
+
+    def op_arith_fptosi(self, op):
+        self.set(op.result, ct.ftoi(self.get(op.operands[0]), self._to(op), signed=True))
+
+    def op_arith_fptoui(self, op):
+        self.set(op.result, ct.ftoi(self.get(op.operands[0]), self._to(op), signed=False))
+
+    def _extend(self, op, signed: bool):
+        x, to = self.get(op.operands[0]), self._to(op)
+        if self.elem(x) == "i1":
+            r = ct.select(x, self.const(-1 if signed else 1, self.shape(x), to), self.const(0, self.shape(x), to))
+        else:
+            r = ct.exti(x, to, signed=signed)
+        self.set(op.result, r)
+
+    def op_arith_extsi(self, op):
+        self._extend(op, True)
+
+    def op_arith_extui(self, op):
+        self._extend(op, False)
+
+    def op_arith_trunci(self, op):
+        x, to = self.get(op.operands[0]), self._to(op)
+        if to == "i1":  # the low bit
+            shape, elem = self.shape(x), self.elem(x)
+            r = ct.cmpi("not_equal", ct.andi(x, self.const(1, shape, elem)), self.const(0, shape, elem))
+        else:
+            r = ct.trunci(x, to)
+        self.set(op.result, r)
+
+    def op_arith_bitcast(self, op):
+        self.set(op.result, ct.bitcast(self.get(op.operands[0]), self._to(op)))
+
+    # ---- matmul, reductions, scans --------------------------------------------------------------------------------
+    def op_tle_dot(self, op):
+        a, b, acc = (self.get(v) for v in op.operands)
+        ea, eacc = self.elem(a), self.elem(acc)
+        precision = ir.StringAttr(op.attributes["precision"]).value
+        if ea == "i8" and eacc == "i32":
+            r = ct.mmai(a, b, acc)
+        elif ea in HALF and eacc in ("f32", "f16"):
+            r = ct.mmaf(a, b, acc) if eacc == "f32" else ct.ftof(ct.mmaf(a, b, ct.ftof(acc, "f32")), eacc)
+        elif ea == "f32" and eacc == "f32":
+            if precision == "tf32":
+                a, b = ct.ftof(a, "tf32"), ct.ftof(b, "tf32")
+            r = ct.mmaf(a, b, acc)
+        elif ea == "f64" and eacc == "f64":
+            r = ct.mmaf(a, b, acc)
+        else:
+            self.fail(op, f"dot of {ea} into {eacc} has no Tile IR lowering (mmaf takes f16/bf16/f32/f64 and mmai "
+                          f"i8 -> i32)")
+        self.set(op.result, r)
+
+    def op_tle_reduce(self, op):
+        kind = ir.StringAttr(op.attributes["kind"]).value
+        axis = ir.IntegerAttr(op.attributes["axis"]).value
+        x = self.get(op.operands[0])
+        elem = self.elem(x)
+        flt = elem not in INT_ELEMS
+        if kind == "sum":
+            src = ct.ftof(x, "f32") if elem in HALF else x
+            (r,) = ct.reduce([src], axis, [-0.0 if flt else 0],
+                             lambda l, r: [ct.addf(l, r) if flt else ct.addi(l, r)])
+            if elem in HALF:
+                r = ct.ftof(r, elem)
+        elif kind in ("max", "min"):
+            if flt:
+                fn = ct.maxf if kind == "max" else ct.minf
+                identity = -math.inf if kind == "max" else math.inf
+                (r,) = ct.reduce([x], axis, [identity], lambda l, r: [fn(l, r, propagate_nan=True)])
+            else:
+                fn = ct.maxi if kind == "max" else ct.mini
+                identity = _int_min(elem) if kind == "max" else _int_max(elem)
+                (r,) = ct.reduce([x], axis, [identity], lambda l, r: [fn(l, r, signed=True)])
+        elif kind in ("argmax", "argmin"):
+            r = self.arg_extreme(x, axis, kind == "argmax")
+        else:
+            self.fail(op, f"reduce kind '{kind}' has no Tile IR lowering")
+        self.set(op.result, r)
+
+    def arg_extreme(self, x: "ir.Value", axis: int, is_max: bool) -> "ir.Value":
+        """The first index of the largest (smallest) value along axis; NaN counts as the extreme."""
+        shape, elem = self.shape(x), self.elem(x)
+        flt = elem not in INT_ELEMS
+        index = self.along(ct.iota(shape[axis], "i32"), axis, shape)
+        better = "greater_than" if is_max else "less_than"
+        if flt:
+            worst = -math.inf if is_max else math.inf
+        else:
+            worst = _int_min(elem) if is_max else _int_max(elem)
+
+        def combine(va, vb, ia, ib):
+            lower = ct.cmpi("less_than", ia, ib)
+            if flt:
+                a_nan, b_nan = self.isnan(va), self.isnan(vb)
+                tie = ct.ori(ct.cmpf("equal", va, vb), ct.andi(a_nan, b_nan))
+                wins = ct.ori(ct.cmpf(better, va, vb), ct.andi(a_nan, self.bool_not(b_nan)))
+            else:
+                tie = ct.cmpi("equal", va, vb)
+                wins = ct.cmpi(better, va, vb)
+            pick = ct.ori(wins, ct.andi(tie, lower))
+            return [ct.select(pick, va, vb), ct.select(pick, ia, ib)]
+
+        _, idx = ct.reduce([x, index], axis, [worst, _int_max("i32")], combine)
+        return idx
+
+    def op_tle_scan(self, op):
+        kind = ir.StringAttr(op.attributes["kind"]).value
+        if kind != "sum":
+            self.fail(op, f"scan kind '{kind}' has no Tile IR lowering")
+        axis = ir.IntegerAttr(op.attributes["axis"]).value
+        x = self.get(op.operands[0])
+        elem = self.elem(x)
+        flt = elem not in INT_ELEMS
+        src = ct.ftof(x, "f32") if elem in HALF else x
+        (r,) = ct.scan([src], axis, [-0.0 if flt else 0], lambda l, r: [ct.addf(l, r) if flt else ct.addi(l, r)])
+        self.set(op.result, ct.ftof(r, elem) if elem in HALF else r)
+
+    # ---- views and memory ---------------------------------------------------------------------------------------
+    def op_tle_make_view(self, op):
+        operands = list(op.operands)
+        rank = (len(operands) - 1) // 2
+        elem = tle_type(op.result.type)[0][5:]
+
+        def static_or_value(v):
+            c = _is_const_int(v)
+            return c if c is not None else self.get(v)
+
+        sizes = [static_or_value(v) for v in operands[1:1 + rank]]
+        strides = [static_or_value(v) for v in operands[1 + rank:]]
+        base = self.get(operands[0])
+        view = _View(self.view_name(op.result), elem, base, sizes, strides, ct.make_tensor_view(base, sizes, strides))
+        for shape, pad in self.part_keys.get(op.result, []):
+            view.parts[(shape, pad)] = ct.make_partition_view(view.tensor_view, shape, padding=pad)
+        self.views[op.result] = view
+
+    # -- token chains --
+    def read_token(self, view: _View):
+        state = self.tokens.get(view.name)
+        return state.w if state is not None else None
+
+    def after_read(self, view: _View, token):
+        state = self.tokens.get(view.name)
+        if state is not None:  # the read waited for W, so its token stands for W from now on
+            state.a = [t for t in state.a if state.w is None or t != state.w] + [token]
+
+    def write_token(self, view: _View):
+        state = self.tokens[view.name]
+        deps = state.a or ([state.w] if state.w is not None else [])
+        return self.join(deps) if deps else None
+
+    def after_write(self, view: _View, token):
+        self.tokens[view.name] = _Tokens(token, [token])
+
+    @staticmethod
+    def join(tokens: list):
+        unique = list(dict.fromkeys(tokens))
+        return unique[0] if len(unique) == 1 else ct.join_tokens(unique)
+
+    def op_tle_load(self, op):
+        view = self.views[op.operands[0]]
+        index = [self.get(v) for v in list(op.operands)[1:]]
+        elem, shape, _ = tle_type(op.result.type)
+        pad = padding_name(op.attributes["padding"], elem)
+        token = self.read_token(view)
+        if pad is not None:
+            tile, out = ct.load_view_tko(view.parts[(shape, pad)], index, token)
+        else:
+            tile, out = self.load_by_pointers(view, index, shape, _scalar_value(op.attributes["padding"], elem), token)
+        self.after_read(view, out)
+        self.set(op.result, tile)
+
+    def load_by_pointers(self, view: _View, index, shape, pad, token):
+        """A tile load whose padding a partition view cannot express: masked gather of the tile's elements."""
+        elems, mask = [], None
+        for axis, (i, size) in enumerate(zip(index, view.sizes)):
+            start = self.splat(ct.muli(i, self.const(shape[axis], (), "i32")), shape)
+            e = ct.addi(start, self.along(ct.iota(shape[axis], "i32"), axis, shape))
+            bound = self.const(size, shape, "i32") if isinstance(size, int) else self.splat(size, shape)
+            inside = ct.cmpi("less_than", e, bound, signed=False)  # also false for negative e
+            mask = inside if mask is None else ct.andi(mask, inside)
+            elems.append(e)
+        ptrs = self.pointers(view, elems, shape)
+        return ct.load_ptr_tko(ptrs, mask, self.const(pad, shape, view.elem), token)
+
+    def pointers(self, view: _View, indices, shape) -> "ir.Value":
+        """base + sum(indices[i] * strides[i]) for element-index tiles of `shape`, offsets in i64."""
+        offset = None
+        for idx, stride in zip(indices, view.strides):
+            term = ct.exti(idx, "i64")
+            if isinstance(stride, int):
+                if stride != 1:
+                    term = ct.muli(term, self.const(stride, shape, "i64"))
+            else:
+                term = ct.muli(term, self.splat(ct.exti(stride, "i64"), shape))
+            offset = term if offset is None else ct.addi(offset, term)
+        return ct.offset(self.splat(view.base, shape), offset)
+
+    def op_tle_store(self, op):
+        view = self.views[op.operands[0]]
+        value = self.get(op.operands[1])
+        index = [self.get(v) for v in list(op.operands)[2:]]
+        shape = self.shape(value)
+        part = next(p for (s, _), p in view.parts.items() if s == shape)
+        self.after_write(view, ct.store_view_tko(value, part, index, self.write_token(view)))
+
+    def indexed(self, op, with_value: bool):
+        """(view, value, index tiles, mask) of a gather / scatter / atomic."""
+        operands = list(op.operands)
+        view = self.views[operands[0]]
+        rank = tle_type(operands[0].type)[2]
+        rest = operands[1:]
+        value = self.get(rest.pop(0)) if with_value else None
+        idx = [self.get(v) for v in rest[:rank]]
+        mask = self.get(rest[rank]) if len(rest) > rank else None
+        return view, value, idx, mask
+
+    def op_tle_gather(self, op):
+        view, _, idx, mask = self.indexed(op, False)
+        elem, shape, _ = tle_type(op.result.type)
+        ptrs = self.pointers(view, idx, shape)
+        other = self.const(_scalar_value(op.attributes["other"], elem), shape, elem) if mask is not None else None
+        tile, token = ct.load_ptr_tko(ptrs, mask, other, self.read_token(view))
+        self.after_read(view, token)
+        self.set(op.result, tile)
+
+    def op_tle_scatter(self, op):
+        view, value, idx, mask = self.indexed(op, True)
+        ptrs = self.pointers(view, idx, self.shape(value))
+        self.after_write(view, ct.store_ptr_tko(ptrs, value, mask, self.write_token(view)))
+
+    def op_tle_atomic(self, op):
+        view, value, idx, mask = self.indexed(op, True)
+        kind = ir.StringAttr(op.attributes["kind"]).value
+        shape, elem = self.shape(value), self.elem(value)
+        ptrs = self.pointers(view, idx, shape)
+        token = self.write_token(view)
+        flt = elem not in INT_ELEMS
+        if kind == "add":
+            old, out = ct.atomic_rmw_tko(ptrs, value, "addf" if flt else "add", mask, token)
+        elif kind in ("max", "min") and not flt:
+            old, out = ct.atomic_rmw_tko(ptrs, value, kind, mask, token)
+        elif kind in ("max", "min") and elem in ("f32", "f64"):
+            old, out = self.float_atomic_extreme(ptrs, value, kind, mask, token)
+        else:
+            self.fail(op, f"atomic {kind} of {elem} has no Tile IR lowering")
+        self.after_write(view, out)
+        if mask is not None:  # masked-off lanes return 0
+            old = ct.select(mask, old, self.const(0, shape, elem))
+        self.set(op.result, old)
+
+    def float_atomic_extreme(self, ptrs, value, kind, mask, token):
+        """Float atomic max/min through integer atomics on the bits (see the module doc)."""
+        shape, elem = self.shape(value), self.elem(value)
+        ielem = "i32" if elem == "f32" else "i64"
+        bits = ct.bitcast(value, ielem)
+        iptrs = ct.ptr_to_ptr(ptrs, ielem)
+        negative = ct.cmpi("less_than", bits, self.const(0, shape, ielem))
+        positive = self.bool_not(negative)
+        if mask is not None:
+            negative, positive = ct.andi(negative, mask), ct.andi(positive, mask)
+        pos_mode, neg_mode = ("max", "umin") if kind == "max" else ("min", "umax")
+        old_p, t_p = ct.atomic_rmw_tko(iptrs, bits, pos_mode, positive, token)
+        old_n, t_n = ct.atomic_rmw_tko(iptrs, bits, neg_mode, negative, token)
+        old = ct.bitcast(ct.select(negative, old_n, old_p), elem)
+        return old, ct.join_tokens([t_p, t_n])
+
+    # ---- control flow -------------------------------------------------------------------------------------------
+    def carried_tensors(self, op) -> list[str]:
+        """The written tensors that op's regions access: their token chains flow through op."""
+        names = set()
+        for inner in _walk(op):
+            if inner.name in ("tle.load", "tle.store", "tle.gather", "tle.scatter", "tle.atomic"):
+                names.add(self.view_name(inner.operands[0]))
+        return sorted(names & self.written)
+
+    def token_pair(self, name: str) -> list:
+        """(W, join(A)) of a chain as two concrete tokens, for a loop's iter values or an if's results."""
+        state = self.tokens[name]
+        w = state.w if state.w is not None else ct.make_token()
+        a = self.join(state.a) if state.a else w
+        return [w, a]
+
+    def yielded_tokens(self, names) -> list:
+        out = []
+        for name in names:
+            out += self.token_pair(name)
+        return out
+
+    def set_chains(self, names, tokens):
+        for i, name in enumerate(names):
+            self.tokens[name] = _Tokens(tokens[2 * i], [tokens[2 * i + 1]])
+
+    def op_scf_for(self, op):
+        lb, ub, step, *inits = (self.get(v) for v in op.operands)
+        chains = self.carried_tensors(op)
+        inits = inits + self.yielded_tokens(chains)
+        body = op.regions[0].blocks[0]
+        n = len(op.results)
+        terminator = list(body.operations)[-1].operation
+
+        def lower_body(iv, *carried):
+            self.set(body.arguments[0], iv)
+            for arg, v in zip(list(body.arguments)[1:], carried[:n]):
+                self.set(arg, v)
+            self.set_chains(chains, list(carried[n:]))
+            self.block(body)
+            return [self.get(v) for v in terminator.operands] + self.yielded_tokens(chains)
+
+        results = ct.for_(lb, ub, step, inits, lower_body)
+        for r, v in zip(op.results, results[:n]):
+            self.set(r, v)
+        self.set_chains(chains, list(results[n:]))
+
+    def op_scf_if(self, op):
+        cond = self.get(op.operands[0])
+        chains = self.carried_tensors(op)
+        incoming = self.yielded_tokens(chains)
+        types = [ct_type(r.type) for r in op.results] + [ct.token_type()] * len(incoming)
+
+        def branch(region):
+            def lower():
+                self.set_chains(chains, incoming)
+                if region.blocks and len(region.blocks[0].operations):
+                    block = region.blocks[0]
+                    self.block(block)
+                    terminator = list(block.operations)[-1].operation
+                    values = [self.get(v) for v in terminator.operands]
+                else:
+                    values = []
+                return values + self.yielded_tokens(chains)
+            return lower
+
+        results = ct.if_(cond, types, branch(op.regions[0]), branch(op.regions[1]))
+        n = len(op.results)
+        for r, v in zip(op.results, results[:n]):
+            self.set(r, v)
+        self.set_chains(chains, list(results[n:]))
+
+
+LOWERED_OPS = frozenset(
+    [name[3:].replace("_", ".", 1) for name in dir(_Kernel) if name.startswith("op_")]
+    + list(_FLOAT_BINARY) + list(_FLOAT_MINMAX) + list(_INT_BINARY) + list(_SIGNED_BINARY) + list(_UNARY)
+    + list(_STRUCTURAL))

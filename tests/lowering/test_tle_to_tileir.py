@@ -1,0 +1,1052 @@
+"""lowering/tle_to_tileir.py and lowering/tileir_legality.py on the CPU: every example and every op class lowers,
+encodes and compiles with tileiras; the memory-token chains; the assume facts; what tileiras selects (TMA, tensor
+cores) with and without them; the legality pass's blockers; the golden files in tests/filecheck/tileir/.
+
+Tests that need tileiras or the pinned bytecode writer are skipped, with the reason, where they are missing. Running
+the kernels against torch needs a GPU (tests/gpu/)."""
+from __future__ import annotations
+
+import glob
+import math
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from tle.abi import Spec, abi, all_args, default_spec, generic_spec
+from tle.check import check_kernel, load_program
+from tle.diagnostics import TleError, span_of_location
+from tle.dialects import cuda_tile as ct
+from tle.dialects.mlir import ir
+from tle.lowering import tle_to_tileir as lowering
+from tle.lowering.ast_to_tle import ast_to_tle
+from tle.lowering.tileir_legality import Blocker, tileir_blockers
+from tle.lowering.tle_to_tileir import LOWERED_OPS, tle_to_tileir
+from tle.targets import tileir
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.tle")))
+GOLDEN = sorted(glob.glob(os.path.join(ROOT, "tests", "filecheck", "tileir", "*.tle")))
+ARCHS = ["sm_90", "sm_100"]
+
+
+def _has(find) -> bool:
+    try:
+        find()
+        return True
+    except (FileNotFoundError, ImportError):
+        return False
+
+
+needs_tileiras = pytest.mark.skipif(not (_has(tileir.find_tileiras) and _has(tileir._bc)),
+                                    reason="tileiras or the pinned cuda-tile bytecode writer is not installed")
+needs_disasm = pytest.mark.skipif(not (_has(tileir.find_tileirdisasm) and _has(tileir._bc)),
+                                  reason="tileirdisasm or the pinned cuda-tile bytecode writer is not installed")
+
+
+# ---- helpers --------------------------------------------------------------------------------------------------------
+
+def build(src: str, name: str, consts: dict | None = None, spec="default", file: str | None = None):
+    """(typed kernel, spec, tle module) of kernel `name` in source text `src`."""
+    kernel = check_kernel(load_program(src, file or f"{name}.tle"), name, consts or {})
+    spec = default_spec(kernel) if spec == "default" else generic_spec(kernel) if spec == "generic" else spec
+    return kernel, spec, ast_to_tle(kernel, spec)
+
+
+def lower(src: str, name: str, consts: dict | None = None, spec="default", file: str | None = None):
+    return tle_to_tileir(build(src, name, consts, spec, file)[2])
+
+
+def example(path: str):
+    """[(kernel name, source)] of an example file."""
+    src = open(path, encoding="utf-8").read()
+    return [(name, src) for name in load_program(src, path).kernel_names()]
+
+
+def walk(module):
+    def rec(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    yield child.operation
+                    yield from rec(child.operation)
+    for op in module.body.operations:
+        yield op.operation
+        yield from rec(op.operation)
+
+
+def ops(module, name: str) -> list:
+    return [op for op in walk(module) if op.name == f"cuda_tile.{name}"]
+
+
+def names(module) -> set:
+    return {op.name.removeprefix("cuda_tile.") for op in walk(module)}
+
+
+def segments(op) -> list:
+    return list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+
+
+def token_operand(op):
+    """The token operand of a *_tko op, or None (it is the last operand group)."""
+    return list(op.operands)[-1] if segments(op)[-1] else None
+
+
+def attr_str(op, name):
+    return ir.StringAttr(op.attributes[name]).value
+
+
+def predicate(op) -> str:
+    return str(op.attributes["predicate"])
+
+
+# ---- every example --------------------------------------------------------------------------------------------------
+
+@needs_tileiras
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: os.path.basename(p))
+def test_example_lowers_and_compiles(path, arch):
+    for name, src in example(path):
+        kernel, spec, module = build(src, name, file=path)
+        blockers = tileir_blockers(module, arch)
+        assert blockers == [], [str(b) for b in blockers]
+        binary = tileir.compile_tileir(tle_to_tileir(module), arch)
+        assert binary.cubin[:4] == b"\x7fELF" and binary.name == name and binary.arch == arch
+        want = ["ptr" if a.kind == "ptr" else a.dtype for a in abi(kernel, spec)]
+        assert binary.params == want
+        assert binary.num_threads in (32, 64, 128, 256, 512)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: os.path.basename(p))
+def test_every_op_has_its_tle_location(path):
+    for name, src in example(path):
+        module = lower(src, name, file=path)
+        for op in walk(module):
+            if op.name.startswith("cuda_tile."):
+                span = span_of_location(op.location)
+                assert span is not None and span.file == path and span.line > 0, (op.name, str(op.location))
+
+
+def test_the_entry_takes_the_abi_in_order_and_the_tle_module_is_untouched():
+    src = open(os.path.join(ROOT, "examples", "layernorm.tle")).read()
+    for spec in ("default", "generic"):
+        kernel, spec, module = build(src, "layernorm", spec=spec)
+        before = str(module)
+        out = tle_to_tileir(module)
+        assert str(module) == before
+        (entry,) = ct.entries(out)
+        got = [str(a.type) for a in entry.regions[0].blocks[0].arguments]
+        want = [f"!cuda_tile.tile<ptr<{a.dtype}>>" if a.kind == "ptr" else f"!cuda_tile.tile<{a.dtype}>"
+                for a in abi(kernel, spec)]
+        assert got == want
+        assert attr_str(entry, "sym_name") == "layernorm"
+        assert want[-1] == "!cuda_tile.tile<f32>"  # eps
+
+
+# ---- op classes ---------------------------------------------------------------------------------------------------
+
+FLOAT_MATH = """
+kernel fm<T: dtype = f32>(x: tensor<T>[N], y: tensor<T>[N], z: tensor<T>[N]) {
+    let i = program_id(0)
+    let t = load(x, tile=[64], at=[i])
+    let u = load(y, tile=[64], at=[i], pad=1.0)
+    let a = exp(t) + exp2(t) + log(abs(u)) + log2(abs(u)) + sqrt(abs(t)) + rsqrt(abs(u) + 1.0)
+    let b = sin(t) * cos(u) + tanh(t) - floor(t) + ceil(u) + abs(t) ** u + t % u + sigmoid(-t)
+    store(z, a + b / u + max(t, u) - min(t, u) + erf(t), at=[i])
+}
+"""
+INT_MATH = """
+kernel im(x: tensor<i32>[N], y: tensor<i32>[N], z: tensor<i32>[N]) {
+    let i = program_id(0)
+    let t = load(x, tile=[64], at=[i])
+    let u = load(y, tile=[64], at=[i], pad=1)
+    store(z, (t + u) * (t - u) / u + t % u + (t << 2) + (t >> 1) + (t & u) + (t | u) + (t ^ u) + ~t
+             + max(t, u) + min(t, u) + abs(t) - (-u), at=[i])
+}
+"""
+COMPARE = """
+kernel cmp(x: tensor<f32>[N], y: tensor<i32>[N], flag: i32) {
+    let i = program_id(0)
+    let t = load(x, tile=[64], at=[i])
+    let k = load(y, tile=[64], at=[i])
+    let c = (t == 1.0) or (t != t) or (t < 2.0 and t >= -1.0) or (k > 3 and k <= 9) or not (k != 0)
+    store(y, cast<i32>(c) + where(flag > 0, k, -k), at=[i])
+}
+"""
+CASTS = """
+kernel casts(x: tensor<f32>[N], h: tensor<f16>[N], b: tensor<bf16>[N], i: tensor<i32>[N], w: tensor<i8>[N],
+             l: tensor<i64>[N], back: tensor<f32>[N], d: tensor<f64>[N]) {
+    let p = program_id(0)
+    let t = load(x, tile=[64], at=[p])
+    store(h, cast<f16>(t), at=[p])
+    store(b, cast<bf16>(cast<f16>(t)), at=[p])
+    let n = cast<i32>(t)
+    store(i, n, at=[p])
+    store(w, cast<i8>(n), at=[p])
+    store(l, cast<i64>(n) + cast<i64>(t > 0.0), at=[p])
+    store(back, cast<f32>(n) + cast<f32>(cast<bool>(t)) + bitcast<f32>(bitcast<i32>(t)), at=[p])
+    store(d, cast<f64>(t) * 2.0, at=[p])
+}
+"""
+SHAPES = """
+kernel shapes(x: tensor<f32>[4, 8], y: tensor<f32>[8, 4], z: tensor<f32>[4, 8], w: tensor<f32>[32],
+              r: tensor<i32>[32]) {
+    let t = load(x, tile=[4, 8])
+    store(y, transpose(t))
+    let col = expand_dims(sum(t, axis=1), 1)
+    store(z, broadcast(col, [4, 8]) + t + full<f32>[4, 8](num_programs(0)))
+    store(w, reshape(t, [32]))
+    store(r, arange(16, 48))
+}
+"""
+REDUCE = """
+kernel red<BLOCK: int = 16>(x: tensor<f32>[M, N], s: tensor<f32>[M], mx: tensor<f32>[M], mn: tensor<f32>[M],
+                            am: tensor<i32>[M], an: tensor<i32>[M], k: tensor<i32>[4, 8], cols: tensor<i32>[8],
+                            total: tensor<i32>[1], ak: tensor<i32>[8]) {
+    let row = program_id(0)
+    let lo = load(x, tile=[1, BLOCK], at=[row, 0], pad=-inf)
+    let hi = load(x, tile=[1, BLOCK], at=[row, 0], pad=inf)
+    store(s, sum(load(x, tile=[1, BLOCK], at=[row, 0]), axis=1), at=[row])
+    store(mx, max(lo, axis=1), at=[row])
+    store(mn, min(hi, axis=1), at=[row])
+    store(am, argmax(lo, axis=1), at=[row])
+    store(an, argmin(hi, axis=1), at=[row])
+    let t = load(k, tile=[4, 8], pad=-1000)
+    store(cols, max(t, axis=0))
+    store(ak, argmin(t, axis=0))
+    store(total, full<i32>[1](sum(t)))
+}
+"""
+SCAN = """
+kernel cumsum<T: dtype = f32, U: dtype = f32>(x: tensor<T>[M, N], y: tensor<U>[M, N]) {
+    let row = program_id(0)
+    store(y, cast<U>(cumsum(load(x, tile=[1, 64], at=[row, 0]), axis=1)), at=[row, 0])
+}
+"""
+DOT = """
+kernel mm<T: dtype = f16, A: dtype = f32, TF: bool = false>(a: tensor<T>[M, K], b: tensor<T>[K, N],
+                                                            c: tensor<A>[M, N]) {
+    var acc = zeros<A>[32, 32]
+    for k in range(cdiv(K, 16)) {
+        acc = dot(load(a, tile=[32, 16], at=[0, k]), load(b, tile=[16, 32], at=[k, 0]), acc, tf32=TF)
+    }
+    store(c, acc)
+}
+"""
+GATHER_SCATTER = """
+kernel permute(x: tensor<f32>[N], idx: tensor<i32>[N], y: tensor<f32>[N], z: tensor<f32>[N],
+               m: tensor<i32>[R, C], rows: tensor<i32>[16], g: tensor<i32>[16]) {
+    let i = program_id(0)
+    let live = arange(0, 64) + i * 64 < N
+    let j = load(idx, tile=[64], at=[i])
+    let v = gather(x, j, mask=live, other=-1.0)
+    scatter(y, j, v * 2.0, mask=live)
+    store(z, v, at=[i])
+    let r = load(rows, tile=[16])
+    store(g, gather(m, [r, r + 1]))
+}
+"""
+ATOMICS = """
+kernel atom<T: dtype = i32>(bins: tensor<i32>[N], w: tensor<T>[N], h: tensor<T>[B], hi: tensor<T>[B],
+                            lo: tensor<T>[B], old: tensor<T>[N]) {
+    let i = program_id(0)
+    let live = arange(0, 32) + i * 32 < N
+    let b = load(bins, tile=[32], at=[i])
+    let v = load(w, tile=[32], at=[i])
+    store(old, atomic_add(h, b, v, mask=live), at=[i])
+    atomic_max(hi, b, v, mask=live)
+    atomic_min(lo, b, v)
+}
+"""
+CONTROL = """
+kernel branchy(x: tensor<f32>[N], y: tensor<f32>[N], n: tensor<i32>[N], flag: i32) {
+    let i = program_id(0)
+    let t = load(x, tile=[16], at=[i])
+    var r = t
+    if i % 2 == 0 { r = t * 2.0 } else if i == 3 { r = -t } else { r = t + 100.0 }
+    if flag > 0 { r = r + 1000.0 }
+    var s = 0
+    for k in range(i + 1) { s += k }
+    for k in range(5, 2) { s = 1000 }
+    var u: f32
+    if flag > 1 { u = 1.0 } else { u = 2.0 }
+    store(y, r + full<f32>[16](u), at=[i])
+    store(n, full<i32>[16](s), at=[i])
+}
+"""
+GRID = """
+kernel ids(y: tensor<i32>[Z, Y, X]) {
+    let x = program_id(0)
+    let yy = program_id(1)
+    let z = program_id(2)
+    let v = x + 10 * yy + 100 * z + 1000 * (num_programs(0) + num_programs(1) * 10 + num_programs(2) * 100)
+    store(y, full<i32>[1, 1, 1](v), at=[z, yy, x])
+}
+"""
+EDGE = """
+kernel edge(x: tensor<f32>[M, N], y: tensor<f32>[M, N], z: tensor<f32>[8, 8], u: tensor<f32>[8, 8]) {
+    let t = load(x, tile=[8, 8], at=[1, 1], pad=-5.0)
+    store(z, t)
+    store(y, t + 1.0, at=[1, 1])
+    store(u, load(x, tile=[8, 8], at=[-1, 0], pad=3.0))
+    store(y, t, at=[-1, 0])
+}
+"""
+
+# name -> (source, kernel, constants, cuda_tile ops the lowering must contain)
+CONSTRUCTS = {
+    "float_math_f32": (FLOAT_MATH, "fm", {}, {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
+                                            "floor", "ceil", "absf", "fpowf", "remf", "negf", "maxf", "minf", "fma",
+                                            "divf", "load_ptr_tko"}),
+    "float_math_f16": (FLOAT_MATH, "fm", {"T": "f16"}, {"exp", "tanh", "fpowf", "ftof"}),
+    "float_math_bf16": (FLOAT_MATH, "fm", {"T": "bf16"}, {"exp", "sqrt", "ftof"}),
+    "float_math_f64": (FLOAT_MATH.replace(" + erf(t)", ""), "fm", {"T": "f64"}, {"exp", "log", "fpowf"}),
+    "int_math": (INT_MATH, "im", {}, {"addi", "subi", "muli", "divi", "remi", "shli", "shri", "andi", "ori", "xori",
+                                     "maxi", "mini", "absi"}),
+    "compare_select": (COMPARE, "cmp", {}, {"cmpf", "cmpi", "select", "andi", "ori", "xori"}),
+    "casts": (CASTS, "casts", {}, {"ftof", "ftoi", "itof", "exti", "trunci", "bitcast", "select"}),
+    "shapes": (SHAPES, "shapes", {}, {"permute", "reshape", "broadcast", "iota", "get_num_tile_blocks"}),
+    "reductions": (REDUCE, "red", {}, {"reduce", "maxf", "minf", "maxi", "iota"}),
+    "scan_f32": (SCAN, "cumsum", {}, {"scan"}),
+    "scan_bf16": (SCAN, "cumsum", {"T": "bf16", "U": "bf16"}, {"scan", "ftof"}),
+    "scan_i32": (SCAN, "cumsum", {"T": "i32", "U": "i32"}, {"scan", "addi"}),
+    "dot_f16": (DOT, "mm", {}, {"mmaf", "for"}),
+    "dot_f16_acc": (DOT, "mm", {"A": "f16"}, {"mmaf", "ftof"}),
+    "dot_bf16": (DOT, "mm", {"T": "bf16"}, {"mmaf"}),
+    "dot_f32": (DOT, "mm", {"T": "f32"}, {"mmaf"}),
+    "dot_tf32": (DOT, "mm", {"T": "f32", "TF": True}, {"mmaf", "ftof"}),
+    "dot_f64": (DOT, "mm", {"T": "f64", "A": "f64"}, {"mmaf"}),
+    "dot_i8": (DOT, "mm", {"T": "i8", "A": "i32"}, {"mmai"}),
+    "gather_scatter": (GATHER_SCATTER, "permute", {}, {"offset", "load_ptr_tko", "store_ptr_tko"}),
+    "atomics_i32": (ATOMICS, "atom", {}, {"atomic_rmw_tko"}),
+    "atomics_f32": (ATOMICS, "atom", {"T": "f32"}, {"atomic_rmw_tko", "ptr_to_ptr", "bitcast"}),
+    "control_flow": (CONTROL, "branchy", {}, {"if", "for", "yield", "continue"}),
+    "grid": (GRID, "ids", {}, {"get_tile_block_id", "get_num_tile_blocks"}),
+    "edge_padding": (EDGE, "edge", {}, {"load_ptr_tko", "store_view_tko"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONSTRUCTS))
+def test_construct_lowers(case):
+    src, name, consts, want = CONSTRUCTS[case]
+    for spec in ("default", "generic"):
+        module = lower(src, name, consts, spec)
+        missing = want - names(module)
+        assert not missing, f"{case}: no {missing} in the lowering"
+
+
+@needs_tileiras
+@pytest.mark.parametrize("case", sorted(CONSTRUCTS))
+def test_construct_compiles(case):
+    src, name, consts, _ = CONSTRUCTS[case]
+    for spec, arch in (("default", "sm_90"), ("generic", "sm_100")):
+        kernel, spec, module = build(src, name, consts, spec)
+        assert tileir_blockers(module, arch) == []
+        binary = tileir.compile_tileir(tle_to_tileir(module), arch)
+        assert binary.cubin[:4] == b"\x7fELF"
+        assert binary.params == ["ptr" if a.kind == "ptr" else a.dtype for a in abi(kernel, spec)]
+
+
+def test_dot_precision_and_accumulators():
+    tf32 = lower(DOT, "mm", {"T": "f32", "TF": True})
+    (mma,) = ops(tf32, "mmaf")
+    assert [str(v.type) for v in list(mma.operands)[:2]] == ["!cuda_tile.tile<32x16xtf32>",
+                                                          "!cuda_tile.tile<16x32xtf32>"]
+    ieee = lower(DOT, "mm", {"T": "f32"})
+    (mma,) = ops(ieee, "mmaf")
+    assert str(mma.operands[0].type) == "!cuda_tile.tile<32x16xf32>" and not ops(ieee, "ftof")
+    # An f16 accumulator: widened to f32 for the mma, rounded once to f16 after it.
+    h = lower(DOT, "mm", {"A": "f16"})
+    (mma,) = ops(h, "mmaf")
+    assert str(mma.operands[2].type) == "!cuda_tile.tile<32x32xf32>"
+    assert [str(op.results[0].type) for op in ops(h, "ftof")] == ["!cuda_tile.tile<32x32xf32>",
+                                                                  "!cuda_tile.tile<32x32xf16>"]
+    (mmai,) = ops(lower(DOT, "mm", {"T": "i8", "A": "i32"}), "mmai")
+    assert attr_str(mmai, "signedness_lhs") == attr_str(mmai, "signedness_rhs") == "signed"
+
+
+def test_max_min_propagate_nan_and_argmax_is_a_two_operand_reduce():
+    module = lower(REDUCE, "red")
+    reduces = ops(module, "reduce")
+    two = [r for r in reduces if len(r.operands) == 2]
+    assert len(two) == 3  # argmax, argmin (rows), argmin (axis 0)
+    for r in two:
+        ids = [str(a) for a in ir.ArrayAttr(r.attributes["identities"])]
+        assert ids[1] == "2147483647 : i32" and ids[0] in ("0xFF800000 : f32", "0x7F800000 : f32", "2147483647 : i32")
+    for op in ops(module, "maxf") + ops(module, "minf"):
+        assert ir.BoolAttr(op.attributes["propagate_nan"]).value
+    sums = [r for r in reduces if "addf" in {o.name.removeprefix("cuda_tile.") for o in walk_region(r)}]
+    assert [str(ir.ArrayAttr(r.attributes["identities"])[0]) for r in sums] == ["-0.000000e+00 : f32"]
+
+
+def walk_region(op):
+    for block in op.regions[0].blocks:
+        for child in block.operations:
+            yield child.operation
+
+
+def _erf_model(a: float) -> float:
+    """lowering.erf_f32's algorithm in numpy f32 (fma exact through f64), to check the constants it uses."""
+    import numpy as np
+    f32 = np.float32
+    c = lambda bits: f32(lowering._f32(bits))  # noqa: E731
+    a = f32(a)
+    t = abs(a)
+    big = t >= c(lowering._ERF_THRESHOLD)
+    x = t if big else f32(a * a)
+    coeffs = lowering._ERF_LARGE if big else lowering._ERF_SMALL
+    p = c(coeffs[0])
+    for bits in coeffs[1:]:
+        p = f32(float(p) * float(x) + float(c(bits)))
+    r = f32(float(p) * float(a) + float(a))
+    if big:
+        v = f32(1.0) - f32(2.0 ** -abs(float(r)))
+        r = -v if a < 0 else v
+    return float(r)
+
+
+def test_erf_constants_reproduce_libdevice_erff_accuracy():
+    """The polynomials are libdevice's; modelled in f32 they are within 2 ulp of erf over [-6, 6]."""
+    import numpy as np
+    worst = 0.0
+    for a in np.linspace(-6.0, 6.0, 24001, dtype=np.float32):
+        want = math.erf(float(a))
+        ulp = float(np.spacing(np.float32(abs(want)))) or 1e-45
+        worst = max(worst, abs(_erf_model(float(a)) - want) / ulp)
+    assert worst <= 2.0, worst
+    assert _erf_model(0.0) == 0.0 and _erf_model(10.0) == 1.0 and _erf_model(-10.0) == -1.0
+
+
+def test_erf_lowers_to_libdevice_polynomials():
+    module = lower(FLOAT_MATH, "fm")
+    fmas = ops(module, "fma")
+    assert len(fmas) >= 7  # six polynomial steps and fma(p, a, a)
+    exp2 = [op for op in ops(module, "exp2") if ir.BoolAttr(op.attributes["flush_to_zero"]).value]
+    assert len(exp2) == 1  # 1 - ex2.approx.ftz(-|r|), as libdevice
+    consts = {struct.unpack("<I", struct.pack("<f", float(ir.FloatAttr(
+        ir.DenseElementsAttr(op.attributes["value"]).get_splat_value()).value)))[0]
+        for op in ops(module, "constant") if "xf32>" in str(op.results[0].type)}
+    assert set(lowering._ERF_SMALL) | set(lowering._ERF_LARGE) | {lowering._ERF_THRESHOLD} <= consts
+
+
+def test_float_atomic_max_min_use_integer_atomics_on_the_bits():
+    module = lower(ATOMICS, "atom", {"T": "f32"})
+    modes = sorted(attr_str(op, "mode") for op in ops(module, "atomic_rmw_tko"))
+    assert modes == ["addf", "max", "min", "umax", "umin"]
+    int_modes = [op for op in ops(module, "atomic_rmw_tko") if attr_str(op, "mode") != "addf"]
+    assert all(str(op.operands[0].type) == "!cuda_tile.tile<32xptr<i32>>" for op in int_modes)
+    i_modes = sorted(attr_str(op, "mode") for op in ops(lower(ATOMICS, "atom"), "atomic_rmw_tko"))
+    assert i_modes == ["add", "max", "min"]
+
+
+def test_pointer_offsets_are_64_bit_and_use_the_strides():
+    module = lower(GATHER_SCATTER, "permute", spec="generic")
+    for op in ops(module, "offset"):
+        assert str(op.operands[1].type).endswith("xi64>")
+    # the 2-D gather multiplies row and column indices by the strides, which are entry arguments here
+    assert len(ops(module, "muli")) >= 2
+
+
+def test_padding_values_and_the_pointer_fallback():
+    module = lower(EDGE, "edge")
+    pads = sorted(str(op.results[0].type) for op in ops(module, "make_partition_view"))
+    assert any("padding_value" not in p for p in pads)  # the store-only views of z and u
+    assert not any("padding_value = zero" in p for p in pads)  # -5.0 and 3.0 have no partition-view padding
+    loads = ops(module, "load_ptr_tko")
+    assert len(loads) == 2 and all(segments(op) == [1, 1, 1, 0] for op in loads)
+    cmps = [op for op in ops(module, "cmpi") if attr_str(op, "signedness") == "unsigned"]
+    assert len(cmps) == 4  # one bound check per axis per load
+
+
+# ---- memory tokens ------------------------------------------------------------------------------------------------
+
+RELOAD = """
+kernel reload(x: tensor<f32>[N], y: tensor<f32>[N], z: tensor<f32>[N]) {
+    let i = program_id(0)
+    store(y, load(x, tile=[64], at=[i]) * 2.0, at=[i])
+    store(z, load(y, tile=[64], at=[i]) + 1.0, at=[i])
+    store(x, load(z, tile=[64], at=[i]), at=[i])
+}
+"""
+LOOP = """
+kernel accum(x: tensor<f32>[N], y: tensor<f32>[N], steps: i32) {
+    let i = program_id(0)
+    store(y, zeros<f32>[64], at=[i])
+    for s in range(steps) {
+        store(y, load(y, tile=[64], at=[i]) + load(x, tile=[64], at=[i]), at=[i])
+    }
+}
+"""
+SCATTER_LOOP = """
+kernel bump(h: tensor<i32>[B], idx: tensor<i32>[N], out: tensor<i32>[N]) {
+    let j = load(idx, tile=[16])
+    for s in range(4) {
+        scatter(h, j, gather(h, j) + 1)
+    }
+    store(out, atomic_add(h, j, ones<i32>[16]))
+    store(out, gather(h, j) + load(out, tile=[16]))
+}
+"""
+
+
+def test_a_reload_of_a_stored_tensor_waits_for_the_store():
+    module = lower(RELOAD, "reload")
+    loads, stores = ops(module, "load_view_tko"), ops(module, "store_view_tko")
+    load_x, load_y, load_z = loads
+    store_y, store_z, store_x = stores
+    # Nothing is written before the first accesses: no tokens.
+    assert token_operand(load_x) is None and token_operand(store_y) is None
+    assert token_operand(load_y) == store_y.results[0]  # RAW on y
+    assert token_operand(store_z) is None               # z's first access
+    assert token_operand(load_z) == store_z.results[0]  # RAW on z
+    assert token_operand(store_x) == load_x.results[1]  # WAR on x
+    assert not ops(module, "join_tokens")
+
+
+def test_read_only_tensors_take_no_tokens():
+    for path in EXAMPLES:
+        for name, src in example(path):
+            module = lower(src, name, file=path)
+            assert all(token_operand(op) is None for op in ops(module, "load_view_tko")), name
+            assert not ops(module, "make_token") and not ops(module, "join_tokens"), name
+
+
+def test_a_loop_that_stores_and_reloads_carries_the_chain():
+    module = lower(LOOP, "accum")
+    (loop,) = ops(module, "for")
+    assert [str(r.type) for r in loop.results] == ["!cuda_tile.token", "!cuda_tile.token"]
+    first_store = ops(module, "store_view_tko")[0]
+    assert list(loop.operands)[3:] == [first_store.results[0], first_store.results[0]]
+    body = loop.regions[0].blocks[0]
+    iv, w, a = body.arguments
+    inner = list(walk_region(loop))
+    load_y, load_x = [op for op in inner if op.name == "cuda_tile.load_view_tko"]
+    assert token_operand(load_y) == w and token_operand(load_x) is None
+    (join,) = [op for op in inner if op.name == "cuda_tile.join_tokens"]
+    assert list(join.operands) == [a, load_y.results[1]]
+    (store,) = [op for op in inner if op.name == "cuda_tile.store_view_tko"]
+    assert token_operand(store) == join.results[0]
+    cont = inner[-1]
+    assert cont.name == "cuda_tile.continue" and list(cont.operands) == [store.results[0], store.results[0]]
+
+
+def test_scatter_gather_and_atomics_on_one_tensor_are_chained():
+    module = lower(SCATTER_LOOP, "bump")
+    (loop,) = ops(module, "for")
+    assert len(loop.results) == 2  # h's chain; idx is read-only and out is not touched in the loop
+    inner = list(walk_region(loop))
+    (gather,) = [op for op in inner if op.name == "cuda_tile.load_ptr_tko"]
+    (scatter,) = [op for op in inner if op.name == "cuda_tile.store_ptr_tko"]
+    w, a = list(loop.regions[0].blocks[0].arguments)[1:]
+    assert token_operand(gather) == w
+    assert token_operand(scatter).owner.name == "cuda_tile.join_tokens"
+    (atomic,) = ops(module, "atomic_rmw_tko")
+    assert token_operand(atomic) == loop.results[1]  # after every access made in the loop
+    last_gather = ops(module, "load_ptr_tko")[-1]
+    assert token_operand(last_gather) == atomic.results[1]
+    # out: stored, then reloaded: the reload waits for the store
+    store_out, store_out2 = ops(module, "store_view_tko")
+    (load_out,) = [op for op in ops(module, "load_view_tko") if token_operand(op) is not None]
+    assert token_operand(load_out) == store_out.results[0]
+    assert token_operand(store_out2) == load_out.results[1]
+
+
+# ---- specialisation facts -------------------------------------------------------------------------------------------
+
+def _assumes(module) -> dict:
+    """entry argument index -> predicates assumed on it (in order)."""
+    (entry,) = ct.entries(module)
+    args = list(entry.regions[0].blocks[0].arguments)
+    out: dict = {}
+    for op in ops(module, "assume"):
+        v = op.operands[0]
+        while not isinstance(v.owner, ir.Block):
+            v = v.owner.operands[0]
+        out.setdefault(args.index(v), []).append(predicate(op))
+    return out
+
+
+def test_assume_facts_follow_the_spec():
+    src = open(os.path.join(ROOT, "examples", "matmul.tle")).read()
+    kernel = check_kernel(load_program(src, "matmul.tle"), "matmul", {})
+    keys = [a.key for a in abi(kernel, default_spec(kernel))]
+    # default: aligned pointers; sizes and strides only bounded
+    got = _assumes(lower(src, "matmul"))
+    for i, key in enumerate(keys):
+        want = ["#cuda_tile.div_by<16>"] if key in ("a", "b", "c") else ["#cuda_tile.bounded<0, ?>"]
+        assert got.get(i) == want, key
+    # sizes and strides divisible by 16 too
+    d = default_spec(kernel)
+    full = Spec(d.divisible16 | {a.key for a in all_args(kernel) if a.kind in ("dim", "stride")}, d.unit_strides)
+    got = _assumes(lower(src, "matmul", spec=full))
+    for i, key in enumerate(keys):
+        want = ["#cuda_tile.div_by<16>"] if key in ("a", "b", "c") else \
+            ["#cuda_tile.bounded<0, ?>", "#cuda_tile.div_by<16>"]
+        assert got.get(i) == want, key
+    # generic: nothing is divisible; sizes and strides are still non-negative
+    generic = lower(src, "matmul", spec="generic")
+    assert not any("div_by" in p for preds in _assumes(generic).values() for p in preds)
+    assert sum(len(p) for p in _assumes(generic).values()) == len(abi(kernel, generic_spec(kernel))) - 3
+
+
+def test_assumed_values_are_the_ones_used():
+    module = lower(open(os.path.join(ROOT, "examples", "matmul.tle")).read(), "matmul")
+    for view in ops(module, "make_tensor_view"):
+        assert all(v.owner.name == "cuda_tile.assume" for v in view.operands)
+
+
+def test_scalar_parameters_get_no_bounds():
+    module = lower(LOOP, "accum")  # steps is an i32 parameter that is no size: it may be negative
+    (entry,) = ct.entries(module)
+    steps = list(entry.regions[0].blocks[0].arguments)[-1]
+    assert 3 not in _assumes(module)
+    (loop,) = ops(module, "for")
+    assert loop.operands[1] == steps
+
+
+@needs_tileiras
+@pytest.mark.parametrize("arch,mma", [("sm_90", "Tensor-core SM90"), ("sm_100", "Tensor-core SM100")])
+def test_matmul_selects_tma_and_tensor_cores_with_the_facts(arch, mma):
+    path = os.path.join(ROOT, "examples", "matmul.tle")
+    src = open(path).read()
+    kernel = check_kernel(load_program(src, path), "matmul", {})
+    d = default_spec(kernel)
+    full = Spec(d.divisible16 | {a.key for a in all_args(kernel) if a.kind in ("dim", "stride")}, d.unit_strides)
+
+    def remarks(spec):
+        module = lower(src, "matmul", spec=spec, file=path)
+        return [(r.kind, r.title, str(r.span), r.details) for r in tileir.remarks(tileir.encode_bytecode(module), arch)]
+
+    got = remarks(full)
+    tma_loads = [r for r in got if r[1] == "Load instruction selected"
+                 and "note: Instruction = TMA Load instruction" in r[3]]
+    assert sorted(r[2] for r in tma_loads) == [f"{path}:10:19", f"{path}:10:55"]
+    assert any(r[1] == "Store instruction selected" and "note: Instruction = TMA Store instruction" in r[3]
+               and r[2] == f"{path}:12:5" for r in got)
+    assert any(r[1].startswith("MMA operation successfully optimized") and f"note: Instruction = {mma}" in r[3]
+               and r[2] == f"{path}:10:15" for r in got)
+    assert not [r for r in got if r[0] == "failed"]
+    # Aligned pointers alone (the default spec): the row strides may be odd, so no TMA; tensor cores still.
+    got = remarks(d)
+    assert [r[3] for r in got if r[1] == "Failed to select TMA load instruction"] == \
+        [["reason: stride not 16-byte aligned"]] * 2
+    assert any(f"note: Instruction = {mma}" in r[3] for r in got)
+    # No facts at all: the base pointer may be misaligned.
+    got = remarks(generic_spec(kernel))
+    assert ["reason: base pointer not 16-byte aligned"] in [r[3] for r in got
+                                                             if r[1] == "Failed to select TMA load instruction"]
+
+
+# ---- legality ------------------------------------------------------------------------------------------------------
+
+ERF64 = """kernel k(x: tensor<f64>[N], y: tensor<f64>[N]) {
+    let i = program_id(0)
+    store(y, erf(load(x, tile=[64], at=[i])), at=[i])
+}
+"""
+
+
+@needs_tileiras
+@pytest.mark.parametrize("arch", ARCHS)
+def test_no_blockers_for_the_examples(arch):
+    for path in EXAMPLES:
+        for name, src in example(path):
+            assert tileir_blockers(build(src, name, file=path)[2], arch) == []
+
+
+def test_an_unsupported_construct_is_a_blocker_at_its_location():
+    module = build(ERF64, "k", file="k.tle")[2]
+    blockers = [b for b in tileir_blockers(module, "sm_90") if "tileiras" not in b.reason and "writer" not in b.reason]
+    assert len(blockers) == 1
+    (b,) = blockers
+    assert (b.span.file, b.span.line, b.span.col) == ("k.tle", 3, 14)
+    assert "erf of f64" in b.reason and str(b).endswith(" at k.tle:3:14")
+    with pytest.raises(TleError) as err:
+        tle_to_tileir(module)
+    assert (err.value.span.line, err.value.span.col) == (3, 14) and "erf of f64" in err.value.message
+
+
+def test_an_op_without_lowering_and_a_non_power_of_two_tile_are_blockers():
+    src = open(os.path.join(ROOT, "examples", "vector_add.tle")).read()
+    module = build(src, "vector_add", file="v.tle")[2]
+    func = module.body.operations[0].operation
+    body = func.regions[0].blocks[0]
+    ret = list(body.operations)[-1]
+    with module.context, ir.Location.unknown(), ir.InsertionPoint(ret):
+        x = ir.Operation.create("arith.constant", results=[ir.F32Type.get()],
+                                attributes={"value": ir.FloatAttr.get(ir.F32Type.get(), 2.0)},
+                                loc=ir.Location.file("v.tle", 7, 3)).result
+        ir.Operation.create("math.cbrt", results=[ir.F32Type.get()], operands=[x], loc=ir.Location.file("v.tle", 8, 5))
+        i32 = ir.IntegerType.get_signless(32)
+        ir.Operation.create("tle.arange", results=[ir.RankedTensorType.get([100], i32)],
+                            attributes={"start": ir.IntegerAttr.get(i32, 0), "end": ir.IntegerAttr.get(i32, 100)},
+                            loc=ir.Location.file("v.tle", 9, 7))
+    assert "math.cbrt" not in LOWERED_OPS
+    blockers = [b for b in tileir_blockers(module, "sm_90") if b.span is not None and b.span.line > 1]
+    assert [(b.span.line, b.span.col) for b in blockers] == [(8, 5), (9, 7)]
+    assert blockers[0].reason == "no Tile IR lowering for math.cbrt"
+    assert "tile shape [100] is not a power of two" in blockers[1].reason
+    with pytest.raises(TleError) as err:
+        tle_to_tileir(module)
+    assert (err.value.span.line, err.value.span.col) == (8, 5) and "math.cbrt" in err.value.message
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_70", "sm_200"])
+def test_an_architecture_tileiras_does_not_target_is_a_blocker(arch):
+    module = build(open(EXAMPLES[0]).read(), example(EXAMPLES[0])[0][0], file=EXAMPLES[0])[2]
+    blockers = [b for b in tileir_blockers(module, arch) if arch in b.reason]
+    assert len(blockers) == 1 and "sm_80" in blockers[0].reason and "sm_90" in blockers[0].reason
+    assert blockers[0].span.file == EXAMPLES[0] and blockers[0].span.line > 0
+
+
+def test_a_missing_tileiras_is_a_blocker(monkeypatch, tmp_path):
+    monkeypatch.setenv("TLE_TILEIRAS", str(tmp_path / "no-tileiras"))
+    module = build(open(EXAMPLES[0]).read(), example(EXAMPLES[0])[0][0], file=EXAMPLES[0])[2]
+    blockers = tileir_blockers(module, "sm_90")
+    assert any("TLE_TILEIRAS" in b.reason and "not an executable file" in b.reason for b in blockers)
+
+
+@needs_tileiras
+def test_the_architecture_list_comes_from_tileiras():
+    from tle.lowering.tileir_legality import tileiras_archs
+    archs = tileiras_archs(tileir.find_tileiras())
+    assert {"sm_80", "sm_90", "sm_100", "sm_120"} <= set(archs)
+
+
+def test_blockers_print_as_reason_at_location():
+    from tle.diagnostics import Span
+    assert str(Blocker(Span("k.tle", 3, 14), "erf of f64")) == "erf of f64 at k.tle:3:14"
+    assert str(Blocker(None, "tileiras not found")) == "tileiras not found"
+
+
+# ---- golden files ---------------------------------------------------------------------------------------------------
+
+def _filecheck() -> list[str] | None:
+    exe = os.path.join(os.path.dirname(sys.executable), "filecheck")
+    if os.path.exists(exe):
+        return [exe]
+    return [shutil.which("filecheck")] if shutil.which("filecheck") else None
+
+
+def emit_tileir(path: str) -> str:
+    """What `tlec FILE --emit=tileir` prints: each kernel (default constants and spec), lowered to Tile IR."""
+    src = open(path, encoding="utf-8").read()
+    return "".join(str(lower(src, name, file=path)) for name in load_program(src, path).kernel_names())
+
+
+@pytest.mark.skipif(_filecheck() is None, reason="the filecheck package is not installed")
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: os.path.basename(p))
+def test_golden_file(path):
+    """The CHECK lines of each tests/filecheck/tileir file against this lowering (its RUN line will run them through
+    tlec --emit=tileir once tlec has that stage)."""
+    assert re.search(r"// RUN: tlec %s --emit=tileir \| filecheck %s", open(path).read())
+    proc = subprocess.run(_filecheck() + [path], input=emit_tileir(path), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# ---- on the GPU: the Tile IR path against torch and the interpreter --------------------------------------------------
+# Run there with: python3 -m pytest -m gpu -s tests/lowering/test_tle_to_tileir.py (skipped without a GPU).
+
+GPU_RESULTS: list = []
+_LOADED: dict = {}
+
+
+def _flat(kernel, tensors: dict, scalars: dict) -> dict:
+    """Argument values by ABI key (tle/abi.py), as the runtime binds them."""
+    from tle.typed import TensorParam
+    flat = {}
+    for p in kernel.params:
+        if isinstance(p, TensorParam):
+            t = tensors[p.name]
+            flat[p.name] = t
+            for axis, d in enumerate(p.type.dims):
+                if isinstance(d, str):
+                    flat[d] = t.shape[axis]
+                flat[f"{p.name}.stride{axis}"] = t.stride(axis)
+        else:
+            flat[p.name] = scalars[p.name]
+    return flat
+
+
+def _spec_of(kernel, flat) -> Spec:
+    """The specialisation the runtime derives from real arguments (runtime/kernel.py)."""
+    d16, unit = set(), set()
+    for a in all_args(kernel):
+        v = flat[a.key]
+        if a.kind == "ptr":
+            if v.data_ptr() % 16 == 0:
+                d16.add(a.key)
+        elif a.kind == "stride" and v == 1:
+            unit.add(a.key)
+        elif isinstance(v, int) and not isinstance(v, bool) and a.dtype.startswith("i") and v % 16 == 0:
+            d16.add(a.key)
+    return Spec(frozenset(d16), frozenset(unit))
+
+
+def _gpu_arch() -> str:
+    import torch
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}"
+
+
+def _prepare(src, name, consts, tensors, scalars, file=None):
+    """(key, typed kernel, spec, ABI-ordered args) of one launch."""
+    kernel = check_kernel(load_program(src, file or f"{name}.tle"), name, consts)
+    flat = _flat(kernel, tensors, scalars)
+    spec = _spec_of(kernel, flat)
+    return (src, name, tuple(sorted(consts.items())), spec), kernel, spec, [flat[a.key] for a in abi(kernel, spec)]
+
+
+def _precompile(launches):
+    """Compile every specialisation the launches need: lowering here, tileiras on all cores at once."""
+    from concurrent.futures import ThreadPoolExecutor
+    todo = {}
+    for key, kernel, spec, _ in launches:
+        if key not in _LOADED and key not in todo:
+            todo[key] = tle_to_tileir(ast_to_tle(kernel, spec))
+    arch = _gpu_arch()
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+        binaries = list(pool.map(lambda m: tileir.compile_tileir(m, arch), todo.values()))
+    from tle.runtime.launch import load
+    for key, binary in zip(todo, binaries):
+        _LOADED[key] = (load(binary), binary)
+
+
+def _launch(prepared, grid):
+    import torch
+    key, _, _, args = prepared
+    _precompile([prepared])
+    _LOADED[key][0].launch(tuple(grid) + (1,) * (3 - len(grid)), args)
+    torch.cuda.synchronize()
+
+
+def _rel_err(got, want) -> float:
+    g, w = got.double().cpu(), want.double().cpu()
+    both_nan = g.isnan() & w.isnan()
+    g, w = g.masked_fill(both_nan, 0), w.masked_fill(both_nan, 0)
+    if g.isnan().any() or w.isnan().any():
+        return float("inf")
+    return ((g - w).norm() / w.norm().clamp_min(1e-30)).item()
+
+
+@pytest.mark.gpu
+def test_examples_on_the_gpu():
+    """Every example on the Tile IR path against torch: the reference shapes (ragged ones too), large ones, every
+    dtype the example takes, contiguous and not (examples/reference.py)."""
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    from reference import CASES, tolerance
+    dt = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+    runs = []
+    for name, case in sorted(CASES.items()):
+        path = os.path.join(ROOT, "examples", f"{name}.tle")
+        src = open(path).read()
+        pnames = [p.name for p in check_kernel(load_program(src, path), name, {}).params]
+        big = [(4096, 4096, 4096), (333, 1000, 257)] if name == "matmul" else \
+            [(1 << 20,)] if name == "vector_add" else [(4096, 1024), (3, 1000)]
+        torch.manual_seed(0)
+        for dtype in case.dtypes:
+            for shape in case.shapes + big:
+                for noncontig in (False, True):
+                    args, grid, consts, ref, outputs = case.make("cuda", dtype, shape, noncontig)
+                    tensors = {n: a for n, a in zip(pnames, args) if isinstance(a, torch.Tensor)}
+                    scalars = {n: a for n, a in zip(pnames, args) if not isinstance(a, torch.Tensor)}
+                    prepared = _prepare(src, name, {**consts, "T": dt[dtype]}, tensors, scalars, path)
+                    runs.append((name, dtype, shape, noncontig, args, grid, ref, outputs, prepared))
+    _precompile([r[-1] for r in runs])
+    failures = []
+    for name, dtype, shape, noncontig, args, grid, ref, outputs, prepared in runs:
+        _launch(prepared, grid)
+        for got, want in zip(outputs(args), ref(args)):
+            err = _rel_err(got, want)
+            ok = err <= tolerance(name, dtype)
+            GPU_RESULTS.append((name, dt[dtype], shape, noncontig, err, ok))
+            if not ok:
+                failures.append(f"{name} {dtype} {shape} noncontig={noncontig}: rel err {err:.3e}")
+    assert not failures, "\n".join(failures)
+
+
+def _gpu_inputs():
+    """Construct kernels with inputs: name -> (source, kernel, consts, grid, tensors, scalars, outputs to compare
+    (None: every tensor), tolerance (0: exact))."""
+    import torch
+    g = torch.Generator().manual_seed(1)
+
+    def randn(*shape, scale=1.0, dtype=torch.float32):
+        return (torch.randn(*shape, generator=g) * scale).to(dtype)
+
+    def randint(lo, hi, *shape, dtype=torch.int32):
+        return torch.randint(lo, hi, shape, generator=g, dtype=torch.int64).to(dtype)
+
+    n = 1000
+    cases = {}
+    for t, tol in (("f32", 2e-6), ("f16", 2e-3), ("bf16", 1.6e-2)):
+        d = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[t]
+        cases[f"float_math_{t}"] = (FLOAT_MATH, "fm", {"T": t}, (16,), {
+            "x": randn(n, dtype=d), "y": (randn(n).abs() + 0.5).to(d), "z": torch.zeros(n, dtype=d)}, {}, None, tol)
+    nz = randint(1, 30, n) * (randint(0, 2, n) * 2 - 1)
+    cases["int_math"] = (INT_MATH, "im", {}, (16,), {"x": randint(-1000, 1000, n), "y": nz,
+                                                     "z": torch.zeros(n, dtype=torch.int32)}, {}, None, 0)
+    x = randn(n)
+    x[::7] = float("nan")
+    cases["compare_select"] = (COMPARE, "cmp", {}, (16,), {"x": x, "y": randint(-12, 12, n)}, {"flag": 1}, None, 0)
+    x = torch.cat([randn(n - 10, scale=300), torch.tensor([0.0, -0.0, 0.5, -0.5, 1.5, -2.5, 70000.0, -1e-9, 127.9,
+                                                            -128.9])])
+    cases["casts"] = (CASTS, "casts", {}, (16,), {
+        "x": x, "h": torch.zeros(n, dtype=torch.float16), "b": torch.zeros(n, dtype=torch.bfloat16),
+        "i": torch.zeros(n, dtype=torch.int32), "w": torch.zeros(n, dtype=torch.int8),
+        "l": torch.zeros(n, dtype=torch.int64), "back": torch.zeros(n), "d": torch.zeros(n, dtype=torch.float64)},
+        {}, None, 0)
+    cases["shapes"] = (SHAPES, "shapes", {}, (1,), {"x": randn(4, 8), "y": torch.zeros(8, 4), "z": torch.zeros(4, 8),
+                                                     "w": torch.zeros(32), "r": torch.zeros(32, dtype=torch.int32)},
+                       {}, None, 1e-6)
+    nan = float("nan")
+    xr = torch.tensor([[1, 5, 5, -2, 5, -2, -2, 0, 0, 0, 0, 0, 0], [3, nan, 7, nan, -9, 1, 1, 1, 1, 1, 1, 1, 1],
+                       [-1] * 13, [0.5, 2, -3, 4, 9, 9, -3, 1, 0, 0, 0, 0, 0]], dtype=torch.float32)
+    cases["reductions"] = (REDUCE, "red", {}, (4,), {
+        "x": xr, "s": torch.zeros(4), "mx": torch.zeros(4), "mn": torch.zeros(4),
+        "am": torch.zeros(4, dtype=torch.int32), "an": torch.zeros(4, dtype=torch.int32),
+        "k": randint(-5, 5, 4, 8), "cols": torch.zeros(8, dtype=torch.int32),
+        "total": torch.zeros(1, dtype=torch.int32),
+        "ak": torch.zeros(8, dtype=torch.int32)}, {}, None, 1e-6)
+    for t, u, tol in (("f32", "f32", 1e-6), ("bf16", "bf16", 1e-2), ("i32", "i32", 0)):
+        d = {"f32": torch.float32, "bf16": torch.bfloat16, "i32": torch.int32}
+        x = randint(-100, 100, 5, 50) if t == "i32" else randn(5, 50, scale=10, dtype=d[t])
+        cases[f"scan_{t}"] = (SCAN, "cumsum", {"T": t, "U": u}, (5,), {"x": x, "y": torch.zeros(5, 50, dtype=d[u])},
+                              {}, None, tol)
+    for t, a, tf, tol in (("f16", "f32", False, 1e-6), ("f16", "f16", False, 2e-3), ("bf16", "f32", False, 1e-6),
+                          ("f32", "f32", False, 1e-6), ("f32", "f32", True, 1e-6), ("f64", "f64", False, 1e-12),
+                          ("i8", "i32", False, 0)):
+        d = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
+             "i8": torch.int8, "i32": torch.int32}
+        mk = (lambda *s: randint(-5, 5, *s, dtype=torch.int8)) if t == "i8" else (lambda *s: randn(*s, dtype=d[t]))
+        cases[f"dot_{t}_{a}{'_tf32' if tf else ''}"] = (DOT, "mm", {"T": t, "A": a, "TF": tf}, (1,), {
+            "a": mk(32, 83), "b": mk(83, 32), "c": torch.zeros(32, 32, dtype=d[a])}, {}, None, tol)
+    cases["gather_scatter"] = (GATHER_SCATTER, "permute", {}, (3,), {
+        "x": randn(150), "idx": torch.randperm(150, generator=g).to(torch.int32), "y": torch.zeros(150),
+        "z": torch.zeros(150), "m": randint(-100, 100, 5, 9), "rows": randint(0, 5, 16),
+        "g": torch.zeros(16, dtype=torch.int32)}, {}, None, 0)
+    for t, tol in (("i32", 0), ("f32", 1e-6)):
+        w = randint(1, 5, 200) if t == "i32" else randn(200)
+        d = w.dtype
+        hi_init, lo_init = (-100, 100) if t == "i32" else (-1e30, 1e30)
+        cases[f"atomics_{t}"] = (ATOMICS, "atom", {"T": t}, (7,), {
+            "bins": randint(0, 7, 200), "w": w, "h": torch.zeros(7, dtype=d), "hi": torch.full((7,), hi_init, dtype=d),
+            "lo": torch.full((7,), lo_init, dtype=d), "old": torch.zeros(200, dtype=d)}, {}, ("h", "hi", "lo"), tol)
+    for flag in (0, 2):
+        cases[f"control_flow_{flag}"] = (CONTROL, "branchy", {}, (7,), {
+            "x": randn(100), "y": torch.zeros(100), "n": torch.zeros(100, dtype=torch.int32)}, {"flag": flag}, None, 0)
+    cases["grid"] = (GRID, "ids", {}, (5, 3, 4), {"y": torch.zeros(4, 3, 5, dtype=torch.int32)}, {}, None, 0)
+    cases["edge_padding"] = (EDGE, "edge", {}, (1,), {
+        "x": torch.arange(120, dtype=torch.float32).reshape(10, 12), "y": torch.zeros(10, 12), "z": torch.zeros(8, 8),
+        "u": torch.zeros(8, 8)}, {}, None, 0)
+    cases["tokens_reload"] = (RELOAD, "reload", {}, (16,), {"x": randn(n), "y": torch.zeros(n), "z": torch.zeros(n)},
+                              {}, None, 0)
+    cases["tokens_loop"] = (LOOP, "accum", {}, (16,), {"x": randn(n), "y": torch.full((n,), 7.0)}, {"steps": 5},
+                            None, 0)
+    cases["tokens_scatter_loop"] = (SCATTER_LOOP, "bump", {}, (1,), {
+        "h": randint(0, 10, 16), "idx": torch.randperm(16, generator=g).to(torch.int32),
+        "out": torch.zeros(16, dtype=torch.int32)}, {}, None, 0)
+    return cases
+
+
+@pytest.mark.gpu
+def test_constructs_on_the_gpu_match_the_interpreter():
+    """Each op class, and the token chains, on the Tile IR path against the CPU interpreter (the reference
+    semantics) on the same inputs."""
+    import torch
+    from tle.runtime.interpreter import interpret
+    cases = sorted(_gpu_inputs().items())
+    gpu_args = {case: {k: v.cuda() for k, v in c[4].items()} for case, c in cases}
+    prepared = {case: _prepare(c[0], c[1], c[2], gpu_args[case], c[5]) for case, c in cases}
+    _precompile(list(prepared.values()))
+    failures = []
+    for case, (src, name, consts, grid, tensors, scalars, compare, tol) in cases:
+        cpu, gpu = {k: v.clone() for k, v in tensors.items()}, gpu_args[case]
+        try:
+            _launch(prepared[case], grid)
+            _, kernel, spec, _ = prepared[case]
+            ref_flat = _flat(kernel, cpu, scalars)
+            interpret(ast_to_tle(kernel, spec), tuple(grid) + (1,) * (3 - len(grid)),
+                      [ref_flat[a.key] for a in abi(kernel, spec)])
+        except Exception as e:  # noqa: BLE001 - report every case, not only the first
+            failures.append(f"{case}: {type(e).__name__}: {str(e)[:400]}")
+            GPU_RESULTS.append((case, "-", "-", "-", float("inf"), False))
+            continue
+        for k in (compare or tensors):
+            got, want = gpu[k].cpu(), cpu[k]
+            if tol == 0:
+                same = torch.equal(got.view(torch.uint8) if got.is_floating_point() else got,
+                                   want.view(torch.uint8) if want.is_floating_point() else want) or \
+                    (got.is_floating_point() and torch.equal(got.nan_to_num(7.5), want.nan_to_num(7.5)))
+                err = 0.0 if same else float("inf")
+            else:
+                err = _rel_err(got, want)
+            ok = err <= tol
+            GPU_RESULTS.append((case, k, tuple(got.shape), str(got.dtype).split(".")[-1], err, ok))
+            if not ok:
+                bad = (got.double() != want.double()).nonzero()[:3].tolist() if got.shape == want.shape else "shape"
+                failures.append(f"{case}.{k}: rel err {err:.3e}; first mismatches at {bad}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.gpu
+def test_matmul_speed_with_the_facts():
+    """f16 matmul 4096^3 with the example's own tiles, on the Tile IR path, against torch (cuBLAS); reported, and
+    held to a floor that only a TMA + tensor-core kernel reaches."""
+    import torch
+    path = os.path.join(ROOT, "examples", "matmul.tle")
+    src = open(path).read()
+    m = n = k = 4096
+    a, b = torch.randn(m, k, device="cuda").half(), torch.randn(k, n, device="cuda").half()
+    c = torch.empty(m, n, device="cuda", dtype=torch.half)
+    grid = (m // 128, n // 128)
+    prepared = _prepare(src, "matmul", {}, {"a": a, "b": b, "c": c}, {}, path)
+    _launch(prepared, grid)
+    assert _rel_err(c, a.float() @ b.float()) < 1e-2
+
+    def timed(fn, reps=20):
+        fn()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / reps / 1e3
+
+    loaded, binary = _LOADED[prepared[0]]
+    args = prepared[3]
+    t_tile = timed(lambda: loaded.launch(grid + (1,), args))
+    assert prepared[2].divisible16 >= {"a", "b", "c", "M", "N", "K"}  # every fact: TMA and tensor cores
+    t_torch = timed(lambda: torch.matmul(a, b, out=c))
+    flops = 2 * m * n * k
+    GPU_RESULTS.append(("matmul-speed", f"{flops / t_tile / 1e12:.0f} TFLOP/s tileir",
+                        f"{flops / t_torch / 1e12:.0f} TFLOP/s torch", f"{t_torch / t_tile:.2f}x", 0.0, True))
+    assert flops / t_tile / 1e12 > 200
+
+
+def teardown_module(module):
+    """A summary on stdout (worst error per case, every failure, the speed line); the full table in $OUT."""
+    if not GPU_RESULTS:
+        return
+    rows = [f"{str(r[0]):<28} {str(r[1]):<11} {str(r[2]):<20} {str(r[3]):<8} {r[4]:<10.2e} {'PASS' if r[5] else 'FAIL'}"
+            for r in GPU_RESULTS]
+    worst: dict = {}
+    for r in GPU_RESULTS:
+        key = (r[0], r[1]) if isinstance(r[2], tuple) and len(r[2]) and isinstance(r[3], bool) else (r[0],)
+        n, bad, err = worst.get(key, (0, 0, 0.0))
+        worst[key] = (n + 1, bad + (not r[5]), max(err, r[4]))
+    print("\nTile IR on the GPU: runs, failures and the worst error per case")
+    for key, (n, bad, err) in worst.items():
+        print(f"  {' '.join(map(str, key)):<34} {n:>4} runs {bad:>3} failed  worst {err:.2e}")
+    for row, r in zip(rows, GPU_RESULTS):
+        if not r[5] or r[0] == "matmul-speed":
+            print("  " + row)
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "tileir_gpu_results.txt"), "w") as f:
+            f.write("\n".join(rows) + "\n")
