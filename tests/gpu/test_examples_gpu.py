@@ -1,5 +1,6 @@
-"""Every example on the GPU (Triton path) against torch: several shapes including ragged ones, every dtype the
-example takes, and a non-contiguous input. Skipped without a GPU."""
+"""Every example on the GPU, on both the native CUDA path (Triton) and the CUDA Tile IR path, against torch:
+several shapes including ragged ones, every dtype the example takes, and a non-contiguous input. The two paths
+must also agree with each other. Skipped without a GPU."""
 import os
 import sys
 
@@ -10,13 +11,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import tle  # noqa: E402
+import tle.runtime.kernel  # noqa: E402
 from reference import CASES, relative_error, tolerance  # noqa: E402
 
 RESULTS = []  # (example, backend, dtype, shape, noncontig, rel err, ok) for the summary table
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("backend", ["triton"])
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_example_on_gpu(name, backend):
     case = CASES[name]
@@ -32,6 +34,7 @@ def test_example_on_gpu(name, backend):
                 args, grid, consts, ref, outputs = case.make("cuda", dtype, shape, noncontig)
                 kernel[grid](*args, backend=backend, **consts)
                 torch.cuda.synchronize()
+                assert kernel.last_backend == backend
                 for got, want in zip(outputs(args), ref(args)):
                     err = relative_error(got, want)
                     ok = err <= tolerance(name, dtype)
@@ -46,3 +49,43 @@ def teardown_module(module):
         print("\nexample     backend dtype     shape                noncontig  rel.err    ok")
         for r in RESULTS:
             print(f"{r[0]:<11} {r[1]:<7} {r[2]:<9} {str(r[3]):<20} {str(r[4]):<10} {r[5]:.2e}  {'PASS' if r[6] else 'FAIL'}")
+
+
+@pytest.mark.gpu
+def test_paths_agree_with_each_other():
+    """The same kernel in one process on both paths: outputs agree to within the dtype's tolerance."""
+    for name in ("softmax", "matmul", "layernorm"):
+        case = CASES[name]
+        kernel = getattr(tle.compile(os.path.join(ROOT, "examples", f"{name}.tle")), name)
+        dtype = case.dtypes[-1]
+        args, grid, consts, ref, outputs = case.make("cuda", dtype, case.shapes[-1])
+        kernel[grid](*args, backend="triton", **consts)
+        first = [o.clone() for o in outputs(args)]
+        for o in outputs(args):
+            o.fill_(float("nan"))
+        kernel[grid](*args, backend="tileir", **consts)
+        for a, b in zip(first, outputs(args)):
+            assert relative_error(b, a) <= 2 * tolerance(name, dtype)
+
+
+FALLBACK = """
+kernel erf64<BLOCK: int = 256>(x: tensor<f64>[N], y: tensor<f64>[N]) {
+    let i = program_id(0)
+    store(y, erf(load(x, tile=[BLOCK], at=[i])), at=[i])
+}
+"""
+
+
+@pytest.mark.gpu
+def test_auto_falls_back_to_the_native_path_and_says_why():
+    """erf on f64 has no Tile IR lowering: auto runs it on Triton, warns (quiet=False) and is correct;
+    a forced tileir is an error naming the reason."""
+    mod = tle.compile(FALLBACK, quiet=False)
+    x = torch.randn(1000, device="cuda", dtype=torch.float64)
+    y = torch.full_like(x, float("nan"))
+    with pytest.warns(tle.runtime.kernel.TleFallbackWarning, match="erf64.*native CUDA path"):
+        mod.erf64[(4,)](x, y)
+    assert mod.erf64.last_backend == "triton"
+    assert relative_error(y, torch.erf(x)) < 1e-12
+    with pytest.raises(tle.TleError, match="cannot take the Tile IR path"):
+        mod.erf64[(4,)](x, y, backend="tileir")

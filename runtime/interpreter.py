@@ -1,0 +1,1306 @@
+"""The reference interpreter: runs a tle-dialect kernel on the CPU, whole tiles at a time, with torch.
+
+    interpret(module, grid, args)   # module: what lowering/ast_to_tle.py built; args in ABI order (tle/abi.py)
+
+It is the executable definition of tle's semantics (docs/numerics.md); the GPU backends are tested against it.
+
+How it runs:
+- The kernel is compiled once per module into Python closures, one per op (nested lists for scf regions). Values
+  live in a flat list `env`, indexed by slot numbers that MLIR values get at compile time.
+- Every runtime value has a leading *program* axis of size 1 or B: a tile<f32>[64, 32] is a torch tensor
+  [B|1, 64, 32], a scalar is [B|1]. When no loop bound and no if condition depends on program_id, B programs run
+  in lockstep in one pass (a size-1 value is the same for all of them and broadcasts). Otherwise programs run
+  one at a time (B = 1), in order of linear id x + gx * (y + gy * z).
+- Ops at the top of the kernel that depend only on the arguments (make_view, arithmetic on dims, constants) run
+  once per launch.
+- Loads and stores read and write the caller's storage through strided windows where the tiles of a chunk's
+  programs step by a constant offset, and through index tensors otherwise.
+- While it runs small tiles it sets torch to one thread (restored afterwards): waking threads for ops on a few
+  thousand elements costs more than the ops.
+
+Checks the GPU cannot make raise TleError at the op's .tle location: out-of-bounds gather/scatter/atomic
+indices, scatters whose result depends on the order of writes, reads of uninitialised vars, integer division by
+zero, out-of-range shift amounts and float->int casts, NaN in atomic max/min, views that reach outside their
+tensor's storage.
+
+Only the generic MLIR Python API is used (op.name, attributes, operands, results, regions, types as text), so
+this runs with both binding providers (torch_mlir and jaxlib.mlir).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from typing import Callable
+
+import numpy as np
+import torch
+
+from tle.diagnostics import Note, TleError, span_of_location
+from tle.dialects.mlir import ir
+
+__all__ = ["interpret", "compile_kernel", "CompiledKernel", "Poison", "View"]
+
+TORCH_DTYPES = {"i1": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
+                "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64}
+INT_BITS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
+HALF = ("f16", "bf16")
+FLOATS = ("f16", "bf16", "f32", "f64")
+
+# env slots that every kernel has: this chunk's program ids along x, y, z, the grid size, and the launch state.
+PID = (0, 1, 2)
+NUM_PROGRAMS = (3, 4, 5)
+LAUNCH = 6
+_FIRST_SLOT = 7
+
+# Batched execution keeps B * (largest tile) under this many elements, so the int64 index tensors of a chunk's
+# loads stay around 32 MiB.
+_BATCH_ELEMENTS = 1 << 22
+# Below this many elements per step (largest tile times programs per chunk) torch runs single-threaded.
+_THREADED_ELEMENTS = 1 << 16
+
+Env = list
+Step = Callable[[Env], None]
+
+
+# ---- values that are not tensors ----------------------------------------------------------------------------------
+class Poison:
+    """The value of a var declared without a value (tle.undef). It may flow through scf.for iter_args and scf.if /
+    scf.for results; any op that computes with it or stores it reports a read of an uninitialised var."""
+    __slots__ = ("name", "span")
+
+    def __init__(self, name: str, span):
+        self.name, self.span = name, span
+
+    def __repr__(self) -> str:
+        return f"Poison({self.name!r})"
+
+
+class View:
+    """A strided view of a kernel argument's storage (tle.make_view). Elements are addressed by flat offsets into
+    `storage`, a 1-D tensor over the caller's whole storage, so every write lands in the caller's tensor."""
+    __slots__ = ("name", "dtype", "storage", "base", "sizes", "strides", "address")
+
+    def __init__(self, tensor, name: str, elem: str, sizes: list[int], strides: list[int], span):
+        if not isinstance(tensor, torch.Tensor):
+            raise TleError(span, f"tensor '{name}' must be passed as a torch tensor, got {type(tensor).__name__}")
+        if tensor.device.type != "cpu":
+            raise TleError(span, f"the interpreter runs on the CPU; tensor '{name}' is on {tensor.device}")
+        if tensor.dtype != TORCH_DTYPES[elem]:
+            raise TleError(span, f"tensor '{name}' has dtype {tensor.dtype}, the kernel expects {elem}")
+        if any(s < 0 for s in sizes):
+            raise TleError(span, f"tensor '{name}' gets a negative size: {sizes}")
+        n = tensor.untyped_storage().nbytes() // tensor.element_size()
+        self.storage = torch.as_strided(tensor.detach(), (n,), (1,), 0)  # detached: writes are not autograd ops
+        self.base = tensor.storage_offset()
+        if all(s > 0 for s in sizes):
+            low = self.base + sum(min(0, (s - 1) * st) for s, st in zip(sizes, strides))
+            high = self.base + sum(max(0, (s - 1) * st) for s, st in zip(sizes, strides))
+            if low < 0 or high >= n:
+                raise TleError(span, f"tensor '{name}' with sizes {sizes} and strides {strides} (storage offset "
+                                     f"{self.base}) reaches element {low if low < 0 else high} of a storage of {n} "
+                                     f"elements", ["the sizes or strides passed do not describe this tensor"])
+        self.name, self.dtype = name, tensor.dtype
+        self.sizes, self.strides = list(sizes), list(strides)
+        self.address = self.storage.data_ptr()  # storage identity, for scatter conflict checks
+
+
+class _Launch:
+    """Per-launch state: the grid, and every scatter write (checked for cross-program conflicts at the end)."""
+
+    def __init__(self, grid: tuple[int, int, int]):
+        self.grid = grid
+        self.scatters: list[tuple] = []
+
+    def program(self, linear: int) -> tuple[int, int, int]:
+        gx, gy, _ = self.grid
+        return linear % gx, linear // gx % gy, linear // (gx * gy)
+
+
+# ---- MLIR access (generic API only) -------------------------------------------------------------------------------
+def type_info(t) -> tuple[str, tuple[int, ...] | None]:
+    """(element type, tile shape) of an MLIR type, shape None for a scalar. From the type's text, which both
+    binding providers print the same way."""
+    s = str(t)
+    if s.startswith("tensor<"):
+        *dims, elem = s[len("tensor<"):-1].split("x")
+        return elem, tuple(int(d) for d in dims)
+    return s, None
+
+
+def _view_type(t) -> tuple[str, int]:
+    m = re.search(r"<\s*(\w+)\s*,\s*(\d+)", str(t))
+    if not m:
+        raise ValueError(f"not a !tle.view type: {t}")
+    return m.group(1), int(m.group(2))
+
+
+def _ptr_elem(t) -> str | None:
+    m = re.fullmatch(r"!tle\.ptr<\s*(\w+)\s*>", str(t))
+    return m.group(1) if m else None
+
+
+def _int_attr(a) -> int:
+    return ir.IntegerAttr(a).value
+
+
+def _str_attr(a) -> str:
+    return ir.StringAttr(a).value
+
+
+def _scalar_attr(a, elem: str):
+    if elem in FLOATS:
+        return ir.FloatAttr(a).value
+    v = ir.IntegerAttr(a).value
+    return bool(v) if elem == "i1" else v
+
+
+def _ops(block) -> list:
+    return [op.operation for op in block.operations]
+
+
+def _span(op):
+    return span_of_location(op.location)
+
+
+# ---- helpers on batched tensors -----------------------------------------------------------------------------------
+def _program_of(env: Env, b: int) -> tuple[int, int, int]:
+    return tuple(int(env[s][b if env[s].shape[0] > 1 else 0]) for s in PID)
+
+
+def _first(bad: torch.Tensor) -> tuple[int, ...]:
+    return tuple(bad.nonzero()[0].tolist())
+
+
+def _fail(env: Env, span, bad: torch.Tensor, describe: Callable[[tuple[int, ...]], str], notes=None):
+    """Raise TleError for the first true element of `bad` (leading axis: programs); describe(index) says what."""
+    where = _first(bad)
+    raise TleError(span, f"{describe(where)} in program {_program_of(env, where[0])}", notes)
+
+
+def _at(x: torch.Tensor, where: tuple[int, ...]):
+    """x's element at `where` (an index into a tensor x broadcasts to)."""
+    idx = tuple(0 if n == 1 else i for n, i in zip(x.shape, where[len(where) - x.dim():]))
+    return x[idx].item()
+
+
+def _tile_pos(where: tuple[int, ...]) -> str:
+    return f" at tile element {list(where[1:])}" if len(where) > 1 else ""
+
+
+def _broadcast(*shapes) -> tuple[int, ...]:
+    """numpy broadcasting of shapes (torch.broadcast_shapes imports sympy on first use: seconds)."""
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for i, n in enumerate(s, rank - len(s)):
+            if n != 1:
+                if out[i] not in (1, n):
+                    raise ValueError(f"shapes {shapes} do not broadcast")
+                out[i] = n
+    return tuple(out)
+
+
+def _unsigned(x: torch.Tensor, elem: str) -> torch.Tensor:
+    """Values whose signed order is the unsigned order of x's bits."""
+    if elem == "i1":
+        return x
+    if elem == "i64":
+        return x ^ torch.iinfo(torch.int64).min
+    return x.to(torch.int64) & ((1 << INT_BITS[elem]) - 1)
+
+
+def _bits(x: torch.Tensor) -> torch.Tensor:
+    """The bit pattern of each element as int64 (so NaNs with equal bits compare equal)."""
+    if x.is_floating_point():
+        return x.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]).to(torch.int64)
+    return x.to(torch.int64)
+
+
+def _round_tf32(x: torch.Tensor) -> torch.Tensor:
+    """f32 -> tf32 (10-bit mantissa), round to nearest even; NaN and inf kept."""
+    bits = x.view(torch.int32)
+    rounded = ((bits + 0xFFF + ((bits >> 13) & 1)) & ~0x1FFF).view(torch.float32)
+    return torch.where(torch.isfinite(x), rounded, x)
+
+
+def _in_f32(fn, elem: str):
+    """fn computed in f32 and rounded once to elem, for f16/bf16 (docs/numerics.md); fn itself otherwise."""
+    if elem not in HALF:
+        return fn
+    dt = TORCH_DTYPES[elem]
+    return lambda *xs: fn(*[x.float() for x in xs]).to(dt)
+
+
+# ---- elementwise op tables ------------------------------------------------------------------------------------------
+def _maximum(a, b):
+    """IEEE 754-2019 maximum, as arith.maximumf: NaN-propagating, and -0.0 < +0.0 (torch returns either zero)."""
+    return torch.where(a == b, torch.where(torch.signbit(a), b, a), torch.maximum(a, b))
+
+
+def _minimum(a, b):
+    return torch.where(a == b, torch.where(torch.signbit(a), a, b), torch.minimum(a, b))
+
+
+def _amax(x, axis):
+    """max over an axis: NaN-propagating, and +0.0 when the slice's largest values are zeros of both signs."""
+    r = torch.amax(x, axis)
+    if not x.is_floating_point() or not (r == 0).any():
+        return r
+    positive_zero = ((x == 0) & ~torch.signbit(x)).any(axis)
+    return torch.where((r == 0) & positive_zero, torch.zeros_like(r), r)
+
+
+def _amin(x, axis):
+    r = torch.amin(x, axis)
+    if not x.is_floating_point() or not (r == 0).any():
+        return r
+    negative_zero = ((x == 0) & torch.signbit(x)).any(axis)
+    return torch.where((r == 0) & negative_zero, torch.full_like(r, -0.0), r)
+
+
+_FLOAT_BINARY = {
+    "arith.addf": torch.add, "arith.subf": torch.sub, "arith.mulf": torch.mul, "arith.divf": torch.div,
+    "arith.remf": torch.fmod,  # C fmod: the sign of the dividend, like MLIR's remf
+    "arith.maximumf": _maximum, "arith.minimumf": _minimum,  # NaN-propagating
+    "arith.maxnumf": torch.fmax, "arith.minnumf": torch.fmin,  # NaN-ignoring
+    "math.powf": torch.pow,
+}
+_FLOAT_UNARY = {
+    "arith.negf": torch.neg, "math.exp": torch.exp, "math.exp2": torch.exp2, "math.log": torch.log,
+    "math.log2": torch.log2, "math.sqrt": torch.sqrt, "math.rsqrt": torch.rsqrt, "math.sin": torch.sin,
+    "math.cos": torch.cos, "math.tanh": torch.tanh, "math.erf": torch.erf, "math.absf": torch.abs,
+    "math.floor": torch.floor, "math.ceil": torch.ceil,
+}
+_INT_BINARY = {  # torch integer arithmetic wraps (two's complement), like arith without overflow flags
+    "arith.addi": torch.add, "arith.subi": torch.sub, "arith.muli": torch.mul, "arith.andi": torch.bitwise_and,
+    "arith.ori": torch.bitwise_or, "arith.xori": torch.bitwise_xor, "arith.maxsi": torch.maximum,
+    "arith.minsi": torch.minimum,
+}
+_BOOL_BINARY = {  # i1 arithmetic is modulo 2
+    "arith.addi": torch.bitwise_xor, "arith.subi": torch.bitwise_xor, "arith.muli": torch.bitwise_and,
+    "arith.andi": torch.bitwise_and, "arith.ori": torch.bitwise_or, "arith.xori": torch.bitwise_xor,
+}
+
+
+def _unordered(a, b):
+    return torch.isnan(a) | torch.isnan(b)
+
+
+_CMPF = {  # MLIR's CmpFPredicate numbering. torch's comparisons are ordered, except != which is unordered.
+    0: lambda a, b: torch.zeros_like(a == b), 1: torch.eq, 2: torch.gt, 3: torch.ge, 4: torch.lt, 5: torch.le,
+    6: lambda a, b: (a != b) & ~_unordered(a, b), 7: lambda a, b: ~_unordered(a, b),
+    8: lambda a, b: (a == b) | _unordered(a, b), 9: lambda a, b: ~(a <= b), 10: lambda a, b: ~(a < b),
+    11: lambda a, b: ~(a >= b), 12: lambda a, b: ~(a > b), 13: torch.ne, 14: _unordered,
+    15: lambda a, b: torch.ones_like(a == b),
+}
+_CMPI_SIGNED = {0: torch.eq, 1: torch.ne, 2: torch.lt, 3: torch.le, 4: torch.gt, 5: torch.ge}
+_CMPI_UNSIGNED = {6: torch.lt, 7: torch.le, 8: torch.gt, 9: torch.ge}
+
+# Ops that never run in the once-per-launch prologue: they touch memory, depend on the program, or hold regions.
+_NOT_HOISTABLE = ("tle.program_id", "tle.load", "tle.store", "tle.gather", "tle.scatter", "tle.atomic", "scf.for",
+                  "scf.if", "func.return")
+
+
+# ---- the compiler ---------------------------------------------------------------------------------------------------
+class CompiledKernel:
+    """A tle kernel compiled to closures. run(grid, args) executes it; compile once, run many times."""
+
+    def __init__(self, module: "ir.Module"):
+        func = _find_kernel(module)
+        self.name = _str_attr(func.attributes["sym_name"])
+        self.span = _span(func)
+        self._slots: dict = {}
+        self._nslots = _FIRST_SLOT
+        entry = func.regions[0].blocks[0]
+        self.arg_slots = [self._slot(a) for a in entry.arguments]
+        self.arg_types = [str(a.type) for a in entry.arguments]
+        self.arg_names = _arg_names(func, len(self.arg_slots))
+        self.poison = self._taint(entry, lambda op: op.name == "tle.undef", through_ops=False)
+        self.varying = self._taint(entry, lambda op: op.name in ("tle.program_id", "tle.atomic"), through_ops=True)
+        self.batched = not self._control_varies(entry)
+        self.max_tile = max([math.prod(s) for s in self._tile_shapes(entry)] or [1])
+        self.programs_per_chunk = max(1, _BATCH_ELEMENTS // self.max_tile) if self.batched else 1
+        self.prologue: list[Step] = []
+        self.body: list[Step] = []
+        invariant = set(self.arg_slots)
+        for op in _ops(entry):
+            if op.name == "func.return":
+                continue
+            step = self._op(op)
+            ins = [self._slot(v) for v in op.operands]
+            if op.name not in _NOT_HOISTABLE and all(s in invariant for s in ins):
+                self.prologue.append(step)
+                invariant.update(self._slot(r) for r in op.results)
+            else:
+                self.body.append(step)
+
+    # ---- analysis ------------------------------------------------------------------------------------------------
+    def _slot(self, value) -> int:
+        s = self._slots.get(value)
+        if s is None:
+            s = self._slots[value] = self._nslots
+            self._nslots += 1
+        return s
+
+    def _taint(self, entry, is_source, through_ops: bool) -> set[int]:
+        """Slots that may hold a value derived from a source op: through scf.for/scf.if results and iter_args
+        always, and through every other op when through_ops. Iterated to a fixpoint (loops carry values back)."""
+        tainted: set[int] = set()
+
+        def walk(block):
+            for op in _ops(block):
+                ins = [self._slot(v) for v in op.operands]
+                outs = [self._slot(r) for r in op.results]
+                if op.name == "scf.for":
+                    body = op.regions[0].blocks[0]
+                    args = [self._slot(a) for a in body.arguments]
+                    yields = [self._slot(v) for v in _ops(body)[-1].operands]
+                    if through_ops and any(s in tainted for s in ins[:3]):
+                        tainted.add(args[0])
+                        tainted.update(outs)
+                    for init, arg, y, out in zip(ins[3:], args[1:], yields, outs):
+                        if init in tainted or y in tainted:
+                            tainted.update((arg, out))
+                    walk(body)
+                elif op.name == "scf.if":
+                    for region in op.regions:
+                        for block in region.blocks:
+                            yields = [self._slot(v) for v in _ops(block)[-1].operands]
+                            tainted.update(o for o, y in zip(outs, yields) if y in tainted)
+                            walk(block)
+                    if through_ops and ins[0] in tainted:
+                        tainted.update(outs)
+                elif is_source(op) or (through_ops and any(s in tainted for s in ins)):
+                    tainted.update(outs)
+
+        while True:
+            before = len(tainted)
+            walk(entry)
+            if len(tainted) == before:
+                return tainted
+
+    def _control_varies(self, block) -> bool:
+        """Whether a loop bound or an if condition may differ between programs (then programs run one by one)."""
+        for op in _ops(block):
+            n = {"scf.for": 3, "scf.if": 1}.get(op.name, 0)
+            if any(self._slot(v) in self.varying for v in list(op.operands)[:n]):
+                return True
+            if any(self._control_varies(b) for r in op.regions for b in r.blocks):
+                return True
+        return False
+
+    def _tile_shapes(self, block):
+        for op in _ops(block):
+            for r in op.results:
+                _, shape = type_info(r.type)
+                if shape:
+                    yield shape
+            for region in op.regions:
+                for b in region.blocks:
+                    yield from self._tile_shapes(b)
+
+    # ---- ops -------------------------------------------------------------------------------------------------------
+    def _block(self, block) -> tuple[list[Step], list[int]]:
+        """The steps of a region's block, and the slots its scf.yield passes on."""
+        steps, yields = [], []
+        for op in _ops(block):
+            if op.name == "scf.yield":
+                yields = [self._slot(v) for v in op.operands]
+            else:
+                steps.append(self._op(op))
+        return steps, yields
+
+    def _op(self, op) -> Step:
+        name = op.name
+        span = _span(op)
+        if name in _FLOAT_BINARY or name in _FLOAT_UNARY or name in _INT_BINARY:
+            step = self._elementwise(op)
+        else:
+            handler = getattr(self, "op_" + name.replace(".", "_"), None)
+            if handler is None:
+                raise TleError(span, f"the interpreter does not support the op {name}")
+            step = handler(op, span)
+        # Only scf.for's iter_arg inits may hold poison (a var that is assigned in the loop); anything else that
+        # reads a maybe-poison slot checks it first. Slots that can never hold poison cost nothing.
+        ins = [self._slot(v) for v in op.operands]
+        if name == "scf.for":
+            ins = ins[:3]
+        checked = [s for s in ins if s in self.poison]
+        if not checked:
+            return step
+
+        def poison_checked(env):
+            for s in checked:
+                v = env[s]
+                if type(v) is Poison:
+                    # Poison only arises under control flow that is the same for the whole chunk of programs.
+                    raise TleError(span, f"read of uninitialised var '{v.name}' in program {_program_of(env, 0)}",
+                                   [Note(f"'{v.name}' is declared here without a value", v.span)])
+            step(env)
+        return poison_checked
+
+    def _io(self, op):
+        return [self._slot(v) for v in op.operands], [self._slot(r) for r in op.results]
+
+    def _elementwise(self, op) -> Step:
+        name = op.name
+        elem, _ = type_info(op.operands[0].type)
+        if name in _FLOAT_BINARY:
+            fn = _in_f32(_FLOAT_BINARY[name], elem)
+        elif name in _FLOAT_UNARY:
+            fn = _in_f32(_FLOAT_UNARY[name], elem)
+        else:
+            fn = (_BOOL_BINARY if elem == "i1" else _INT_BINARY)[name]
+        return self._apply(op, fn)
+
+    def _apply(self, op, fn) -> Step:
+        """A step computing the op's one result as fn(operands...)."""
+        ins, (out,) = self._io(op)
+        if len(ins) == 1:
+            a, = ins
+
+            def step(env):
+                env[out] = fn(env[a])
+        elif len(ins) == 2:
+            a, b = ins
+
+            def step(env):
+                env[out] = fn(env[a], env[b])
+        else:
+            def step(env):
+                env[out] = fn(*[env[s] for s in ins])
+        return step
+
+    # arith ------------------------------------------------------------------------------------------------------
+    def op_arith_constant(self, op, span) -> Step:
+        elem, shape = type_info(op.result.type)
+        attr = op.attributes["value"]
+        dt = TORCH_DTYPES[elem]
+        if shape is None:
+            value = torch.tensor([_scalar_attr(attr, elem)], dtype=dt)
+        else:
+            dense = ir.DenseElementsAttr(attr)
+            if dense.is_splat:
+                value = torch.full((1, *shape), _scalar_attr(dense.get_splat_value(), elem), dtype=dt)
+            else:
+                value = torch.from_numpy(np.array(dense)).to(dt).reshape(1, *shape)
+        out = self._slot(op.result)
+
+        def step(env):
+            env[out] = value  # never written in place: every op makes new tensors
+        return step
+
+    def _int_division(self, op, span, rem: bool) -> Step:
+        (a, b), (out,) = self._io(op)
+
+        def step(env):
+            x, y = env[a], env[b]
+            zero = y == 0
+            if zero.any():
+                _fail(env, span, zero.expand(_broadcast(x.shape, y.shape)),
+                      lambda w: f"integer division by zero{_tile_pos(w)}")
+            minus_one = y == -1  # INT_MIN / -1 traps on x86; its wrapped result is -x (remainder 0)
+            if minus_one.any():
+                y = torch.where(minus_one, 1, y)
+            if rem:
+                env[out] = torch.fmod(x, y)  # C remainder: the sign of the dividend
+            else:
+                q = torch.div(x, y, rounding_mode="trunc")
+                env[out] = torch.where(minus_one, -x, q) if minus_one.any() else q
+        return step
+
+    def op_arith_divsi(self, op, span):
+        return self._int_division(op, span, rem=False)
+
+    def op_arith_remsi(self, op, span):
+        return self._int_division(op, span, rem=True)
+
+    def _shift(self, op, span, kind: str) -> Step:
+        (a, b), (out,) = self._io(op)
+        elem, _ = type_info(op.result.type)
+        bits = INT_BITS[elem]
+
+        def step(env):
+            x, n = env[a], env[b]
+            bad = (n < 0) | (n >= bits)
+            if bad.any():
+                bad = bad.expand(_broadcast(x.shape, n.shape))
+                _fail(env, span, bad, lambda w: f"shift by {_at(n, w)} is out of range for {elem} (0 to {bits - 1})"
+                                                f"{_tile_pos(w)}")
+            if kind == "shl":
+                env[out] = torch.bitwise_left_shift(x, n)
+            elif kind == "shrs":
+                env[out] = torch.bitwise_right_shift(x, n)
+            else:  # logical: shift the zero-extended bits, then wrap back to the signed type
+                env[out] = torch.bitwise_right_shift(_unsigned(x, elem), n.to(torch.int64)).to(x.dtype)
+        return step
+
+    def op_arith_shli(self, op, span):
+        return self._shift(op, span, "shl")
+
+    def op_arith_shrsi(self, op, span):
+        return self._shift(op, span, "shrs")
+
+    def op_arith_shrui(self, op, span):
+        return self._shift(op, span, "shru")
+
+    def op_arith_cmpf(self, op, span):
+        pred = _int_attr(op.attributes["predicate"])
+        return self._apply(op, _CMPF[pred])
+
+    def op_arith_cmpi(self, op, span):
+        pred = _int_attr(op.attributes["predicate"])
+        if pred in _CMPI_SIGNED:
+            return self._apply(op, _CMPI_SIGNED[pred])
+        elem, _ = type_info(op.operands[0].type)
+        cmp = _CMPI_UNSIGNED[pred]
+        return self._apply(op, lambda a, b: cmp(_unsigned(a, elem), _unsigned(b, elem)))
+
+    def op_arith_select(self, op, span):
+        _, shape = type_info(op.result.type)
+        _, cshape = type_info(op.operands[0].type)
+        if shape is not None and cshape is None:  # a scalar condition choosing whole tiles
+            rank = len(shape)
+            return self._apply(op, lambda c, a, b: torch.where(c.reshape(c.shape[0], *([1] * rank)), a, b))
+        return self._apply(op, torch.where)
+
+    def op_arith_extf(self, op, span):
+        dt = TORCH_DTYPES[type_info(op.result.type)[0]]
+        return self._apply(op, lambda x: x.to(dt))
+
+    op_arith_truncf = op_arith_extf  # torch rounds to nearest even; overflow gives inf
+
+    def op_arith_sitofp(self, op, span):
+        src = type_info(op.operands[0].type)[0]
+        dt = TORCH_DTYPES[type_info(op.result.type)[0]]
+        if src == "i1":  # a signed i1 true is -1
+            return self._apply(op, lambda x: (-x.to(torch.int32)).to(dt))
+        return self._apply(op, lambda x: x.to(dt))
+
+    def op_arith_uitofp(self, op, span):
+        src = type_info(op.operands[0].type)[0]
+        dt = TORCH_DTYPES[type_info(op.result.type)[0]]
+        if src == "i64":
+            return self._apply(op, lambda x: torch.where(x < 0, x.to(torch.float64) + 2.0 ** 64,
+                                                         x.to(torch.float64)).to(dt))
+        return self._apply(op, lambda x: _unsigned(x, src).to(dt))
+
+    def op_arith_fptosi(self, op, span):
+        dst = type_info(op.result.type)[0]
+        dt = TORCH_DTYPES[dst]
+        info = torch.iinfo(dt)
+        out = self._slot(op.result)
+        a = self._slot(op.operands[0])
+
+        def step(env):
+            x = env[a]
+            t = torch.trunc(x.to(torch.float64))
+            bad = ~((t >= info.min) & (t <= info.max))  # NaN fails too
+            if bad.any():
+                _fail(env, span, bad, lambda w: f"cast of {_at(x, w)} to {dst} is out of range{_tile_pos(w)}",
+                      ["a float->int cast truncates toward zero; out-of-range values (and NaN) are undefined. "
+                       "Clamp first, or use where() to keep such values out"])
+            env[out] = t.to(dt)
+        return step
+
+    def op_arith_extsi(self, op, span):
+        src = type_info(op.operands[0].type)[0]
+        dt = TORCH_DTYPES[type_info(op.result.type)[0]]
+        if src == "i1":
+            return self._apply(op, lambda x: -x.to(dt))
+        return self._apply(op, lambda x: x.to(dt))
+
+    def op_arith_extui(self, op, span):
+        src = type_info(op.operands[0].type)[0]
+        dt = TORCH_DTYPES[type_info(op.result.type)[0]]
+        return self._apply(op, lambda x: _unsigned(x, src).to(dt))
+
+    def op_arith_trunci(self, op, span):
+        dst = type_info(op.result.type)[0]
+        dt = TORCH_DTYPES[dst]
+        if dst == "i1":  # the low bit, not "nonzero"
+            return self._apply(op, lambda x: (x & 1).to(torch.bool))
+        return self._apply(op, lambda x: x.to(dt))  # wraps
+
+    def op_arith_bitcast(self, op, span):
+        dt = TORCH_DTYPES[type_info(op.result.type)[0]]
+        return self._apply(op, lambda x: x.view(dt))
+
+    def op_math_absi(self, op, span):
+        return self._apply(op, torch.abs)  # abs(INT_MIN) wraps to INT_MIN
+
+    # scf -------------------------------------------------------------------------------------------------------------
+    def op_scf_for(self, op, span) -> Step:
+        (lb, ub, step_slot, *inits), outs = self._io(op)
+        body = op.regions[0].blocks[0]
+        iv, *iters = [self._slot(a) for a in body.arguments]
+        steps, yields = self._block(body)
+
+        def run(env):
+            lo, hi, st = int(env[lb]), int(env[ub]), int(env[step_slot])
+            values = [env[s] for s in inits]
+            if lo < hi:
+                for i in torch.arange(lo, hi, st, dtype=torch.int32).split(1):
+                    env[iv] = i
+                    for s, v in zip(iters, values):
+                        env[s] = v
+                    for f in steps:
+                        f(env)
+                    values = [env[s] for s in yields]
+            for s, v in zip(outs, values):
+                env[s] = v
+        return run
+
+    def op_scf_if(self, op, span) -> Step:
+        (cond,), outs = self._io(op)
+        branches = [self._block(r.blocks[0]) if len(r.blocks) else ([], []) for r in op.regions]
+
+        def run(env):
+            steps, yields = branches[0] if bool(env[cond]) else branches[1]
+            for f in steps:
+                f(env)
+            for s, y in zip(outs, yields):
+                env[s] = env[y]
+        return run
+
+    # tle: mesh and values --------------------------------------------------------------------------------------------
+    def op_tle_program_id(self, op, span):
+        src = PID["xyz".index(_str_attr(op.attributes["axis"]))]
+        out = self._slot(op.result)
+
+        def step(env):
+            env[out] = env[src]
+        return step
+
+    def op_tle_num_programs(self, op, span):
+        src = NUM_PROGRAMS["xyz".index(_str_attr(op.attributes["axis"]))]
+        out = self._slot(op.result)
+
+        def step(env):
+            env[out] = env[src]
+        return step
+
+    def op_tle_undef(self, op, span):
+        value = Poison(_str_attr(op.attributes["name"]), span)
+        out = self._slot(op.result)
+
+        def step(env):
+            env[out] = value
+        return step
+
+    def op_tle_arange(self, op, span):
+        start, end = _int_attr(op.attributes["start"]), _int_attr(op.attributes["end"])
+        value = torch.arange(start, end, dtype=torch.int32).reshape(1, -1)
+        out = self._slot(op.result)
+
+        def step(env):
+            env[out] = value
+        return step
+
+    def op_tle_splat(self, op, span):
+        _, shape = type_info(op.result.type)
+        ones = [1] * len(shape)
+        return self._apply(op, lambda x: x.reshape(x.shape[0], *ones).expand(x.shape[0], *shape))
+
+    def op_tle_broadcast(self, op, span):
+        _, shape = type_info(op.result.type)
+        return self._apply(op, lambda x: x.expand(x.shape[0], *shape))
+
+    def op_tle_expand_dims(self, op, span):
+        axis = _int_attr(op.attributes["axis"]) + 1
+        return self._apply(op, lambda x: x.unsqueeze(axis))
+
+    def op_tle_reshape(self, op, span):
+        _, shape = type_info(op.result.type)
+        return self._apply(op, lambda x: x.reshape(x.shape[0], *(shape or ())))
+
+    def op_tle_transpose(self, op, span):
+        perm = [0] + [p + 1 for p in ir.DenseI32ArrayAttr(op.attributes["perm"])]
+        return self._apply(op, lambda x: x.permute(perm))
+
+    # tle: computation ------------------------------------------------------------------------------------------------
+    def op_tle_dot(self, op, span):
+        elem, _ = type_info(op.operands[0].type)
+        acc_elem, _ = type_info(op.operands[2].type)
+        acc_dt = TORCH_DTYPES[acc_elem]
+        tf32 = _str_attr(op.attributes["precision"]) == "tf32"
+        if elem in HALF:
+            # Products of f16/bf16 are exact in f32; they are summed in f32 and acc is added in f32, then the
+            # result is rounded once to acc's type (a no-op for an f32 accumulator).
+            def dot(a, b, c):
+                return torch.baddbmm(c.float(), *_batched(a.float(), b.float())).to(acc_dt)
+        elif elem == "i8":
+            # Exact in f64 (|sum| < 2^53 for any K a tile can have), then wrapped into i32 with acc.
+            def dot(a, b, c):
+                p = torch.matmul(a.to(torch.float64), b.to(torch.float64)).to(torch.int64)
+                return (p + c.to(torch.int64)).to(acc_dt)
+        elif tf32:
+            def dot(a, b, c):
+                return torch.baddbmm(c, *_batched(_round_tf32(a), _round_tf32(b)))
+        else:
+            def dot(a, b, c):
+                return torch.baddbmm(c, *_batched(a, b))
+        return self._apply(op, dot)
+
+    def op_tle_reduce(self, op, span):
+        kind = _str_attr(op.attributes["kind"])
+        axis = _int_attr(op.attributes["axis"]) + 1
+        elem, _ = type_info(op.operands[0].type)
+        dt = TORCH_DTYPES[elem]
+        if kind == "sum":
+            if elem in FLOATS:
+                fn = _in_f32(lambda x: x.sum(axis), elem)
+            else:  # wraps like the GPU's i32/i64 adds
+                fn = lambda x: x.sum(axis, dtype=torch.int64).to(dt)  # noqa: E731
+        elif kind in ("max", "min"):
+            fn = (lambda x: _amax(x, axis)) if kind == "max" else (lambda x: _amin(x, axis))
+        elif kind in ("argmax", "argmin"):
+            # torch returns the first index of the extreme, and treats NaN as the extreme: the tle definition.
+            f = torch.argmax if kind == "argmax" else torch.argmin
+            fn = lambda x: f(x, axis).to(torch.int32)  # noqa: E731
+        else:
+            raise TleError(span, f"unknown reduction kind '{kind}'")
+        return self._apply(op, fn)
+
+    def op_tle_scan(self, op, span):
+        kind = _str_attr(op.attributes["kind"])
+        if kind != "sum":
+            raise TleError(span, f"unknown scan kind '{kind}'")
+        axis = _int_attr(op.attributes["axis"]) + 1
+        elem, _ = type_info(op.operands[0].type)
+        dt = TORCH_DTYPES[elem]
+        if elem in FLOATS:
+            return self._apply(op, _in_f32(lambda x: x.cumsum(axis), elem))
+        return self._apply(op, lambda x: x.cumsum(axis, dtype=torch.int64).to(dt))
+
+    # tle: memory -----------------------------------------------------------------------------------------------------
+    def op_tle_make_view(self, op, span):
+        ins, (out,) = self._io(op)
+        rank = (len(ins) - 1) // 2
+        name = _str_attr(op.attributes["name"])
+        elem, _ = _view_type(op.result.type)
+
+        def step(env):
+            sizes = [int(env[s]) for s in ins[1:1 + rank]]
+            strides = [int(env[s]) for s in ins[1 + rank:]]
+            env[out] = View(env[ins[0]], name, elem, sizes, strides, span)
+        return step
+
+    def op_tle_load(self, op, span):
+        (v, *idx), (out,) = self._io(op)
+        elem, tile = type_info(op.result.type)
+        pad = _scalar_attr(op.attributes["padding"], elem)
+        aranges = _axis_aranges(tile)
+
+        def step(env):
+            env[out] = _load(env[v], [env[s] for s in idx], tile, pad, aranges)
+        return step
+
+    def op_tle_store(self, op, span):
+        (v, val, *idx), _ = self._io(op)
+        _, tile = type_info(op.operands[1].type)
+        aranges = _axis_aranges(tile)
+
+        def step(env):
+            _store(env[v], [env[s] for s in idx], tile, env[val], aranges)
+        return step
+
+    def _indexed(self, op, with_value: bool):
+        """Operand slots of gather/scatter/atomic: (view, value or None, index tiles, mask or None)."""
+        ins, _ = self._io(op)
+        _, rank = _view_type(op.operands[0].type)
+        v, rest = ins[0], ins[1:]
+        value = rest.pop(0) if with_value else None
+        idx, mask = rest[:rank], (rest[rank] if len(rest) > rank else None)
+        return v, value, idx, mask
+
+    def op_tle_gather(self, op, span):
+        v, _, idx, m = self._indexed(op, False)
+        out = self._slot(op.result)
+        elem, _ = type_info(op.result.type)
+        other = _scalar_attr(op.attributes["other"], elem)
+
+        def step(env):
+            view, mask = env[v], (env[m] if m is not None else None)
+            flat = _lane_offsets(env, span, "gather from", view, [env[s] for s in idx], mask)
+            if mask is None:
+                env[out] = torch.take(view.storage, flat)
+            else:
+                mask = mask.expand(flat.shape)
+                if mask.any():
+                    got = torch.take(view.storage, torch.where(mask, flat, 0))
+                else:  # nothing to read (and the storage may be empty)
+                    got = torch.zeros(flat.shape, dtype=view.dtype)
+                env[out] = torch.where(mask, got, torch.tensor(other, dtype=view.dtype))
+        return step
+
+    def op_tle_scatter(self, op, span):
+        v, val, idx, m = self._indexed(op, True)
+
+        def step(env):
+            view, mask = env[v], (env[m] if m is not None else None)
+            flat = _lane_offsets(env, span, "scatter to", view, [env[s] for s in idx], mask)
+            value = env[val]
+            shape = _broadcast(flat.shape, value.shape)
+            program = _lane_programs(env, shape)
+            lanes = torch.stack([i.to(torch.int64).expand(shape) for i in (env[s] for s in idx)], -1)
+            flat, value = flat.expand(shape), value.expand(shape)
+            if mask is not None:
+                mask = mask.expand(shape)
+                flat, value, program, lanes = flat[mask], value[mask], program[mask], lanes[mask]
+            flat, value = flat.reshape(-1), value.reshape(-1)
+            program, lanes = program.reshape(-1), lanes.reshape(-1, lanes.shape[-1])
+            bits = _bits(value)
+            _check_scatter_in_program(env, span, view, flat, bits, value, program, lanes)
+            view.storage[flat] = value
+            env[LAUNCH].scatters.append((span, view.name, view.address + flat * view.storage.element_size(), bits,
+                                         value.to(torch.float64), program, lanes))
+        return step
+
+    def op_tle_atomic(self, op, span):
+        v, val, idx, m = self._indexed(op, True)
+        out = self._slot(op.result)
+        kind = _str_attr(op.attributes["kind"])
+        elem, _ = type_info(op.result.type)
+
+        def step(env):
+            view, mask = env[v], (env[m] if m is not None else None)
+            flat = _lane_offsets(env, span, f"atomic_{kind} on", view, [env[s] for s in idx], mask)
+            # Every program of the chunk performs the atomic, even when its operands are the same for all.
+            programs = max(env[s].shape[0] for s in PID)
+            value = env[val]
+            shape = _broadcast(flat.shape, value.shape, (programs,) + (1,) * (flat.dim() - 1))
+            active = mask.expand(shape) if mask is not None else torch.ones(shape, dtype=torch.bool)
+            value = value.expand(shape)
+            if kind != "add" and value.is_floating_point():
+                nan = torch.isnan(value) & active
+                if nan.any():
+                    _fail(env, span, nan, lambda w: f"atomic_{kind} of NaN on '{view.name}' is undefined"
+                                                    f"{_tile_pos(w)}",
+                          ["GPUs order floats for atomic max/min by their bits, where NaN has no place"])
+            old = torch.zeros(shape, dtype=value.dtype)  # masked-off lanes return 0
+            # Boolean indexing keeps row-major order: lanes in program order, then in tile order.
+            old[active] = _atomic(view.storage, flat.expand(shape)[active], value[active], kind, elem)
+            env[out] = old
+        return step
+
+    # ---- running ---------------------------------------------------------------------------------------------------
+    def _arg(self, i: int, value):
+        t, name = self.arg_types[i], self.arg_names[i]
+        if _ptr_elem(t) is not None:
+            return value  # checked by make_view, which knows the dims and strides
+        dt = TORCH_DTYPES.get(t)
+        if dt is None:
+            raise TypeError(f"kernel {self.name}: argument {i} ({name}) has a type the interpreter cannot pass: {t}")
+        if t in FLOATS:
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+                raise TypeError(f"kernel {self.name}: argument {i} ({name}) must be a number, got {value!r}")
+            return torch.tensor([float(value)], dtype=dt)
+        if t == "i1":
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"kernel {self.name}: argument {i} ({name}) must be a bool, got {value!r}")
+            return torch.tensor([bool(value)])
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"kernel {self.name}: argument {i} ({name}) must be an int, got {value!r}")
+        value = int(value)
+        bits = INT_BITS[t]
+        if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+            raise OverflowError(f"kernel {self.name}: argument {i} ({name}) = {value} does not fit {t}")
+        return torch.tensor([value], dtype=dt)
+
+    def run(self, grid, args) -> None:
+        """Run every program of `grid` (1 to 3 sizes) with `args` in ABI order."""
+        gx, gy, gz = (tuple(int(g) for g in grid) + (1, 1))[:3]
+        if len(args) != len(self.arg_slots):
+            raise TypeError(f"kernel {self.name} takes {len(self.arg_slots)} arguments "
+                            f"({', '.join(self.arg_names)}), got {len(args)}")
+        total = gx * gy * gz
+        if total == 0:
+            return
+        launch = _Launch((gx, gy, gz))
+        env: Env = [None] * self._nslots
+        env[LAUNCH] = launch
+        for s, n in zip(NUM_PROGRAMS, (gx, gy, gz)):
+            env[s] = torch.tensor([n], dtype=torch.int32)
+        zero = torch.zeros(1, dtype=torch.int32)
+        env[PID[0]] = env[PID[1]] = env[PID[2]] = zero  # for messages from the prologue
+        for i, (s, a) in enumerate(zip(self.arg_slots, args)):
+            env[s] = self._arg(i, a)
+        for f in self.prologue:
+            f(env)
+        # Tiles of a few thousand elements never gain from torch's threads; waking them costs more than the op
+        # (milliseconds per op on a busy 2-core machine). Big lockstep chunks keep them.
+        threads = torch.get_num_threads()
+        small = self.max_tile * min(total, self.programs_per_chunk) < _THREADED_ELEMENTS
+        if small and threads > 1:
+            torch.set_num_threads(1)
+        try:
+            self._run_programs(env, launch, zero)
+        finally:
+            if small and threads > 1:
+                torch.set_num_threads(threads)
+        if total > 1 and launch.scatters:
+            _check_scatters_across_programs(launch)
+
+    def _run_programs(self, env: Env, launch: _Launch, zero: torch.Tensor) -> None:
+        gx, gy, gz = launch.grid
+        total = gx * gy * gz
+        body = self.body
+        if self.batched:
+            linear = torch.arange(total, dtype=torch.int64)
+            for start in range(0, total, self.programs_per_chunk):
+                lin = linear[start:start + self.programs_per_chunk]
+                e = env.copy()
+                # An axis of size 1 stays a size-1 (uniform) value, so that it does not widen what it touches.
+                ids = (lin % gx, lin // gx % gy, lin // (gx * gy))
+                for s, i, n in zip(PID, ids, (gx, gy, gz)):
+                    e[s] = zero if n == 1 else i.to(torch.int32)
+                for f in body:
+                    f(e)
+        else:
+            xs, ys, zs = (torch.arange(n, dtype=torch.int32).split(1) for n in (gx, gy, gz))
+            for z in zs:
+                for y in ys:
+                    for x in xs:
+                        e = env.copy()
+                        e[PID[0]], e[PID[1]], e[PID[2]] = x, y, z
+                        for f in body:
+                            f(e)
+
+
+def _find_kernel(module):
+    kernels = [op.operation for op in module.body.operations
+               if op.operation.name == "func.func" and "tle.kernel" in op.operation.attributes]
+    if len(kernels) != 1:
+        raise ValueError(f"expected one func.func with tle.kernel in the module, found {len(kernels)}")
+    return kernels[0]
+
+
+def _arg_names(func, n: int) -> list[str]:
+    try:
+        attrs = ir.ArrayAttr(func.attributes["arg_attrs"])
+        return [_str_attr(ir.DictAttr(attrs[i])["tle.name"]) for i in range(n)]
+    except Exception:  # noqa: BLE001 - names only make messages nicer
+        return [f"arg{i}" for i in range(n)]
+
+
+# ---- memory access --------------------------------------------------------------------------------------------------
+def _batched(a: torch.Tensor, b: torch.Tensor):
+    """a [Ba, M, K] and b [Bb, K, N] with a common program axis, for baddbmm."""
+    n = max(a.shape[0], b.shape[0])
+    return a.expand(n, *a.shape[1:]), b.expand(n, *b.shape[1:])
+
+
+def _axis_aranges(tile: tuple[int, ...]) -> list[torch.Tensor]:
+    """For each axis a, arange(tile[a]) shaped to broadcast along that axis of a [program, *tile] tensor."""
+    rank = len(tile)
+    return [torch.arange(t, dtype=torch.int64).reshape([1] + [t if i == a else 1 for i in range(rank)])
+            for a, t in enumerate(tile)]
+
+
+# Loads and stores take one of three paths: one tile for all programs (a strided window of the storage); tiles
+# that move by a constant stride from program to program (one strided window with a program axis per run of such
+# programs, the few partly outside the view one by one); anything else through index tensors.
+_MAX_WINDOWS = 32
+
+
+def _load(view: View, starts: list[torch.Tensor], tile, pad, aranges) -> torch.Tensor:
+    if all(s.shape[0] == 1 for s in starts):
+        return _load_strided(view, [int(s) * t for s, t in zip(starts, tile)], tile, pad)
+    plan = _window_plan(view, starts, tile, store=False)
+    if plan is not None:
+        runs, partial = plan
+        out = torch.empty((max(s.shape[0] for s in starts), *tile), dtype=view.dtype)
+        for first, end, step, offset in runs:
+            out[first:end] = torch.as_strided(view.storage, (end - first, *tile), (step, *view.strides), offset)
+        for p, origin in partial:
+            out[p] = _load_strided(view, origin, tile, pad)[0]
+        return out
+    flat, valid = _tile_offsets(view, starts, tile, aranges)
+    if valid is None:
+        return torch.take(view.storage, flat)
+    got = torch.take(view.storage, torch.where(valid, flat, 0)) if view.storage.numel() else \
+        torch.zeros(flat.shape, dtype=view.dtype)
+    return torch.where(valid, got, torch.tensor(pad, dtype=view.dtype))
+
+
+def _store(view: View, starts: list[torch.Tensor], tile, value: torch.Tensor, aranges) -> None:
+    if all(s.shape[0] == 1 for s in starts) and _store_strided(view, [int(s) * t for s, t in zip(starts, tile)],
+                                                              tile, value):
+        return
+    plan = _window_plan(view, starts, tile, store=True)
+    if plan is not None:
+        runs, partial = plan
+        for first, end, step, offset in runs:
+            window = torch.as_strided(view.storage, (end - first, *tile), (step, *view.strides), offset)
+            window.copy_(value[first:end] if value.shape[0] > 1 else value.expand(end - first, *tile))
+        for p, origin in partial:
+            _store_strided(view, origin, tile, value[p:p + 1] if value.shape[0] > 1 else value)
+        return
+    flat, valid = _tile_offsets(view, starts, tile, aranges)
+    shape = _broadcast(flat.shape, value.shape)
+    flat, value = flat.expand(shape), value.expand(shape)
+    if valid is not None:
+        valid = valid.expand(shape)
+        flat, value = flat[valid], value[valid]
+    view.storage[flat.reshape(-1)] = value.reshape(-1)
+
+
+def _window_plan(view: View, starts: list[torch.Tensor], tile, store: bool):
+    """Split the programs into runs whose tiles lie inside the view and whose storage offsets step by a constant
+    (one strided window each), and the programs whose tile is partly outside: ([(first, end, step, offset)],
+    [(program, origin)]). None when that takes too many windows, or a stride is negative, or (for a store) a
+    window would overlap itself."""
+    if min(view.strides) < 0 or (store and not _non_overlapping(list(tile), view.strides)):
+        return None
+    n = max(s.shape[0] for s in starts)
+    origins = torch.stack([s.to(torch.int64).expand(n) * t for s, t in zip(starts, tile)])  # [rank, programs]
+    sizes = torch.tensor(view.sizes, dtype=torch.int64).unsqueeze(1)
+    extent = torch.tensor(tile, dtype=torch.int64).unsqueeze(1)
+    inside = ((origins >= 0) & (origins + extent <= sizes)).all(0)
+    offset = view.base + (origins * torch.tensor(view.strides, dtype=torch.int64).unsqueeze(1)).sum(0)
+    step = offset[1:] - offset[:-1]
+    # A run breaks where "inside" changes, or where the step changes (one program too early: still valid runs).
+    breaks = torch.zeros(n, dtype=torch.bool)
+    breaks[0] = True
+    breaks[1:] |= inside[1:] != inside[:-1]
+    breaks[2:] |= step[1:] != step[:-1]
+    firsts = breaks.nonzero().flatten().tolist() + [n]
+    if len(firsts) > _MAX_WINDOWS + 1 or int((~inside).sum()) > _MAX_WINDOWS:
+        return None
+    runs, partial = [], []
+    for first, end in zip(firsts[:-1], firsts[1:]):
+        if not bool(inside[first]):
+            partial.extend((p, origins[:, p].tolist()) for p in range(first, end))
+            continue
+        stride = int(step[first]) if end - first > 1 else 0
+        if stride < 0 or (store and not _non_overlapping([end - first, *tile], [stride, *view.strides])):
+            return None
+        runs.append((first, end, stride, int(offset[first])))
+    return runs, partial
+
+
+def _tile_offsets(view: View, starts: list[torch.Tensor], tile, aranges):
+    """Flat storage offsets of a tile whose tile index differs per program, and the in-view mask (None when
+    every element is inside the view)."""
+    rank = len(tile)
+    flat, valid = view.base, None
+    for a in range(rank):
+        pos = starts[a].to(torch.int64).reshape([-1] + [1] * rank) * tile[a] + aranges[a]
+        flat = flat + pos * view.strides[a]
+        if int(pos.min()) < 0 or int(pos.max()) >= view.sizes[a]:
+            inside = (pos >= 0) & (pos < view.sizes[a])
+            valid = inside if valid is None else valid & inside
+    shape = _broadcast(flat.shape, valid.shape if valid is not None else (1,))
+    flat = flat.expand(shape)
+    if valid is not None:
+        valid = valid.expand(shape)
+    return flat, valid
+
+
+def _clip(view: View, start: list[int], tile):
+    """Per axis, the part [lo, hi) of the tile that is inside the view; None when nothing is."""
+    parts = []
+    for s, t, size in zip(start, tile, view.sizes):
+        lo, hi = max(0, -s), min(t, size - s)
+        if hi <= lo:
+            return None
+        parts.append((lo, hi))
+    return parts
+
+
+def _load_strided(view: View, start: list[int], tile, pad) -> torch.Tensor:
+    """One tile for all programs: read the in-view part as a strided window (no index tensors)."""
+    parts = _clip(view, start, tile)
+    if parts is None:
+        return torch.full((1, *tile), pad, dtype=view.dtype)
+    offset = view.base + sum((s + lo) * st for s, (lo, _), st in zip(start, parts, view.strides))
+    sizes = [hi - lo for lo, hi in parts]
+    if min(view.strides) < 0:  # as_strided takes no negative strides
+        window = view.storage[offset + sum(torch.arange(n).reshape([n if i == a else 1 for i in range(len(sizes))])
+                                           * st for a, (n, st) in enumerate(zip(sizes, view.strides)))]
+    else:
+        window = torch.as_strided(view.storage, sizes, view.strides, offset)
+    if sizes == list(tile):
+        return window.clone().unsqueeze(0)  # a copy: later stores must not change a loaded tile
+    out = torch.full(tuple(tile), pad, dtype=view.dtype)
+    out[tuple(slice(lo, hi) for lo, hi in parts)] = window
+    return out.unsqueeze(0)
+
+
+def _store_strided(view: View, start: list[int], tile, value: torch.Tensor) -> bool:
+    """Store one tile through a strided window; False when the view's strides make that unsafe (negative, or
+    axes that overlap in memory), and the caller goes through index tensors."""
+    parts = _clip(view, start, tile)
+    if parts is None:
+        return True
+    sizes = [hi - lo for lo, hi in parts]
+    if not _non_overlapping(sizes, view.strides):
+        return False
+    offset = view.base + sum((s + lo) * st for s, (lo, _), st in zip(start, parts, view.strides))
+    window = torch.as_strided(view.storage, sizes, view.strides, offset)
+    # Programs that store the same tile race; in lockstep the last program's tile lands.
+    window.copy_(value[-1][tuple(slice(lo, hi) for lo, hi in parts)])
+    return True
+
+
+def _non_overlapping(sizes, strides) -> bool:
+    if any(st < 0 for st in strides):
+        return False
+    axes = sorted((st, n) for n, st in zip(sizes, strides) if n > 1)
+    extent = 1
+    for st, n in axes:
+        if st < extent:
+            return False
+        extent = st * n
+    return True
+
+
+def _lane_offsets(env, span, what: str, view: View, indices: list[torch.Tensor], mask) -> torch.Tensor:
+    """Flat storage offsets of gather/scatter/atomic lanes, after checking every active index is in bounds."""
+    flat = view.base
+    for axis, (i, size, stride) in enumerate(zip(indices, view.sizes, view.strides)):
+        bad = (i < 0) | (i >= size)
+        if mask is not None:
+            bad = bad & mask
+        if bad.any():
+            _fail(env, span, bad, lambda w: f"{what} '{view.name}' out of bounds: index {_at(i, w)} on axis "
+                                            f"{axis} is outside [0, {size}){_tile_pos(w)}",
+                  ["a mask= covering this element would skip it"])
+        flat = flat + i.to(torch.int64) * stride
+    if mask is not None:
+        flat = flat.expand(_broadcast(flat.shape, mask.shape))
+    return flat
+
+
+def _lane_programs(env, shape) -> torch.Tensor:
+    """The linear program id of every lane of a [programs, *tile] shape."""
+    launch = env[LAUNCH]
+    gx, gy, _ = launch.grid
+    x, y, z = (env[s].to(torch.int64) for s in PID)
+    lin = x + gx * (y + gy * z)
+    if shape[0] == 1:  # the same lanes for every program of the chunk: executed once, logged for the first
+        lin = lin[:1]
+    return lin.reshape([-1] + [1] * (len(shape) - 1)).expand(shape)
+
+
+def _check_scatter_in_program(env, span, view, flat, bits, value, program, lanes):
+    """Two active lanes of one program writing different values to one element: which lands is undefined."""
+    if flat.numel() < 2:
+        return
+    order = torch.argsort(flat, stable=True)
+    order = order[torch.argsort(program[order], stable=True)]  # by program, then address
+    f, b, p = flat[order], bits[order], program[order]
+    clash = (f[1:] == f[:-1]) & (p[1:] == p[:-1]) & (b[1:] != b[:-1])
+    if clash.any():
+        k = int(clash.nonzero()[0])
+        i, j = int(order[k]), int(order[k + 1])
+        raise TleError(span, f"scatter to '{view.name}' writes {value[i].item()} and {value[j].item()} to element "
+                             f"{lanes[i].tolist()} in program {env[LAUNCH].program(int(p[k]))}: which one lands is "
+                             f"undefined", ["make the indices unique, or mask all but one lane per element"])
+
+
+def _check_scatters_across_programs(launch: _Launch):
+    """Programs whose last writes to one element differ: the result depends on which program runs last."""
+    spans, names, addr, bits, values, programs, lanes, ops = [], [], [], [], [], [], [], []
+    for k, (span, name, a, b, v, p, lane) in enumerate(launch.scatters):
+        spans.append(span)
+        names.append(name)
+        addr.append(a)
+        bits.append(b)
+        values.append(v)
+        programs.append(p)
+        lanes.append(lane)
+        ops.append(torch.full(a.shape, k, dtype=torch.int64))
+    addr, bits, values, programs, ops = (torch.cat(x) for x in (addr, bits, values, programs, ops))
+    if addr.numel() < 2:
+        return
+    lane_index = torch.cat([torch.arange(x.shape[0]) for x in lanes])
+    # Writes are logged in execution order, so a stable sort by (address, program) keeps each program's writes to
+    # an element in order and its last write last.
+    order = torch.argsort(programs, stable=True)
+    order = order[torch.argsort(addr[order], stable=True)]
+    a, p = addr[order], programs[order]
+    last = torch.ones_like(a, dtype=torch.bool)
+    last[:-1] = (a[1:] != a[:-1]) | (p[1:] != p[:-1])
+    order = order[last]
+    a, b = addr[order], bits[order]
+    clash = (a[1:] == a[:-1]) & (b[1:] != b[:-1])
+    if not clash.any():
+        return
+    k = int(clash.nonzero()[0])
+    i, j = int(order[k]), int(order[k + 1])
+    op_i, op_j = int(ops[i]), int(ops[j])
+    element = lanes[op_j][int(lane_index[j])].tolist()
+    notes = [] if op_i == op_j else [Note(f"program {launch.program(int(programs[i]))} wrote there", spans[op_i])]
+    raise TleError(spans[op_j], f"scatter to '{names[op_j]}': programs {launch.program(int(programs[i]))} and "
+                                f"{launch.program(int(programs[j]))} write {values[i].item()} and "
+                                f"{values[j].item()} to element {element}; the result depends on which runs last",
+                   notes)
+
+
+def _atomic(storage: torch.Tensor, flat: torch.Tensor, value: torch.Tensor, kind: str, elem: str) -> torch.Tensor:
+    """Apply atomic updates lane by lane in order (program-major, then row-major in the tile); return the old
+    values each lane saw. Float adds on one element are summed in f64 and rounded once per lane (the exact
+    order-dependent rounding of the GPU is not reproduced)."""
+    if flat.numel() == 0:
+        return value[:0]
+    combine = {"add": torch.add, "max": torch.maximum, "min": torch.minimum}[kind]
+    order = torch.argsort(flat, stable=True)
+    a, v = flat[order], value[order]
+    first = torch.ones_like(a, dtype=torch.bool)
+    first[1:] = a[1:] != a[:-1]
+    if bool(first.all()):  # every lane its own element
+        old = storage[flat]
+        storage[flat] = _in_f32(combine, elem)(old, value)
+        return old
+    init = storage[a]
+    segment = torch.cumsum(first, 0) - 1
+    last = torch.ones_like(first)
+    last[:-1] = first[1:]
+    if kind == "add":
+        wide = torch.float64 if value.is_floating_point() else torch.int64
+        w = v.to(wide)
+        inclusive = torch.cumsum(w, 0)
+        before = inclusive - w
+        exclusive = before - before[first][segment]  # the sum of the earlier lanes of the same element
+        old_sorted = (init.to(wide) + exclusive).to(value.dtype)
+        final = (init.to(wide) + exclusive + w)[last].to(value.dtype)
+    else:
+        # Segmented inclusive max/min scan by doubling (exact: max and min do not round).
+        x, d, n = v, 1, v.shape[0]
+        while d < n:
+            same = segment[d:] == segment[:-d]
+            x = torch.cat([x[:d], torch.where(same, combine(x[d:], x[:-d]), x[d:])])
+            d *= 2
+        previous = torch.cat([x[:1], x[:-1]])
+        old_sorted = torch.where(first, init, combine(init, previous))
+        final = combine(init, x)[last]
+    storage[a[last]] = final
+    old = torch.empty_like(old_sorted)
+    old[order] = old_sorted
+    return old
+
+
+# ---- entry points ---------------------------------------------------------------------------------------------------
+def compile_kernel(module: "ir.Module") -> CompiledKernel:
+    """Compile the module's tle kernel once; CompiledKernel.run(grid, args) runs it."""
+    return CompiledKernel(module)
+
+
+_compiled: dict[int, tuple[object, CompiledKernel]] = {}
+_MAX_CACHED = 64
+
+
+def interpret(module: "ir.Module", grid: tuple[int, int, int], args: list) -> None:
+    """Run the module's tle kernel for every program id in `grid`, with `args` in ABI order: a CPU torch tensor
+    for each !tle.ptr argument (writes land in it), Python ints for dims, strides and int scalars, Python floats
+    (or ints) for float scalars. Raises TleError at the .tle location of an op that goes wrong."""
+    key = id(module)
+    hit = _compiled.get(key)
+    if hit is None or hit[0] is not module:
+        if len(_compiled) >= _MAX_CACHED:
+            _compiled.pop(next(iter(_compiled)))
+        hit = _compiled[key] = (module, CompiledKernel(module))  # holds the module, so its id stays unique
+    hit[1].run(grid, args)
