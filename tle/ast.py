@@ -120,6 +120,7 @@ class Let(Stmt):
     name: str
     type: TypeExpr | None
     value: Expr
+    name_span: Span | None = None  # the name alone, for diagnostics that point at it
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ class Var(Stmt):
     name: str
     type: TypeExpr | None
     value: Expr | None
+    name_span: Span | None = None  # the name alone, for diagnostics that point at it
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,7 @@ class Assign(Stmt):
     name: str
     op: str  # "=", "+=", ...
     value: Expr
+    name_span: Span | None = None  # the name alone, for diagnostics that point at it
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,7 @@ class For(Stmt):
     iter: Expr
     hints: tuple[LoopHint, ...]
     body: tuple[Stmt, ...]
+    name_span: Span | None = None  # the loop variable's name
 
 
 @dataclass(frozen=True)
@@ -178,12 +182,14 @@ class Import(Node):
 class ConstDecl(Node):
     name: str
     value: Expr
+    name_span: Span | None = None  # the name alone, for diagnostics that point at it
 
 
 @dataclass(frozen=True)
 class FnParam(Node):
     name: str
     type: TypeExpr | None
+    name_span: Span | None = None  # the name alone, for diagnostics that point at it
 
 
 @dataclass(frozen=True)
@@ -191,6 +197,7 @@ class Fn(Node):
     name: str
     params: tuple[FnParam, ...]
     body: tuple[Stmt, ...]
+    name_span: Span | None = None  # the name alone, for diagnostics that point at it
 
 
 @dataclass(frozen=True)
@@ -198,12 +205,14 @@ class ConstParam(Node):
     name: str
     kind: str  # "int" | "float" | "bool" | "dtype"
     default: Expr | None
+    name_span: Span | None = None  # the name alone, for diagnostics that point at it
 
 
 @dataclass(frozen=True)
 class Param(Node):
     name: str
     type: TypeExpr
+    name_span: Span | None = None  # the name alone, for diagnostics that point at it
 
 
 @dataclass(frozen=True)
@@ -212,6 +221,7 @@ class Kernel(Node):
     const_params: tuple[ConstParam, ...]
     params: tuple[Param, ...]
     body: tuple[Stmt, ...]
+    name_span: Span | None = None  # the name alone, for diagnostics that point at it
 
 
 @dataclass(frozen=True)

@@ -1,24 +1,29 @@
 """Checking: names, types and tile shapes, before any IR is built.
 
 Entry points:
-- `load_program(path_or_text)` parses a file and the files it imports and checks what needs no constants
+- `load_program(source, filename)` parses a file and the files it imports and checks what needs no constants
   (duplicate declarations, parameter types, import cycles) -> Program.
 - `check_kernel(program, name, constants) -> typed.Kernel` checks one kernel for one set of compile-time
   constants: every expression gets a type and a static tile shape, helper fns are inlined, constants folded,
   implicit broadcasts and casts made explicit. Every mistake is a TleError at its source span.
+
+What a name denotes while checking: a kernel or fn-local name maps to a typed.Variable (a run-time value), a
+typed.Const (a `let` of a compile-time constant, or a fn parameter given one: these fold and can size tiles), a
+TensorParam, a Dim, a compile-time constant's Python value, or a _DtypeConst. docs/language.md is the contract.
 """
 from __future__ import annotations
 
 import difflib
 import math
+import numbers
 import os
 from dataclasses import dataclass, field
 
 from . import ast
 from . import typed as T
-from .diagnostics import Span, TleError
+from .diagnostics import Note, Span, TleError
 from .parser import parse
-from .types import FLOATS, Scalar, Tensor, Tile, broadcast_shapes, canonical, is_float, is_int, promote
+from .types import BITS, FLOATS, Scalar, Tensor, Tile, broadcast_shapes, canonical, is_float, is_int, promote
 
 CONST_KINDS = ("int", "float", "bool", "dtype")
 BUILTIN_CONSTS = {"inf": math.inf, "nan": math.nan, "pi": math.pi}
@@ -39,21 +44,38 @@ class Program:
         return [n for n, k in self.kernels.items() if k.span.file == self.file]
 
 
-def load_program(source: str, filename: str = "<string>", _seen: tuple = ()) -> Program:
+def load_program(source: str, filename: str = "<string>") -> Program:
     """Parse `source` (the text of `filename`) and its imports; check module-level declarations."""
+    return _load(source, filename, (), {})
+
+
+def _load(source: str, filename: str, chain: tuple[str, ...], loaded: dict[str, "Program"]) -> Program:
+    """`chain`: the absolute paths of the files importing this one (for cycles). `loaded`: files already read, so
+    a file imported twice (a diamond) gives the same declarations, not a redefinition."""
     module = parse(source, filename)
     prog = Program(filename, source=source)
+    here = os.path.abspath(filename)
     for imp in module.imports:
-        base = os.path.dirname(os.path.abspath(filename)) if os.path.exists(filename) else os.getcwd()
+        base = os.path.dirname(here) if os.path.exists(filename) else os.getcwd()
         path = os.path.normpath(os.path.join(base, imp.path))
-        if path in _seen or os.path.abspath(filename) == path:
-            raise TleError(imp.span, f"import cycle: '{imp.path}' imports this file again")
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise TleError(imp.span, f"cannot import '{imp.path}': {e.strerror}") from None
-        sub = load_program(text, path, _seen + (os.path.abspath(filename),))
+        files = chain + (here,)
+        if path in files:
+            cycle = [os.path.basename(f) for f in files[files.index(path):]] + [os.path.basename(path)]
+            raise TleError(imp.span, f"import cycle: {' -> '.join(cycle)}",
+                           ["move what both files need into a third file that imports neither"])
+        sub = loaded.get(path)
+        if sub is None:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            except OSError as e:
+                raise TleError(imp.span, f"cannot import '{imp.path}': {e.strerror}",
+                               [f"looked for {path}; an import path is relative to the importing file"]) from None
+            try:
+                sub = loaded[path] = _load(text, path, files, loaded)
+            except TleError as err:  # like a C compiler's "in file included from"
+                err.notes.append(Note(f"in '{imp.path}', imported here", imp.span))
+                raise
         for table in ("kernels", "fns", "consts"):
             for name, decl in getattr(sub, table).items():
                 _declare(prog, table, name, decl)
@@ -63,48 +85,63 @@ def load_program(source: str, filename: str = "<string>", _seen: tuple = ()) -> 
         prog.const_values[c.name] = _const_value(c.value, prog.const_values, {})
     for f in module.fns:
         _declare(prog, "fns", f.name, f)
-        _check_unique([p.name for p in f.params], [p.span for p in f.params], "parameter")
+        _check_fn_signature(f)
     for k in module.kernels:
         _declare(prog, "kernels", k.name, k)
         _check_kernel_signature(k)
     return prog
 
 
+def _name_span(decl) -> Span:
+    return getattr(decl, "name_span", None) or decl.span
+
+
 def _declare(prog: Program, table: str, name: str, decl) -> None:
     for other_table in ("kernels", "fns", "consts"):
         prev = getattr(prog, other_table).get(name)
         if prev is not None and prev is not decl:
-            raise TleError(decl.span, f"redefinition of '{name}'", [f"first defined at {prev.span}"])
-    if name in BUILTINS or name in BUILTIN_CONSTS:
-        raise TleError(decl.span, f"'{name}' is a builtin and cannot be redefined")
+            raise TleError(_name_span(decl), f"redefinition of '{name}'",
+                           [Note(f"'{name}' was first defined here", _name_span(prev))])
+    if table != "kernels" and (name in BUILTINS or name in RESERVED):  # kernels are never called by name
+        raise TleError(_name_span(decl), f"'{name}' is a builtin and cannot be redefined")
     getattr(prog, table)[name] = decl
 
 
-def _check_unique(names, spans, what):
+def _check_unique(decls, what):
     seen = {}
-    for n, s in zip(names, spans):
-        if n in seen:
-            raise TleError(s, f"duplicate {what} '{n}'", [f"first declared at {seen[n]}"])
-        seen[n] = s
+    for d in decls:
+        if d.name in BUILTINS or d.name in RESERVED:
+            raise TleError(_name_span(d), f"'{d.name}' is a builtin and cannot be redefined")
+        if d.name in seen:
+            raise TleError(_name_span(d), f"duplicate {what} '{d.name}'",
+                           [Note("first declared here", _name_span(seen[d.name]))])
+        seen[d.name] = d
+
+
+def _check_fn_signature(f: ast.Fn) -> None:
+    _check_unique(f.params, "parameter")
+    for p in f.params:
+        if isinstance(p.type, ast.TensorTypeExpr):
+            raise TleError(p.type.span, f"fn parameter '{p.name}' cannot have a tensor type",
+                           [f"leave it untyped (fn {f.name}({p.name}, ...)) and pass the tensor; fns are inlined"])
 
 
 def _check_kernel_signature(k: ast.Kernel) -> None:
+    _check_unique(k.const_params + k.params, "parameter")
     names = [c.name for c in k.const_params] + [p.name for p in k.params]
-    spans = [c.span for c in k.const_params] + [p.span for p in k.params]
-    _check_unique(names, spans, "parameter")
     consts = {c.name: c for c in k.const_params}
     for c in k.const_params:
         if c.kind not in CONST_KINDS:
             raise TleError(c.span, f"unknown kind '{c.kind}' for compile-time constant '{c.name}'",
-                           [f"kinds are {', '.join(CONST_KINDS)}"])
+                           [f"kinds are {', '.join(CONST_KINDS)}"] + _suggest(c.kind, CONST_KINDS))
     for p in k.params:
         t = p.type
         if isinstance(t, ast.TileTypeExpr):
             raise TleError(t.span, f"parameter '{p.name}' cannot be a tile; kernels take tensors and scalars",
-                           [f"write {p.name}: tensor<{t.dtype}>[...]"])
+                           [f"write {p.name}: tensor<{t.dtype}>[...] and load tiles from it"])
         dtype = t.dtype
         if canonical(dtype) is None and not (dtype in consts and consts[dtype].kind == "dtype"):
-            raise TleError(t.span, f"unknown element type '{dtype}'", _suggest(dtype, list(_all_dtypes())))
+            raise TleError(t.span, f"unknown element type '{dtype}'", _suggest(dtype, _all_dtypes()))
         if isinstance(t, ast.TensorTypeExpr):
             for d in t.dims:
                 if isinstance(d, ast.Name) and d.id in names and d.id not in consts:
@@ -117,53 +154,129 @@ def _all_dtypes():
     return ("bool", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64")
 
 
+# Names torch and numpy give element types (str(torch.float16) is "torch.float16"; a numpy dtype prints "float16").
+_FOREIGN_DTYPES = {"float16": "f16", "half": "f16", "bfloat16": "bf16", "float32": "f32", "float": "f32",
+                   "float64": "f64", "double": "f64", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+                   "bool": "i1"}
+
+
+def dtype_of(v) -> str | None:
+    """The tle element type a constant's value names: 'f16', 'float16', torch.float16, numpy.float16 ... or None."""
+    text = str(v).removeprefix("torch.")
+    return canonical(text) or _FOREIGN_DTYPES.get(text)
+
+
 def _suggest(name: str, candidates) -> list[str]:
-    close = difflib.get_close_matches(name, list(candidates), n=1)
+    close = difflib.get_close_matches(name, [c for c in candidates if c != name], n=1)
     return [f"did you mean '{close[0]}'?"] if close else []
 
 
 def _const_value(e: ast.Expr, consts: dict, kernel_consts: dict):
-    """Evaluate a compile-time constant expression (module consts and defaults)."""
+    """Evaluate a compile-time constant expression (module consts and the defaults of kernel constants)."""
     if isinstance(e, (ast.IntLit, ast.FloatLit, ast.BoolLit)):
         return e.value
     if isinstance(e, ast.Name):
         for table in (kernel_consts, consts, BUILTIN_CONSTS):
             if e.id in table:
                 return table[e.id]
-        raise TleError(e.span, f"unknown name '{e.id}' in a constant expression")
-    if isinstance(e, ast.UnaryOp) and e.op == "-":
+        raise TleError(e.span, f"unknown name '{e.id}' in a constant expression",
+                       _suggest(e.id, [*kernel_consts, *consts, *BUILTIN_CONSTS]))
+    if isinstance(e, ast.UnaryOp) and e.op in ("-", "~"):
         v = _const_value(e.operand, consts, kernel_consts)
-        return -v
-    if isinstance(e, ast.BinOp) and e.op in "+-*/%":
+        if isinstance(v, bool) or (e.op == "~" and not isinstance(v, int)) or isinstance(v, str):
+            raise TleError(e.span, f"'{e.op}' cannot be applied to {v!r} in a constant expression")
+        return -v if e.op == "-" else ~v
+    if isinstance(e, ast.BinOp) and e.op in _CONST_OPS:
         a, b = _const_value(e.lhs, consts, kernel_consts), _const_value(e.rhs, consts, kernel_consts)
+        for v, side in ((a, e.lhs), (b, e.rhs)):
+            if isinstance(v, (bool, str)) or (e.op in _INT_OPS and not isinstance(v, int)):
+                raise TleError(side.span, f"'{e.op}' cannot be applied to {v!r} in a constant expression")
         return _fold_arith(e.op, a, b, e.span)
-    raise TleError(e.span, "a constant must be a number, a boolean or arithmetic on constants")
+    raise TleError(e.span, "a constant must be a number, a boolean or arithmetic on constants",
+                   [f"allowed operators: {' '.join(_CONST_OPS)}"])
+
+
+_INT_OPS = ("<<", ">>", "&", "|", "^")
+_CONST_OPS = ("+", "-", "*", "/", "%", "**") + _INT_OPS
 
 
 def _fold_arith(op: str, a, b, span: Span):
-    if op in "/%" and isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
+    """a op b at compile time, with the run-time meaning: integer / and % truncate toward zero, like C."""
+    if op in "/%" and isinstance(a, int) and isinstance(b, int):
         if b == 0:
             raise TleError(span, "division by zero in a constant expression")
-        q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)  # C semantics: truncate toward zero
+        q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
         return q if op == "/" else a - q * b
     try:
-        return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
-                "%": lambda: math.fmod(a, b), "**": lambda: float(a) ** float(b)}[op]()
+        r = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
+             "%": lambda: math.fmod(a, b), "**": lambda: float(a) ** float(b), "<<": lambda: a << b,
+             ">>": lambda: a >> b, "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b}[op]()
     except ZeroDivisionError:
         raise TleError(span, "division by zero in a constant expression") from None
+    except (ValueError, OverflowError) as err:  # fmod(x, 0.0), a negative shift count, 10.0 ** 400
+        raise TleError(span, f"'{op}' is undefined for {a!r} and {b!r} ({err})") from None
+    if isinstance(r, complex):
+        raise TleError(span, f"{a!r} ** {b!r} is not a real number")
+    return r
+
+
+def _wrap(v: int, dtype: str) -> int:
+    """Two's-complement wrap-around of an integer result to dtype's width (what the hardware does)."""
+    if dtype == "i1":
+        return bool(v)
+    half = 1 << (BITS[dtype] - 1)
+    return (v + half) % (2 * half) - half
+
+
+def _cast_const(v, dtype: str, span: Span):
+    """cast<dtype>(v) of a constant, as at run time: to bool is v != 0; float to int truncates toward zero; an
+    integer that does not fit wraps around."""
+    if dtype == "i1":
+        return v != 0
+    if is_float(dtype):
+        return float(v)
+    if isinstance(v, float):
+        if math.isinf(v) or math.isnan(v):
+            raise TleError(span, f"cannot convert {v} to the integer type {dtype}")
+        v = int(v)
+    return _wrap(int(v), dtype)
+
+
+def _int_literal_type(v: int, span: Span) -> str:
+    if -(2 ** 31) <= v < 2 ** 31:
+        return "i32"
+    if -(2 ** 63) <= v < 2 ** 64:
+        return "i64"
+    raise TleError(span, f"integer constant {v} does not fit in 64 bits")
 
 
 # ---- the kernel checker ----------------------------------------------------------------------------------------
 class _Scope:
+    """Names visible in a block: what each one is, and where it was declared (for 'first defined here' notes)."""
+
     def __init__(self, parent=None):
         self.names: dict[str, object] = {}
+        self.spans: dict[str, Span] = {}
         self.parent = parent
+
+    def add(self, name: str, value, span: Span | None) -> None:
+        self.names[name] = value
+        if span is not None:
+            self.spans[name] = span
 
     def lookup(self, name):
         s = self
         while s is not None:
             if name in s.names:
                 return s.names[name]
+            s = s.parent
+        return None
+
+    def span_of(self, name) -> Span | None:
+        s = self
+        while s is not None:
+            if name in s.names:
+                return s.spans.get(name)
             s = s.parent
         return None
 
@@ -190,7 +303,7 @@ class _Frame:
 def check_kernel(program: Program, name: str, constants: dict | None = None) -> T.Kernel:
     k = program.kernels.get(name)
     if k is None:
-        raise TleError(None, f"no kernel named '{name}' in {program.file}",
+        raise TleError(Span(program.file, 0, 0), f"no kernel named '{name}' in {program.file}",
                        _suggest(name, program.kernels) or [f"kernels: {', '.join(program.kernels) or 'none'}"])
     return _KernelChecker(program, k, dict(constants or {})).run()
 
@@ -203,71 +316,90 @@ class _KernelChecker:
         self.out: list[T.Stmt] = []
         self.frames: list[_Frame] = []
         self.fn_stack: list[str] = []
+        self.what: dict[T.Variable, str] = {}  # how immutable variables were declared, for assignment errors
 
     # ---- set-up: constants and parameters ------------------------------------------------------------------
     def run(self) -> T.Kernel:
         k = self.k
-        scope = _Scope()
+        # Three scopes: the compile-time constants (all that a fn body sees of the kernel), the parameters and
+        # dims, and the body.
+        self.const_scope = _Scope()
         consts = {}
-        known = {c.name for c in k.const_params}
+        known = [c.name for c in k.const_params]
         for extra in self.given:
             if extra not in known:
-                raise TleError(k.span, f"kernel '{k.name}' has no compile-time constant '{extra}'",
+                raise TleError(_name_span(k), f"kernel '{k.name}' has no compile-time constant '{extra}'",
                                _suggest(extra, known) or [f"its constants: {', '.join(known) or 'none'}"])
         for c in k.const_params:
             if c.name in self.given:
                 v = self._const_arg(c, self.given[c.name])
-            elif c.default is not None:
-                v = self._const_arg(c, _const_value(c.default, self.p.const_values, consts), c.default.span)
-            else:
-                raise TleError(c.span, f"missing compile-time constant '{c.name}' of kernel '{k.name}'",
+            elif c.default is None:
+                raise TleError(_name_span(c), f"missing compile-time constant '{c.name}' of kernel '{k.name}'",
                                [f"give it a value: -D {c.name}=... in tlec, or {c.name}=... at launch, "
                                 f"or a default: {c.name}: {c.kind} = ..."])
+            elif c.kind == "dtype":
+                if not isinstance(c.default, ast.Name):
+                    raise TleError(c.default.span, f"the default of '{c.name}' must be an element type such as f16")
+                v = self._const_arg(c, consts.get(c.default.id, c.default.id), c.default.span)
+            else:
+                v = self._const_arg(c, _const_value(c.default, self.p.const_values, consts), c.default.span)
             consts[c.name] = v
-            scope.names[c.name] = _DtypeConst(v) if c.kind == "dtype" else v
+            self.const_scope.add(c.name, _DtypeConst(v) if c.kind == "dtype" else v, _name_span(c))
         self.constants = consts
+        root = _Scope(self.const_scope)
         params, dims = [], {}
         for p in k.params:
             t = p.type
-            dtype = self._dtype(t.dtype, t.span, scope)
+            dtype = self._dtype(t.dtype, t.span, root)
             if isinstance(t, ast.TensorTypeExpr):
                 tdims = []
                 for d in t.dims:
-                    if isinstance(d, ast.IntLit):
-                        tdims.append(d.value)
-                    elif d.id in consts:
-                        v = consts[d.id]
-                        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                            raise TleError(d.span, f"dim '{d.id}' must be a positive int constant")
-                        tdims.append(v)
-                    else:
+                    fixed = d.value if isinstance(d, ast.IntLit) else consts.get(d.id, self.p.const_values.get(d.id))
+                    if fixed is None:
                         tdims.append(d.id)
                         dims.setdefault(d.id, d.span)
+                    elif isinstance(fixed, int) and not isinstance(fixed, bool) and fixed > 0:
+                        tdims.append(fixed)
+                    else:
+                        raise TleError(d.span, f"dim '{d.id}' must be a positive int constant, but it is {fixed!r}")
                 param = T.TensorParam(p.name, Tensor(dtype, tuple(tdims)), p.span)
             else:
                 param = T.Variable(p.name, Scalar(dtype), p.span)
+                self.what[param] = "a parameter"
             params.append(param)
-            scope.names[p.name] = param
+            root.add(p.name, param, _name_span(p))
         for d, sp in dims.items():
-            if d in scope.names:
+            if d in root.names:
                 raise TleError(sp, f"dim '{d}' has the name of a parameter")
-            scope.names[d] = T.Dim(sp, Scalar("i32"), d)
-        self.scope = _Scope(scope)
+            root.add(d, T.Dim(sp, Scalar("i32"), d), sp)
+        self.scope = _Scope(root)
         self.block(k.body)
         return T.Kernel(k.name, k.span, params, dims, consts, self.out, file=k.span.file)
 
     def _const_arg(self, c: ast.ConstParam, v, span=None):
-        span = span or c.span
+        """Check and normalise one constant's value. Values from tlec -D arrive as text."""
+        span = span or _name_span(c)
         if c.kind == "dtype":
-            d = canonical(str(v)) if isinstance(v, str) else None
+            d = dtype_of(v)
             if d is None:
-                raise TleError(span, f"constant '{c.name}' must be an element type (f16, bf16, f32, ...); got {v!r}")
+                raise TleError(span, f"constant '{c.name}' must be an element type (f16, bf16, f32, ...); got {v!r}",
+                               _suggest(str(v), _all_dtypes()))
             return d
-        ok = {"int": isinstance(v, int) and not isinstance(v, bool), "float": isinstance(v, (int, float))
-              and not isinstance(v, bool), "bool": isinstance(v, bool)}[c.kind]
+        if isinstance(v, str):
+            v = {"true": True, "false": False}.get(v.strip(), v)
+            for parse_text in ((lambda t: int(t, 0)), float):
+                if isinstance(v, str):
+                    try:
+                        v = parse_text(v.strip())
+                    except ValueError:
+                        pass
+        ok = {"int": isinstance(v, numbers.Integral) and not isinstance(v, bool),
+              "float": isinstance(v, numbers.Real) and not isinstance(v, bool),
+              "bool": isinstance(v, bool)}[c.kind]
         if not ok:
-            raise TleError(span, f"constant '{c.name}' must be {c.kind}; got {v!r}")
-        return float(v) if c.kind == "float" else v
+            raise TleError(span, f"constant '{c.name}' must be {'an int' if c.kind == 'int' else 'a ' + c.kind}; "
+                                 f"got {v!r}")
+        return {"int": int, "float": float, "bool": bool}[c.kind](v)
 
     def _dtype(self, name: str, span: Span, scope=None) -> str:
         d = canonical(name)
@@ -276,33 +408,52 @@ class _KernelChecker:
         v = (scope or self.scope).lookup(name)
         if isinstance(v, _DtypeConst):
             return v.dtype
+        if v is not None or name in self.p.const_values:
+            raise TleError(span, f"'{name}' is not an element type",
+                           ["element types are bool, i8, i16, i32, i64, f16, bf16, f32, f64, or a constant "
+                            "declared <T: dtype>"])
         raise TleError(span, f"unknown element type '{name}'", _suggest(name, _all_dtypes()))
 
     # ---- statements ----------------------------------------------------------------------------------------
     def block(self, stmts, fn_body=False):
+        """Check a block; in a fn's body, return the value of its final return (or None)."""
         for i, s in enumerate(stmts):
             if isinstance(s, ast.Return):
+                if not self.fn_stack:
+                    raise TleError(s.span, "a kernel cannot return a value",
+                                   ["a kernel writes its results with store(); return ends a fn"])
                 if not fn_body or i != len(stmts) - 1:
-                    raise TleError(s.span, "return is only allowed as the last statement of a fn")
+                    raise TleError(s.span, "return must be the last statement of a fn",
+                                   ["fns are inlined and have one return, at the end; inside an if, assign a var "
+                                    "and return it after the if"])
                 return self.expr(s.value)
             getattr(self, "stmt_" + type(s).__name__)(s)
         return None
 
     def declare(self, name: str, span: Span, value):
-        prev = self.scope.lookup(name)
-        if prev is not None or name in BUILTINS or name in BUILTIN_CONSTS or name in self.p.fns:
-            where = getattr(prev, "span", None)
-            raise TleError(span, f"redefinition of '{name}'", [f"first defined at {where}"] if where else
-                           ["it names a builtin, a fn, a constant or a dim"])
-        self.scope.names[name] = value
+        if self.scope.lookup(name) is not None:
+            prev = self.scope.span_of(name)
+            raise TleError(span, f"redefinition of '{name}'",
+                           [Note(f"'{name}' was first defined here", prev)] if prev else [])
+        for table, what in ((self.p.fns, "fn"), (self.p.consts, "const")):
+            if name in table:
+                raise TleError(span, f"'{name}' is already a {what}",
+                               [Note(f"the {what} is defined here", _name_span(table[name]))])
+        if name in BUILTINS or name in RESERVED:
+            raise TleError(span, f"'{name}' is a builtin and cannot be redefined")
+        self.scope.add(name, value, span)
 
     def stmt_Let(self, s: ast.Let):
         value = self.expr(s.value)
         if s.type is not None:
             value = self.assignable(value, self.type_expr(s.type), s.value.span, f"'{s.name}'")
         value = self.materialize(value)
+        if isinstance(value, T.Const):  # a let of a compile-time constant is one: it can size a tile, fold an if
+            self.what[value] = "a let"
+            self.declare(s.name, s.name_span or s.span, value)
+            return
         var = T.Variable(s.name, value.type, s.span, mutable=False, depth=len(self.frames))
-        self.declare(s.name, s.span, var)
+        self.declare(s.name, s.name_span or s.span, var)
         self.out.append(T.Bind(s.span, var, value))
 
     def stmt_Var(self, s: ast.Var):
@@ -318,22 +469,37 @@ class _KernelChecker:
                 value = self.assignable(value, self.type_expr(s.type), s.value.span, f"'{s.name}'")
             value = self.materialize(value)
         var = T.Variable(s.name, value.type, s.span, mutable=True, depth=len(self.frames))
-        self.declare(s.name, s.span, var)
+        self.declare(s.name, s.name_span or s.span, var)
         self.out.append(T.Bind(s.span, var, value))
 
     def stmt_Assign(self, s: ast.Assign):
+        at = s.name_span or s.span
         target = self.scope.lookup(s.name)
+        if target is None and s.name in self.p.const_values:
+            raise TleError(at, f"cannot assign to '{s.name}': it is a const",
+                           [Note("declared here", _name_span(self.p.consts[s.name]))])
         if target is None:
-            raise TleError(s.span, f"assignment to undeclared name '{s.name}'",
-                           [f"declare it first: var {s.name} = ..."])
-        if not isinstance(target, T.Variable) or not target.mutable:
-            what = "a let" if isinstance(target, T.Variable) else "not a var"
-            raise TleError(s.span, f"cannot assign to '{s.name}': it is {what}",
-                           [f"declared at {target.span}" if hasattr(target, "span") else "only vars can change",
-                            "declare it with var to make it mutable"])
+            raise TleError(at, f"assignment to undeclared name '{s.name}'",
+                           [f"declare it first: var {s.name} = ..."] + _suggest(s.name, self.scope.visible()))
+        if not (isinstance(target, T.Variable) and target.mutable):
+            if isinstance(target, (T.Variable, T.Const)) and target in self.what:
+                what = self.what[target]
+            elif isinstance(target, T.Variable):
+                what = "a let"
+            elif isinstance(target, T.TensorParam):
+                what = "a tensor; write into it with store()"
+            elif isinstance(target, T.Dim):
+                what = "a dim of a tensor parameter"
+            else:
+                what = "a compile-time constant"
+            notes = [Note(f"'{s.name}' is declared here", self.scope.span_of(s.name))] \
+                if self.scope.span_of(s.name) else []
+            if what == "a let":
+                notes.append(f"declare it with var to make it mutable: var {s.name} = ...")
+            raise TleError(at, f"cannot assign to '{s.name}': it is {what}", notes)
         value = self.expr(s.value)
         if s.op != "=":
-            value = self.binary(s.op[0], T.Read(s.span, target.type, target), value, s.span)
+            value = self.binary(s.op[0], T.Read(at, target.type, target), value, s.span, at, s.value.span)
         value = self.assignable(value, target.type, s.value.span, f"var '{s.name}'")
         for frame in self.frames:
             if frame.depth > target.depth and target not in frame.carried:
@@ -345,29 +511,41 @@ class _KernelChecker:
         if call.func in self.p.fns:
             self.inline(call, want_value=False)
             return
-        if call.func not in EFFECT_BUILTINS:
-            if call.func in BUILTINS:
-                raise TleError(call.span, f"the result of {call.func}() is unused",
-                               [f"write let r = {call.func}(...)"])
-            self.unknown(call.func, call.name_span)
-        e = self.expr(call)
-        self.out.append(T.Eval(s.span, e))
+        if call.func in EFFECT_BUILTINS:
+            self.out.append(T.Eval(s.span, BUILTINS[call.func](self, call)))
+            return
+        if call.func in BUILTINS:
+            raise TleError(call.span, f"the result of {call.func}() is unused",
+                           [f"bind it: let r = {call.func}(...)"])
+        self.not_callable(call)
 
     def stmt_For(self, s: ast.For):
         it = s.iter
         if not (isinstance(it, ast.Call) and it.func == "range"):
             raise TleError(it.span, "a for loop iterates over range(stop), range(start, stop) or "
                                     "range(start, stop, step)")
-        if it.kwargs or not 1 <= len(it.args) <= 3:
-            raise TleError(it.span, "range takes 1 to 3 positional arguments")
-        vals = [self.scalar_int(a, "range bound") for a in it.args]
-        start, stop, step = (T.Const(it.span, Scalar("i32"), 0), vals[0], T.Const(it.span, Scalar("i32"), 1)) \
-            if len(vals) == 1 else (vals[0], vals[1], vals[2] if len(vals) == 3 else T.Const(it.span, Scalar("i32"), 1))
-        if not isinstance(step, T.Const) or step.value <= 0:
-            raise TleError(it.args[2].span if len(it.args) == 3 else it.span,
-                           "the step of range must be a positive compile-time constant")
+        if it.kwargs:
+            raise TleError(it.kwargs[0].span, "range() takes positional arguments only")
+        if not 1 <= len(it.args) <= 3:
+            raise TleError(it.span, f"range() takes 1 to 3 arguments (stop, start and stop, or start, stop and "
+                                    f"step), got {len(it.args)}")
+        vals = [self.scalar_int(a, "a bound of range()") for a in it.args]
+        one = T.Const(it.span, Scalar("i32"), 1)
+        start, stop, step = (T.Const(it.span, Scalar("i32"), 0), vals[0], one) if len(vals) == 1 else \
+            (vals[0], vals[1], vals[2] if len(vals) == 3 else one)
+        if not isinstance(step, T.Const):
+            raise TleError(it.args[2].span, "the step of range() must be a compile-time constant",
+                           ["loop over range(0, cdiv(n, S)) and scale the loop variable by S instead"])
+        if step.value <= 0:
+            raise TleError(it.args[2].span, f"the step of range() must be positive, got {step.value}",
+                           ["count down with an expression of the loop variable: n - 1 - i"])
         stages = unroll = None
+        seen = {}
         for h in s.hints:
+            if h.name in seen:
+                raise TleError(h.span, f"{h.name}(...) is given twice for one loop",
+                               [Note("first given here", seen[h.name])])
+            seen[h.name] = h.span
             if h.name == "pipeline":
                 stages = self.hint_int(h, "stages")
             else:
@@ -377,8 +555,9 @@ class _KernelChecker:
         self.frames.append(frame)
         self.out, self.scope = body, _Scope(self.scope)
         var = T.Variable(s.var, Scalar("i32"), s.span, depth=frame.depth)
-        self.declare(s.var, s.span, var)
+        self.what[var] = "a loop variable"
         try:
+            self.declare(s.var, s.name_span or s.span, var)
             self.block(s.body)
         finally:
             self.frames.pop()
@@ -388,7 +567,9 @@ class _KernelChecker:
     def hint_int(self, h: ast.LoopHint, key: str) -> int:
         args = list(h.args) + [kw.value for kw in h.kwargs if kw.name == key]
         bad = [kw for kw in h.kwargs if kw.name != key]
-        if bad or len(args) != 1:
+        if bad:
+            raise TleError(bad[0].span, f"{h.name}() has no argument '{bad[0].name}'; write {h.name}({key}=N)")
+        if len(args) != 1:
             raise TleError(h.span, f"{h.name} takes one argument: {h.name}({key}=N)")
         v = self.expr(args[0])
         if not isinstance(v, T.Const) or not isinstance(v.value, int) or isinstance(v.value, bool) or v.value < 1:
@@ -403,7 +584,7 @@ class _KernelChecker:
         if cond.type.dtype != "i1":
             raise TleError(s.cond.span, f"if needs a bool condition, got {cond.type}",
                            ["compare explicitly, e.g. x != 0"])
-        if isinstance(cond, T.Const):  # decided at compile time: only the taken branch exists
+        if isinstance(cond, T.Const):  # decided at compile time: only the taken branch exists (and is checked)
             taken = s.then if cond.value else (s.orelse or ())
             saved = self.scope
             self.scope = _Scope(saved)
@@ -426,9 +607,6 @@ class _KernelChecker:
             self.out, self.scope = saved_out, saved_scope
         self.out.append(T.If(s.span, cond, bodies[0], bodies[1], frame.carried))
 
-    def stmt_Return(self, s):  # pragma: no cover - handled in block()
-        raise TleError(s.span, "return is only allowed as the last statement of a fn")
-
     # ---- types written in the source -------------------------------------------------------------------------
     def type_expr(self, t: ast.TypeExpr):
         if isinstance(t, ast.ScalarTypeExpr):
@@ -441,7 +619,11 @@ class _KernelChecker:
         out = []
         for d in dims:
             v = self.expr(d)
-            if not isinstance(v, T.Const) or not isinstance(v.value, int) or isinstance(v.value, bool):
+            if isinstance(v, T.Const) and (isinstance(v.value, float) or v.type.dtype == "i1"):
+                raise TleError(d.span, f"{what} size must be an integer, got {v.value!r} ({v.type})",
+                               ["** always gives a float; use << for powers of two"] if isinstance(d, ast.BinOp)
+                               and d.op == "**" else None)
+            if not isinstance(v, T.Const):
                 raise TleError(d.span, f"{what} size must be a compile-time constant integer",
                                ["use a literal or a kernel constant such as <BLOCK: int>"])
             if v.value <= 0 or v.value & (v.value - 1):
@@ -457,9 +639,8 @@ class _KernelChecker:
         return getattr(self, "expr_" + type(e).__name__)(e)
 
     def expr_IntLit(self, e):
-        if not -(2 ** 63) <= e.value < 2 ** 64:
-            raise TleError(e.span, "integer literal out of range")
-        return T.Const(e.span, Scalar("i32" if -(2 ** 31) <= e.value < 2 ** 31 else "i64"), e.value, weak=True)
+        dtype = _int_literal_type(e.value, e.span)
+        return T.Const(e.span, Scalar(dtype), _wrap(e.value, dtype), weak=True)
 
     def expr_FloatLit(self, e):
         return T.Const(e.span, Scalar("f32"), e.value, weak=True)
@@ -477,47 +658,66 @@ class _KernelChecker:
                 return T.Const(e.span, Scalar("f32"), BUILTIN_CONSTS[e.id], weak=True)
             if e.id in self.p.const_values:
                 return self.const_expr(self.p.const_values[e.id], e.span)
-            if e.id in self.p.fns or e.id in BUILTINS:
+            if e.id in self.p.fns or e.id in BUILTINS or e.id == "range":
                 raise TleError(e.span, f"'{e.id}' is a function; call it: {e.id}(...)")
             self.unknown(e.id, e.span)
         if isinstance(v, T.Variable):
             return T.Read(e.span, v.type, v)
         if isinstance(v, T.Dim):
             return T.Dim(e.span, v.type, v.name)
+        if isinstance(v, T.Const):  # a fn parameter bound to a compile-time constant
+            return T.Const(e.span, v.type, v.value, v.weak)
         if isinstance(v, T.TensorParam):
             raise TleError(e.span, f"tensor '{e.id}' is not a value; load a tile from it",
                            [f"e.g. load({e.id}, tile=[...], at=[...])"])
         if isinstance(v, _DtypeConst):
-            raise TleError(e.span, f"'{e.id}' is an element type, not a value")
+            raise TleError(e.span, f"'{e.id}' is an element type, not a value",
+                           [f"use it as a type: zeros<{e.id}>[...], cast<{e.id}>(x)"])
         return self.const_expr(v, e.span)
 
     def const_expr(self, v, span):
         if isinstance(v, bool):
             return T.Const(span, Scalar("i1"), v)
         if isinstance(v, int):
-            return T.Const(span, Scalar("i32" if -(2 ** 31) <= v < 2 ** 31 else "i64"), v, weak=True)
+            dtype = _int_literal_type(v, span)
+            return T.Const(span, Scalar(dtype), _wrap(v, dtype), weak=True)
         return T.Const(span, Scalar("f32"), float(v), weak=True)
 
     def unknown(self, name: str, span: Span):
-        cands = self.scope.visible() | set(BUILTINS) | set(self.p.fns) | set(self.p.const_values)
+        cands = self.scope.visible() | set(BUILTIN_CONSTS) | set(self.p.const_values)
         raise TleError(span, f"unknown name '{name}'", _suggest(name, cands))
+
+    def not_callable(self, e: ast.Call):
+        """The error for a call of something that is not a fn or a builtin."""
+        if e.func == "range":
+            raise TleError(e.span, "range() is only allowed as the iterable of a for loop")
+        if e.func in self.p.kernels:
+            raise TleError(e.name_span, f"'{e.func}' is a kernel; kernels cannot call kernels",
+                           ["write the shared part as a fn"])
+        if self.scope.lookup(e.func) is not None or e.func in self.p.const_values or e.func in BUILTIN_CONSTS:
+            raise TleError(e.name_span, f"'{e.func}' is not a function")
+        raise TleError(e.name_span, f"unknown name '{e.func}'", _suggest(e.func, [*BUILTINS, *self.p.fns]))
 
     def expr_UnaryOp(self, e: ast.UnaryOp):
         x = self.expr(e.operand)
         if e.op == "not":
-            self.require_bool(x, e.operand.span, "not")
+            self.require_bool(x, e.operand.span, "'not'")
             if isinstance(x, T.Const):
                 return T.Const(e.span, x.type, not x.value)
             return T.Op(e.span, x.type, "not", [x])
         if e.op == "~":
-            if not is_int(x.type.dtype):
-                raise TleError(e.operand.span, f"'~' needs an integer operand, got {x.type}")
+            if not is_int(x.type.dtype) or x.type.dtype == "i1":
+                raise TleError(e.operand.span, f"'~' needs an integer operand, got {x.type}",
+                               ["for a bool, write not x"] if x.type.dtype == "i1" else None)
             if isinstance(x, T.Const):
-                return T.Const(e.span, x.type, ~x.value, x.weak)
+                return T.Const(e.span, x.type, _wrap(~x.value, x.type.dtype), x.weak)
             return T.Op(e.span, x.type, "xor", [x, self.coerce(T.Const(e.span, Scalar(x.type.dtype), -1), x.type)])
         self.require_numeric(x, e.operand.span, "'-'")
         if isinstance(x, T.Const):
-            return T.Const(e.span, x.type, -x.value, x.weak)
+            if is_float(x.type.dtype):
+                return T.Const(e.span, x.type, -x.value, x.weak)
+            dtype = _int_literal_type(-x.value, e.span) if x.weak else x.type.dtype
+            return T.Const(e.span, Scalar(dtype), _wrap(-x.value, dtype), x.weak)
         return T.Op(e.span, x.type, "neg", [x])
 
     def require_bool(self, x, span, what):
@@ -538,22 +738,27 @@ class _KernelChecker:
             self.require_bool(b, bspan, f"'{op}'")
         elif op in ("&", "|", "^", "<<", ">>"):
             for x, sp in ((a, aspan), (b, bspan)):
-                if not is_int(x.type.dtype):
-                    raise TleError(sp, f"'{op}' needs integer operands, got {x.type}")
+                if not is_int(x.type.dtype) or (op in ("<<", ">>") and x.type.dtype == "i1"):
+                    raise TleError(sp, f"'{op}' needs integer operands, got {x.type}",
+                                   ["bitwise operators work on the bits of integers; cast<i32>(x) converts, "
+                                    "bitcast<i32>(x) reinterprets a float's bits"] if is_float(x.type.dtype) else
+                                   None)
         elif op not in ("==", "!="):
             self.require_numeric(a, aspan, f"'{op}'")
             self.require_numeric(b, bspan, f"'{op}'")
         dtype = self.common_dtype(a, b)
+        if op in ("<<", ">>") and isinstance(b, T.Const) and not 0 <= b.value < BITS[dtype]:
+            raise TleError(bspan, f"shift count {b.value} is out of range for {dtype} (0 to {BITS[dtype] - 1})")
         if op == "**" and not is_float(dtype):
             dtype = "f32"
         shape = broadcast_shapes(_shape(a), _shape(b))
         if shape is None:
             raise TleError(span, f"tile shapes {list(_shape(a))} and {list(_shape(b))} do not broadcast",
-                           ["sizes must match, or be 1, axis by axis from the right; reshape or expand_dims "
-                            "one side"])
+                           ["sizes must match, or be 1, axis by axis from the right (numpy rules); reshape or "
+                            "expand_dims one side, or reduce with keepdims=true"])
         name = BINARY_OPS[op]
         if isinstance(a, T.Const) and isinstance(b, T.Const):
-            return self.fold(op, a, b, dtype, span)
+            return self.fold(op, self.coerce(a, Scalar(dtype)), self.coerce(b, Scalar(dtype)), dtype, span)
         ty = Tile(dtype, shape) if shape or isinstance(a.type, Tile) or isinstance(b.type, Tile) else Scalar(dtype)
         a, b = self.coerce(a, ty), self.coerce(b, ty)
         if name in ("eq", "ne", "lt", "le", "gt", "ge"):
@@ -562,6 +767,8 @@ class _KernelChecker:
         return T.Op(span, ty, name, [a, b])
 
     def common_dtype(self, a, b) -> str:
+        """The dtype of a mixed operation: a literal takes the other side's type (f32 if it is a float literal and
+        the other side is an integer); otherwise types.promote."""
         wa, wb = isinstance(a, T.Const) and a.weak, isinstance(b, T.Const) and b.weak
         da, db = a.type.dtype, b.type.dtype
         if wa and not wb:
@@ -571,6 +778,7 @@ class _KernelChecker:
         return promote(da, db)
 
     def fold(self, op, a: T.Const, b: T.Const, dtype, span):
+        """Evaluate an operation on two constants, already converted to dtype."""
         x, y = a.value, b.value
         weak = a.weak and b.weak
         if op in ("==", "!=", "<", "<=", ">", ">="):
@@ -580,33 +788,42 @@ class _KernelChecker:
             return T.Const(span, Scalar("i1"), bool(x and y) if op == "and" else bool(x or y))
         if op in ("max", "min"):
             r = max(x, y) if op == "max" else min(x, y)
-            return T.Const(span, Scalar(dtype), float(r) if is_float(dtype) else r, weak)
-        if op in ("&", "|", "^", "<<", ">>"):
-            r = {"&": x & y, "|": x | y, "^": x ^ y, "<<": x << y, ">>": x >> y}[op]
-            return T.Const(span, Scalar(dtype), r, weak)
-        if is_int(dtype) and op == "/":
-            r = _fold_arith("/", int(x), int(y), span)
-        elif is_int(dtype) and op == "%":
-            r = _fold_arith("%", int(x), int(y), span)
         else:
             r = _fold_arith(op, x, y, span)
-            if is_float(dtype):
-                r = float(r)
-        return T.Const(span, Scalar(dtype), r, weak)
+        if is_float(dtype):
+            return T.Const(span, Scalar(dtype), float(r), weak)
+        if weak and dtype != "i1":  # literal arithmetic: the result is typed like a literal of its value
+            dtype = _int_literal_type(r, span)
+        return T.Const(span, Scalar(dtype), _wrap(r, dtype), weak)
 
     def coerce(self, x: T.Expr, ty) -> T.Expr:
         """Convert x to ty's dtype and broadcast it to ty's shape (explicit ops)."""
         dtype = ty.dtype
         if x.type.dtype != dtype:
             if isinstance(x, T.Const):
-                v = x.value
-                v = float(v) if is_float(dtype) else (bool(v) if dtype == "i1" else int(v))
-                x = T.Const(x.span, Scalar(dtype), v, x.weak)
+                value = self.implicit_const(x, dtype) if x.weak else _cast_const(x.value, dtype, x.span)
+                x = T.Const(x.span, Scalar(dtype), value, x.weak)
             else:
                 x = T.Op(x.span, _with_dtype(x.type, dtype), "cast", [x])
         if isinstance(ty, Tile):
             return self.broadcast_to(x, ty.shape)
         return x
+
+    def implicit_const(self, x: T.Const, dtype: str):
+        """A literal's value as dtype, when the literal takes the type of its context; lossy conversions are errors."""
+        v = x.value
+        if dtype == "i1":
+            raise TleError(x.span, f"the number {v!r} cannot be used as a bool", ["write true or false"])
+        if is_float(dtype):
+            return float(v)
+        if isinstance(v, float):
+            raise TleError(x.span, f"the float {v!r} cannot be used as {dtype} implicitly",
+                           [f"write an integer, or convert explicitly: cast<{dtype}>({v!r})"])
+        bits = BITS[dtype]
+        if not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
+            raise TleError(x.span, f"the integer {v} does not fit in {dtype}",
+                           [f"{dtype} holds {-(2 ** (bits - 1))} to {2 ** (bits - 1) - 1}"])
+        return _wrap(v, dtype)
 
     def broadcast_to(self, x: T.Expr, shape: tuple[int, ...]) -> T.Expr:
         if isinstance(x.type, Scalar):
@@ -624,14 +841,15 @@ class _KernelChecker:
         return cur
 
     def materialize(self, x: T.Expr) -> T.Expr:
-        """A weak literal bound to a name gets its default type (i32 or f32)."""
+        """A weak literal bound to a name gets its default type (i32, i64 or f32)."""
         if isinstance(x, T.Const) and x.weak:
             return T.Const(x.span, x.type, x.value, weak=False)
         return x
 
     def assignable(self, value: T.Expr, ty, span, what) -> T.Expr:
         if isinstance(value.type, Tile) and isinstance(ty, Scalar):
-            raise TleError(span, f"cannot assign a {value.type} to {what} of type {ty}")
+            raise TleError(span, f"cannot assign a {value.type} to {what} of type {ty}",
+                           ["reduce it to a scalar first, e.g. sum(t) or max(t)"])
         if value.type.dtype != ty.dtype and not (isinstance(value, T.Const) and value.weak):
             raise TleError(span, f"cannot assign a value of type {value.type} to {what} of type {ty}",
                            [f"convert it: cast<{ty.dtype}>(...)"])
@@ -652,18 +870,21 @@ class _KernelChecker:
             raise TleError(e.span, f"{what} must be a compile-time integer")
         return v.value
 
+    def const_bool(self, e: ast.Expr, what: str) -> bool:
+        v = self.expr(e)
+        if not isinstance(v, T.Const) or v.type.dtype != "i1":
+            raise TleError(e.span, f"{what} must be true or false")
+        return bool(v.value)
+
     # ---- calls ---------------------------------------------------------------------------------------------
     def expr_Call(self, e: ast.Call):
         if e.func in self.p.fns:
             return self.inline(e, want_value=True)
+        if e.func in ("store", "scatter"):
+            raise TleError(e.span, f"{e.func}() returns no value", [f"call it as a statement: {e.func}(...)"])
         handler = BUILTINS.get(e.func)
         if handler is None:
-            if e.func == "range":
-                raise TleError(e.span, "range() is only allowed as the iterable of a for loop")
-            if e.func in self.p.kernels:
-                raise TleError(e.name_span, f"'{e.func}' is a kernel; kernels cannot call kernels",
-                               ["write the shared part as a fn"])
-            self.unknown(e.func, e.name_span)
+            self.not_callable(e)
         return handler(self, e)
 
     def args(self, e, positional: tuple[str, ...], optional: tuple[str, ...] = (), kw_only: tuple[str, ...] = ()):
@@ -671,7 +892,8 @@ class _KernelChecker:
         names = positional + optional
         if len(e.args) > len(names):
             raise TleError(e.args[len(names)].span, f"{e.func}() takes at most {len(names)} positional "
-                           f"argument{'s' if len(names) != 1 else ''}, got {len(e.args)}")
+                           f"argument{'s' if len(names) != 1 else ''}, got {len(e.args)}",
+                           [f"{e.func}({', '.join(names + tuple(k + '=' for k in kw_only))})"])
         bound = dict(zip(names, e.args))
         for kw in e.kwargs:
             if kw.name not in names + kw_only:
@@ -683,48 +905,80 @@ class _KernelChecker:
             bound[kw.name] = kw.value
         for p in positional:
             if p not in bound:
-                raise TleError(e.span, f"{e.func}() is missing its argument '{p}'")
+                raise TleError(e.span, f"{e.func}() is missing its argument '{p}'",
+                               [f"{e.func}({', '.join(names + tuple(k + '=' for k in kw_only))})"])
         return bound
 
     def inline(self, e: ast.Call, want_value: bool):
+        """Check a fn call by checking the fn's body in place, its parameters bound to the arguments.
+
+        A tensor argument and a compile-time constant argument stay what they are inside the body (so a constant
+        can size a tile); any other argument becomes an immutable variable. The body sees its parameters, the
+        module's consts and fns, and the kernel's compile-time constants - not the caller's variables.
+        """
         fn = self.p.fns[e.func]
         if e.func in self.fn_stack:
-            raise TleError(e.span, f"fn '{e.func}' calls itself; recursion is not supported (fns are inlined)")
-        if e.kwargs:
-            raise TleError(e.kwargs[0].span, "fns take positional arguments only")
-        if len(e.args) != len(fn.params):
-            raise TleError(e.span, f"fn '{fn.name}' takes {len(fn.params)} argument"
-                           f"{'s' if len(fn.params) != 1 else ''}, got {len(e.args)}",
-                           [f"declared at {fn.span}"])
-        values = [self.expr(a) for a in e.args]
-        saved_scope = self.scope
-        fn_scope = _Scope(self.scope_root())
-        for p, v, a in zip(fn.params, values, e.args):
+            chain = " -> ".join(self.fn_stack[self.fn_stack.index(e.func):] + [e.func])
+            raise TleError(e.name_span, f"fn '{e.func}' calls itself ({chain}); recursion is not supported",
+                           ["fns are inlined at compile time; write the repetition as a for loop"])
+        params = [p.name for p in fn.params]
+        if len(e.args) > len(params):
+            raise TleError(e.span, f"fn '{fn.name}' takes {len(params)} argument{'s' if len(params) != 1 else ''},"
+                                   f" got {len(e.args)}", [Note(f"fn '{fn.name}' is declared here", fn.name_span)])
+        bound = dict(zip(params, e.args))
+        for kw in e.kwargs:
+            if kw.name not in params:
+                raise TleError(kw.span, f"fn '{fn.name}' has no parameter '{kw.name}'",
+                               _suggest(kw.name, params) or [f"its parameters: {', '.join(params) or 'none'}"])
+            if kw.name in bound:
+                raise TleError(kw.span, f"fn '{fn.name}' got argument '{kw.name}' twice")
+            bound[kw.name] = kw.value
+        missing = [p for p in params if p not in bound]
+        if missing:
+            raise TleError(e.span, f"fn '{fn.name}' takes {len(params)} argument{'s' if len(params) != 1 else ''},"
+                                   f" got {len(bound)} (missing '{missing[0]}')",
+                           [Note(f"fn '{fn.name}' is declared here", fn.name_span)])
+        caller_scope = self.scope
+        fn_scope = _Scope(self.const_scope)
+        for p in fn.params:
+            a = bound[p.name]
+            tensor = self.scope.lookup(a.id) if isinstance(a, ast.Name) else None
+            if isinstance(tensor, T.TensorParam):
+                if p.type is not None:
+                    raise TleError(a.span, f"'{a.id}' is a tensor, but parameter '{p.name}' of fn '{fn.name}' has "
+                                           f"a type", [Note("leave the parameter untyped to pass a tensor", p.span)])
+                fn_scope.add(p.name, tensor, p.name_span)
+                continue
+            v = self.expr(a)
             if p.type is not None:
-                self.scope = fn_scope
-                ty = self.type_expr(p.type)
-                self.scope = saved_scope
-                v = self.assignable(v, ty, a.span, f"parameter '{p.name}' of fn '{fn.name}'")
-            v = self.materialize(v)
+                self.scope = fn_scope  # the type may use the kernel's constants, not the caller's names
+                try:
+                    ty = self.type_expr(p.type)
+                finally:
+                    self.scope = caller_scope
+                v = self.materialize(self.assignable(v, ty, a.span, f"parameter '{p.name}' of fn '{fn.name}'"))
+            if isinstance(v, T.Const):
+                self.what[v] = f"a parameter of fn '{fn.name}'"
+                fn_scope.add(p.name, v, p.name_span)
+                continue
             var = T.Variable(p.name, v.type, p.span, depth=len(self.frames))
-            fn_scope.names[p.name] = var
+            self.what[var] = f"a parameter of fn '{fn.name}'"
+            fn_scope.add(p.name, var, p.name_span)
             self.out.append(T.Bind(a.span, var, v))
         self.fn_stack.append(e.func)
         self.scope = fn_scope
         try:
             result = self.block(fn.body, fn_body=True)
+        except TleError as err:  # an error in the body: say which call got there, like a backtrace
+            err.notes.append(Note(f"in fn '{fn.name}', called here", e.span))
+            raise
         finally:
             self.fn_stack.pop()
-            self.scope = saved_scope
+            self.scope = caller_scope
         if want_value and result is None:
-            raise TleError(e.span, f"fn '{fn.name}' returns no value", ["end it with return <expr>"])
+            raise TleError(e.span, f"fn '{fn.name}' returns no value, so its call cannot be used as one",
+                           [Note("end the fn with return <expr>", fn.name_span)])
         return result
-
-    def scope_root(self):
-        s = self.scope
-        while s.parent is not None and s.parent.parent is not None:
-            s = s.parent
-        return s.parent if s.parent is not None else s  # constants and dims: what a fn may see
 
     def expr_GenericCall(self, e: ast.GenericCall):
         dtype = self._dtype(e.dtype, e.dtype_span)
@@ -737,29 +991,37 @@ class _KernelChecker:
                     raise TleError(e.span, f"full<{e.dtype}>[...] takes one value: full<{e.dtype}>[N](value)")
                 v = self.expr(e.args[0])
                 if isinstance(v.type, Tile):
-                    raise TleError(e.args[0].span, "the value of full must be a scalar")
+                    raise TleError(e.args[0].span, "the value of full must be a scalar",
+                                   ["to change a tile's shape use broadcast(t, [...])"])
+                v = self.convert(v, dtype)
             else:
                 if e.args or e.kwargs:
                     raise TleError(e.span, f"{e.func}<{e.dtype}>[...] takes no arguments")
-                v = T.Const(e.span, Scalar(dtype), 0 if e.func == "zeros" else 1, weak=True)
+                v = T.Const(e.span, Scalar(dtype), _cast_const(0 if e.func == "zeros" else 1, dtype, e.span))
             return self.coerce(v, Tile(dtype, shape))
         if e.shape is not None:
             raise TleError(e.span, f"{e.func}<{e.dtype}>(x) takes no shape")
         if len(e.args) != 1 or e.kwargs:
             raise TleError(e.span, f"{e.func}<{e.dtype}> takes exactly one argument")
         x = self.expr(e.args[0])
-        ty = _with_dtype(x.type, dtype)
         if e.func == "cast":
-            if x.type.dtype == dtype:
-                return x
-            if isinstance(x, T.Const):
-                return self.coerce(x, ty)
-            return T.Op(e.span, ty, "cast", [x])
-        from .types import BITS
+            return self.convert(x, dtype, e.span)
+        x = self.materialize(x)
         if BITS[x.type.dtype] != BITS[dtype]:
             raise TleError(e.span, f"bitcast needs equal widths: {x.type.dtype} has {BITS[x.type.dtype]} bits, "
-                                   f"{dtype} has {BITS[dtype]}")
-        return T.Op(e.span, ty, "bitcast", [self.materialize(x)])
+                                   f"{dtype} has {BITS[dtype]}",
+                           ["cast<T>(x) converts the value; bitcast<T>(x) reinterprets the bits"])
+        return T.Op(e.span, _with_dtype(x.type, dtype), "bitcast", [x])
+
+    def convert(self, x: T.Expr, dtype: str, span: Span | None = None) -> T.Expr:
+        """An explicit conversion (cast<T>, full<T>): constants fold with the run-time meaning; the result is
+        typed (no longer a literal that adapts to its context)."""
+        span = span or x.span
+        if isinstance(x, T.Const):
+            return T.Const(span, Scalar(dtype), _cast_const(x.value, dtype, span))
+        if x.type.dtype == dtype:
+            return x
+        return T.Op(span, _with_dtype(x.type, dtype), "cast", [x])
 
     # builtins are methods named b_<name>, collected into BUILTINS below
     def b_program_id(self, e, name="program_id"):
@@ -800,17 +1062,22 @@ class _KernelChecker:
         tile = self.shape(self.index_list(a["tile"], rank, "tile=", t.name), a["tile"].span)
         at = [self.scalar_int(i, "a tile index in at=") for i in self.index_list(a["at"], rank, "at=", t.name)] \
             if "at" in a else [T.Const(e.span, Scalar("i32"), 0)] * rank
-        pad = 0
-        if "pad" in a:
-            p = self.expr(a["pad"])
-            if not isinstance(p, T.Const) or isinstance(p.type, Tile):
-                raise TleError(a["pad"].span, "pad= must be a compile-time constant scalar (e.g. 0, -inf, nan)")
-            pad = p.value
-            if not is_float(t.type.dtype) and isinstance(pad, float) and (math.isinf(pad) or math.isnan(pad)
-                                                                          or pad != int(pad)):
-                raise TleError(a["pad"].span, f"pad={pad} does not fit the integer tensor '{t.name}'")
-        pad = float(pad) if is_float(t.type.dtype) else int(pad)
+        pad = self.fill_value(a["pad"], t, "pad=") if "pad" in a else _cast_const(0, t.type.dtype, e.span)
         return T.Op(e.span, Tile(t.type.dtype, tile), "load", at, {"tile": tile, "padding": pad}, tensor=t)
+
+    def fill_value(self, x: ast.Expr, t: T.TensorParam, what: str):
+        """pad= and other=: a compile-time constant, converted to the tensor's element type without loss."""
+        v = self.expr(x)
+        if not isinstance(v, T.Const):
+            raise TleError(x.span, f"{what} must be a compile-time constant scalar (e.g. 0, -inf, nan)")
+        if v.type.dtype == t.type.dtype:
+            return v.value
+        if not v.weak:
+            raise TleError(x.span, f"{what} is {v.type} but '{t.name}' holds {t.type.dtype}",
+                           [f"write a literal, or cast<{t.type.dtype}>(...)"])
+        if not is_float(t.type.dtype) and isinstance(v.value, float):
+            raise TleError(x.span, f"{what}{v.value} does not fit the integer tensor '{t.name}'")
+        return self.implicit_const(v, t.type.dtype)
 
     def b_store(self, e):
         a = self.args(e, ("tensor", "value"), (), ("at",))
@@ -821,7 +1088,8 @@ class _KernelChecker:
             raise TleError(a["value"].span, f"store() needs a tile, got {v.type}",
                            [f"make one: full<{t.type.dtype}>[...](value)"])
         if len(v.type.shape) != rank:
-            raise TleError(a["value"].span, f"a {v.type} has {len(v.type.shape)} dims but '{t.name}' has {rank}",
+            raise TleError(a["value"].span, f"a {v.type} has {_count(len(v.type.shape), 'dim')} but '{t.name}' "
+                                            f"has {rank}",
                            ["reshape the tile to the tensor's rank"])
         if v.type.dtype != t.type.dtype:
             raise TleError(a["value"].span, f"cannot store a {v.type} into {t.type} '{t.name}'",
@@ -855,13 +1123,7 @@ class _KernelChecker:
         if mask is not None:
             self.require_bool(mask, a["mask"].span, "mask=")
         idx, shape = self.index_tiles(t, a["indices"], [mask], "gather")
-        other = 0
-        if "other" in a:
-            o = self.expr(a["other"])
-            if not isinstance(o, T.Const):
-                raise TleError(a["other"].span, "other= must be a compile-time constant")
-            other = o.value
-        other = float(other) if is_float(t.type.dtype) else int(other)
+        other = self.fill_value(a["other"], t, "other=") if "other" in a else _cast_const(0, t.type.dtype, e.span)
         ops = idx + ([self.coerce(mask, Tile("i1", shape))] if mask is not None else [])
         return T.Op(e.span, Tile(t.type.dtype, shape), "gather", ops, {"other": other, "masked": mask is not None},
                     tensor=t)
@@ -935,13 +1197,8 @@ class _KernelChecker:
                                               f"{acc.type.dtype}")
         else:
             acc = self.coerce(T.Const(e.span, Scalar(acc_default), 0), Tile(acc_default, (m, n)))
-        tf32 = False
-        if "tf32" in a:
-            tv = self.expr(a["tf32"])
-            if not isinstance(tv, T.Const) or tv.type.dtype != "i1":
-                raise TleError(a["tf32"].span, "tf32= must be true or false")
-            tf32 = bool(tv.value)
-            if tf32 and d != "f32":
+        tf32 = self.const_bool(a["tf32"], "tf32=") if "tf32" in a else False
+        if tf32 and d != "f32":
                 raise TleError(a["tf32"].span, "tf32=true only applies to f32 operands")
         return T.Op(e.span, acc.type, "dot", [x, y, acc], {"precision": "tf32" if tf32 else "ieee"})
 
@@ -949,24 +1206,21 @@ class _KernelChecker:
         if kind in ("max", "min") and len(e.args) == 2:
             a = self.args(e, ("a", "b"))
             return self.binary(kind, self.expr(a["a"]), self.expr(a["b"]), e.span, a["a"].span, a["b"].span)
+        if len(e.args) == 2:
+            raise TleError(e.args[1].span, f"{kind}() takes one positional argument; give the axis by keyword",
+                           [f"{kind}(x, axis=1) reduces along axis 1"])
         a = self.args(e, ("x",), (), ("axis", "keepdims"))
         x = self.expr(a["x"])
         if not isinstance(x.type, Tile):
             raise TleError(a["x"].span, f"{kind}() reduces a tile, got {x.type}",
                            ["for two values use max(a, b)"] if kind in ("max", "min") else None)
-        keep = False
-        if "keepdims" in a:
-            kv = self.expr(a["keepdims"])
-            if not isinstance(kv, T.Const) or kv.type.dtype != "i1":
-                raise TleError(a["keepdims"].span, "keepdims= must be true or false")
-            keep = bool(kv.value)
+        keep = self.const_bool(a["keepdims"], "keepdims=") if "keepdims" in a else False
         rank = len(x.type.shape)
         if "axis" in a:
             axis = self.axis(a["axis"], rank)
         else:
-            if rank > 1:
-                import math as _m
-                x = T.Op(x.span, Tile(x.type.dtype, (_m.prod(x.type.shape),)), "reshape", [x])
+            if rank > 1:  # the whole tile: reduce its elements in one row
+                x = T.Op(x.span, Tile(x.type.dtype, (math.prod(x.type.shape),)), "reshape", [x])
             axis = 0
         x = self.accumulation_input(x, kind)
         out_dtype = "i32" if kind in ("argmax", "argmin") else x.type.dtype
@@ -976,8 +1230,9 @@ class _KernelChecker:
         if keep:
             if "axis" not in a:
                 return self.coerce(r, Tile(out_dtype, (1,) * rank))
-            r = T.Op(e.span, Tile(out_dtype, x.type.shape[:axis] + (1,) + x.type.shape[axis + 1:]), "reshape",
-                     [self.coerce(r, Tile(out_dtype, (1,))) if not shape else r])
+            if not shape:  # a 1-D tile reduced to a scalar: keepdims gives [1]
+                return self.coerce(r, Tile(out_dtype, (1,)))
+            r = T.Op(e.span, Tile(out_dtype, x.type.shape[:axis] + (1,) + x.type.shape[axis + 1:]), "reshape", [r])
         return r
 
     def accumulation_input(self, x, kind):
@@ -1054,8 +1309,9 @@ class _KernelChecker:
         c, x, y = self.expr(a["cond"]), self.expr(a["a"]), self.expr(a["b"])
         self.require_bool(c, a["cond"].span, "where()")
         dtype = self.common_dtype(x, y)
-        shape = broadcast_shapes(broadcast_shapes(_shape(c), _shape(x)) or (-1,), _shape(y))
-        if shape is None or -1 in shape:
+        shape = broadcast_shapes(_shape(c), _shape(x))
+        shape = broadcast_shapes(shape, _shape(y)) if shape is not None else None
+        if shape is None:
             raise TleError(e.span, f"where() operands do not broadcast: {list(_shape(c))}, {list(_shape(x))}, "
                                    f"{list(_shape(y))}")
         ty = Tile(dtype, shape) if shape else Scalar(dtype)
@@ -1141,6 +1397,10 @@ class _KernelChecker:
         return self.binary("/", s, y, e.span)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
 def _shape(x: T.Expr) -> tuple[int, ...]:
     return x.type.shape if isinstance(x.type, Tile) else ()
 
@@ -1162,3 +1422,5 @@ for _n in UNARY_MATH:
 BUILTIN_NAMES = tuple(BUILTINS) + ("range", "zeros", "ones", "full", "cast", "bitcast")
 EFFECT_BUILTINS = ("store", "scatter", "atomic_add", "atomic_max", "atomic_min")
 FLOAT_DTYPES = FLOATS
+# Names that no declaration may take besides the builtin functions: range, the constants, the element types.
+RESERVED = ("range", *BUILTIN_CONSTS, *_all_dtypes(), "i1")

@@ -76,30 +76,42 @@ class TleError(Exception):
 
 
 def _snippet(span: Span) -> list[str]:
-    text = source_line(span.file, span.line) if span.line > 0 else None
-    if text is None:
+    """The source line and a caret line under span's columns (tabs expanded, wide characters counted twice)."""
+    raw = source_line(span.file, span.line) if span.line > 0 else None
+    if raw is None:
         return []
-    text = text.expandtabs(4) if "\t" in text else text
     start = max(span.col, 1)
     if span.end_line in (0, span.line) and span.end_col > start:
         end = span.end_col
+    elif span.end_line > span.line:
+        end = len(raw) + 1  # a span over several lines: underline to the end of its first line
     else:
-        end = len(text) + 1 if span.end_line and span.end_line > span.line else start + 1
-    end = min(max(end, start + 1), len(text) + 1) if len(text) >= start else start + 1
-    lead = _width(text[: start - 1])
-    carets = "^" * max(1, _width(text[start - 1: end - 1]))
-    return ["    " + text, "    " + " " * lead + carets]
+        end = start + 1
+    end = max(start + 1, min(end, len(raw) + 1))
+    # Columns count characters; the display expands tabs (to 4) from the start of the line, so measure prefixes.
+    lead = _width(raw[: start - 1].expandtabs(4))
+    carets = max(1, _width(raw[: end - 1].expandtabs(4)) - lead)
+    return ["    " + raw.expandtabs(4), "    " + " " * lead + "^" * carets]
 
 
 def render(err: TleError) -> str:
-    lines = [f"{err.span}: error: {err.message}", *_snippet(err.span)]
+    """clang style: `file:line:col: error: message`, the source line, carets under the span, then the notes."""
+    lines = [f"{_where(err.span)}error: {err.message}", *_snippet(err.span)]
     for note in err.notes:
         if note.span is not None:
-            lines.append(f"{note.span}: note: {note.message}")
+            lines.append(f"{_where(note.span)}note: {note.message}")
             lines.extend(_snippet(note.span))
         else:
             lines.append(f"note: {note.message}")
     return "\n".join(lines)
+
+
+def _where(span: Span) -> str:
+    """The `file:line:col: ` prefix; an error about a whole file has no line, one about nothing in particular
+    (a bad kernel name given to the API) has no prefix."""
+    if span == UNKNOWN:
+        return ""
+    return f"{span}: " if span.line > 0 else f"{span.file}: "
 
 
 def span_of_location(loc) -> Span | None:

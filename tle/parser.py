@@ -7,13 +7,15 @@ and no Lark type leaves this module.
 from __future__ import annotations
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+from lark.lexer import PatternStr
 
 from . import ast
 from .diagnostics import Span, TleError, register_source
 
-_parser = Lark.open("grammar.lark", rel_to=__file__, parser="lalr", propagate_positions=True, strict=True,
-                    maybe_placeholders=True)
+# lexer="basic": keywords are reserved everywhere (grammar.lark says why the contextual lexer is not used).
+_parser = Lark.open("grammar.lark", rel_to=__file__, parser="lalr", lexer="basic", propagate_positions=True,
+                    strict=True, maybe_placeholders=True)
 
 
 def _span(meta_or_tok, file: str) -> Span:
@@ -61,31 +63,31 @@ class _ToAst(Transformer):
         return ast.Import(self.sp(meta), str(items[0])[1:-1])
 
     def const_decl(self, meta, items):
-        return ast.ConstDecl(self.sp(meta), str(items[0]), items[1])
+        return ast.ConstDecl(self.sp(meta), str(items[0]), items[1], self.sp(items[0]))
 
     def fn_decl(self, meta, items):
         name, *rest = items
         body = rest[-1]
         params = tuple(p for p in rest[:-1] if p is not None)
-        return ast.Fn(self.sp(meta), str(name), params, body)
+        return ast.Fn(self.sp(meta), str(name), params, body, self.sp(name))
 
     def fn_param(self, meta, items):
-        return ast.FnParam(self.sp(meta), str(items[0]), items[1])
+        return ast.FnParam(self.sp(meta), str(items[0]), items[1], self.sp(items[0]))
 
     def kernel_decl(self, meta, items):
         name, consts, *rest = items
         body = rest[-1]
         params = tuple(p for p in rest[:-1] if p is not None)
-        return ast.Kernel(self.sp(meta), str(name), consts or (), params, body)
+        return ast.Kernel(self.sp(meta), str(name), consts or (), params, body, self.sp(name))
 
     def const_params(self, meta, items):
         return tuple(i for i in items if i is not None)
 
     def const_param(self, meta, items):
-        return ast.ConstParam(self.sp(meta), str(items[0]), str(items[1]), items[2])
+        return ast.ConstParam(self.sp(meta), str(items[0]), str(items[1]), items[2], self.sp(items[0]))
 
     def param(self, meta, items):
-        return ast.Param(self.sp(meta), str(items[0]), items[1])
+        return ast.Param(self.sp(meta), str(items[0]), items[1], self.sp(items[0]))
 
     def tensor_type(self, meta, items):
         return ast.TensorTypeExpr(self.sp(meta), str(items[0]), tuple(items[1:]))
@@ -101,17 +103,17 @@ class _ToAst(Transformer):
         return tuple(i for i in items if isinstance(i, ast.Stmt))
 
     def let_stmt(self, meta, items):
-        return ast.Let(self.sp(meta), str(items[0]), items[1], items[2])
+        return ast.Let(self.sp(meta), str(items[0]), items[1], items[2], self.sp(items[0]))
 
     def var_stmt(self, meta, items):
-        return ast.Var(self.sp(meta), str(items[0]), items[1], items[2])
+        return ast.Var(self.sp(meta), str(items[0]), items[1], items[2], self.sp(items[0]))
 
     def assign_stmt(self, meta, items):
-        return ast.Assign(self.sp(meta), str(items[0]), str(items[1]), items[2])
+        return ast.Assign(self.sp(meta), str(items[0]), str(items[1]), items[2], self.sp(items[0]))
 
     def for_stmt(self, meta, items):
         var, it, *rest = items
-        return ast.For(self.sp(meta), str(var), it, tuple(rest[:-1]), rest[-1])
+        return ast.For(self.sp(meta), str(var), it, tuple(rest[:-1]), rest[-1], self.sp(var))
 
     def loop_hint(self, meta, items):
         args, kwargs = _args(items[1:], self.file)
@@ -154,6 +156,9 @@ class _ToAst(Transformer):
     def kwarg(self, meta, items):
         return ast.Keyword(self.sp(meta), str(items[0]), items[1])
 
+    def kwarg_name(self, meta, items):
+        return items[0]
+
     def call(self, meta, items):
         callee, *rest = items
         if not isinstance(callee, ast.Name):
@@ -173,6 +178,8 @@ class _ToAst(Transformer):
 
     def comp_op(self, meta, items):
         return items[0]
+
+    assign_op = shift_sym = add_sym = mul_sym = comp_op
 
     def hint_name(self, meta, items):
         return items[0]
@@ -220,20 +227,38 @@ class _ToAst(Transformer):
         return ast.UnaryOp(self.sp(meta), "~", items[0])
 
 
-# Named messages for common syntax mistakes (Lark's match_examples picks the closest example).
+# Named messages for common syntax mistakes (Lark's match_examples picks the example that failed in the same
+# parser state, preferring one that failed on the same kind of token).
 _EXAMPLES = {
     "missing '{' after the kernel's parameters": ["kernel k(x: tensor<f32>[N]) let"],
+    "missing '{' to open the block": ["kernel k() { if a < 1 let }", "kernel k() { for i in range(3) let }",
+                                      "kernel k() { if a < 1 { } else let }"],
     "missing ')' to close the call": ["kernel k() { let a = f(1, 2 }"],
-    "missing ']' to close the list": ["kernel k() { let a = f([1, 2) }"],
-    "missing '=' in the declaration": ["kernel k() { let a 1 }", "kernel k() { var a 1 }"],
+    "missing ']' to close the list": ["kernel k() { let a = f([1, 2) }", "kernel k() { let a = [1, 2) }"],
+    "missing ')' to close the parenthesis": ["kernel k() { let a = (1 + 2 }"],
+    "missing '=' in the declaration": ["kernel k() { let a 1 }", "kernel k() { var a: f32 1 }"],
     "missing '}' at the end of the block": ["kernel k() { let a = 1 "],
     "a statement cannot start here": ["kernel k() { = 1 }", "kernel k() { ) }"],
-    "an expression is missing": ["kernel k() { let a = }", "kernel k() { let a = 1 + }", "kernel k() { let a = (1 + ) }"],
+    "a statement is a let, var, assignment (NAME = ...), for, if, return or call":
+        ["kernel k() { a + 1 }", "kernel k() { a[0] = 1 }"],
+    "an expression is missing": ["kernel k() { let a = }", "kernel k() { let a = 1 + }",
+                                 "kernel k() { let a = (1 + ) }"],
     "a parameter needs a type: write NAME: tensor<f32>[N] or NAME: i32": ["kernel k(x) {}", "kernel k(x, y: i32) {}"],
+    "a compile-time constant needs a kind: write <NAME: int>, <NAME: float>, <NAME: bool> or <NAME: dtype>":
+        ["kernel k<B>() {}", "kernel k<B = 1>() {}"],
     "'==' compares; '=' assigns, and an assignment is not an expression": ["kernel k() { if a = 1 { } }"],
     "comparisons do not chain: write (a < b) and (b < c)": ["kernel k() { let a = 1 < 2 < 3 }"],
+    "a for loop reads: for NAME in range(...) { ... }": ["kernel k() { for i range(3) { } }"],
     "only kernels, fns, consts and imports may appear at the top level": ["let a = 1", "x = 1", "store(x)"],
 }
+
+# The grammar's words (every string terminal that looks like a name), in grammar order.
+_KEYWORDS = tuple(t.pattern.value for t in _parser.terminals
+                  if isinstance(t.pattern, PatternStr) and t.pattern.value.isidentifier())
+
+# Terminals that can start an expression: an expected-token list holding these says "an expression" instead.
+_EXPR_START = {"INT", "FLOAT", "NAME", "LPAR", "LSQB", "MINUS", "TILDE", "NOT", "TRUE", "FALSE", "ZEROS", "ONES",
+               "FULL", "CAST", "BITCAST"}
 
 
 def _describe(tok: Token) -> str:
@@ -261,38 +286,92 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
     line, col = max(e.line, 1), max(e.column, 1)
     if isinstance(e, UnexpectedCharacters):
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "?"
-        return TleError(Span(filename, line, col, line, col + 1), f"unexpected character '{ch}'")
+        one = Span(filename, line, col, line, col + 1)
+        if ch == '"':
+            return TleError(one, "unterminated string", ["a string (only used by import) ends on the same line"])
+        return TleError(one, f"unexpected character '{ch}'")
+    tok = e.token if isinstance(e, UnexpectedToken) else None
+    if tok is not None and tok == "*" and tok.start_pos and text[tok.start_pos - 1] == "/":
+        return TleError(Span(filename, line, col - 1, line, col + 1), "unterminated comment: '/*' has no '*/'")
     label = None
     try:
         label = e.match_examples(_parser.parse, _EXAMPLES, use_accepts=True)
     except Exception:  # noqa: BLE001 - a failed match only loses the named message
         label = None
-    if isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END"):
-        lines = text.splitlines() or [""]
-        line = len(lines)
-        col = len(lines[-1]) + 1
-        msg = label or "unexpected end of file"
-        return TleError(Span(filename, line, col, line, col + 1), msg)
-    tok = e.token
+    if tok is None or tok.type == "$END":
+        # Lark gives $END the position of the last token; point just after that token.
+        if tok is not None and tok.end_line:
+            line, col = tok.end_line, tok.end_column
+        expected = {_terminal_name(t) for t in getattr(e, "accepts", None) or getattr(e, "expected", None) or ()}
+        if not label and "'}'" in expected:
+            label = "missing '}' at the end of the block"
+        return TleError(Span(filename, line, col, line, col + 1), f"syntax error: {label or 'unexpected end of file'}")
     end_col = tok.end_column if tok.end_column and tok.end_line == tok.line else col + 1
     span = Span(filename, line, col, line, end_col)
-    msg = f"syntax error: unexpected {_describe(tok)}"
-    notes = []
+    expected = set(getattr(e, "accepts", None) or getattr(e, "expected", None) or ())
+    if str(tok) in _KEYWORDS and "NAME" in expected and "INT" not in expected:  # a name, not an expression
+        return TleError(span, f"syntax error: '{tok}' is a keyword and cannot be used as a name",
+                        [f"keywords: {', '.join(_KEYWORDS)}"])
+    label = label or _rule_label(str(tok), expected)
+    if label and label.startswith("missing") and tok.start_pos:
+        # clang-style: a missing closer belongs just after the previous token, not at the next line's first word
+        prev = _previous_token(text, tok.start_pos)
+        if prev is not None and prev.end_line < tok.line:
+            span = Span(filename, prev.end_line, prev.end_column, prev.end_line, prev.end_column + 1)
     if label:
-        msg = f"syntax error: {label}"
-        notes.append(f"found {_describe(tok)}")
-    expected = sorted(getattr(e, "expected", None) or getattr(e, "accepts", None) or [])
-    if not label and expected and len(expected) <= 8:
-        notes.append("expected one of: " + ", ".join(_terminal_name(t) for t in expected))
-    return TleError(span, msg, notes)
+        return TleError(span, f"syntax error: {label}", [f"found {_describe(tok)}"])
+    names = sorted(_terminal_name(t) for t in expected - _EXPR_START)
+    if _EXPR_START & expected and {"INT", "NAME"} <= expected:
+        names.insert(0, "an expression")
+    elif expected & _EXPR_START:
+        names = sorted(_terminal_name(t) for t in expected)
+    notes = [f"expected {' or '.join(names) if len(names) <= 2 else 'one of: ' + ', '.join(names)}"] \
+        if names and len(names) <= 8 else []
+    return TleError(span, f"syntax error: unexpected {_describe(tok)}", notes)
+
+
+def _previous_token(text: str, pos: int) -> Token | None:
+    """The last token (comments skipped) before character offset pos."""
+    last = None
+    try:
+        for last in _parser.lex(text[:pos]):
+            pass
+    except UnexpectedInput:
+        return None
+    return last
+
+
+_COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
+
+
+def _rule_label(tok: str, expected: set[str]) -> str | None:
+    """A named message from what the parser expected, for the mistakes the examples above miss because the
+    parser is in another state (the same missing ')' after a keyword argument, say)."""
+    want = {_terminal_name(t) for t in expected}
+    if "')'" in want and want <= {"')'", "','"}:
+        return "missing ')'"
+    if "']'" in want and want <= {"']'", "','"}:
+        return "missing ']' to close the list"
+    if want == {"'{'"}:
+        return "missing '{' to open the block"
+    if tok == "=" and "'='" not in want:
+        return "'==' compares; '=' assigns, and an assignment is not an expression"
+    if tok in _COMPARISONS and f"'{tok}'" not in want and "'and'" in want:
+        return "comparisons do not chain: write (a < b) and (b < c)"
+    if "'='" in want and "'('" in want and want <= {"'='", "'+='", "'-='", "'*='", "'/='", "'%='", "'('"}:
+        return "a statement is a let, var, assignment (NAME = ...), for, if, return or call"
+    if {"INT", "NAME"} <= expected:
+        return "an expression is missing"
+    return None
 
 
 def _terminal_name(t: str) -> str:
+    if t == "$END":
+        return "the end of the file"
     try:
         pattern = _parser.get_terminal(t).pattern
-        from lark.lexer import PatternStr
         if isinstance(pattern, PatternStr):
             return f"'{pattern.value}'"
-    except Exception:  # noqa: BLE001
+    except KeyError:
         pass
     return {"NAME": "a name", "INT": "an integer", "FLOAT": "a number", "STRING": "a string"}.get(t, t.lower())

@@ -1,0 +1,366 @@
+"""The front end on valid programs: parse + check give the types, shapes and folded constants the language
+reference (docs/language.md) promises. Bad programs are in tests/check/ (tests/test_frontend_errors.py)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tle import typed as T
+from tle.ast import dump
+from tle.check import check_kernel, dtype_of, load_program
+from tle.diagnostics import TleError
+from tle.parser import parse
+from tle.types import Scalar, Tensor, Tile
+
+ROOT = Path(__file__).parent.parent
+DATA = Path(__file__).parent / "parse" / "data"
+
+
+def kernel(text: str, name: str = "k", **constants) -> T.Kernel:
+    return check_kernel(load_program(text, "t.tle"), name, constants)
+
+
+def binds(k: T.Kernel) -> dict[str, T.Expr]:
+    """name -> value of every Bind in the kernel body, loops and ifs included (last one wins)."""
+    out = {}
+
+    def walk(stmts):
+        for s in stmts:
+            if isinstance(s, T.Bind):
+                out[s.var.name] = s.value
+            elif isinstance(s, T.For):
+                walk(s.body)
+            elif isinstance(s, T.If):
+                walk(s.then)
+                walk(s.orelse)
+    walk(k.body)
+    return out
+
+
+def ops(e: T.Expr) -> list[str]:
+    """The op names of an expression tree, pre-order (reads of variables and constants left out)."""
+    if isinstance(e, T.Op):
+        return [e.name] + [n for a in e.args for n in ops(a)]
+    return []
+
+
+def values(*exprs: str, prelude: str = "", params: str = "") -> list[T.Expr]:
+    """The checked value of each expression, each bound to a var (so constants stay visible as Consts)."""
+    body = "".join(f"    var v{i} = {e}\n" for i, e in enumerate(exprs))
+    k = kernel(f"kernel k({params}) {{\n{prelude}{body}}}\n")
+    b = binds(k)
+    return [b[f"v{i}"] for i in range(len(exprs))]
+
+
+# ---- the reference's examples ---------------------------------------------------------------------------------
+def _doc_blocks():
+    text = (ROOT / "docs" / "language.md").read_text()
+    return re.findall(r"```tle\n(.*?)```", text, re.S)
+
+
+@pytest.mark.parametrize("index", range(len(_doc_blocks())))
+def test_every_example_in_the_reference_checks(index):
+    source = _doc_blocks()[index]
+    program = load_program(source, f"language.md#{index}")
+    assert program.kernel_names()
+    for name in program.kernel_names():
+        check_kernel(program, name)
+
+
+def test_the_reference_has_the_three_complete_examples():
+    names = {n for b in _doc_blocks() for n in re.findall(r"^kernel (\w+)", b, re.M)}
+    assert {"softmax", "matmul", "layernorm"} <= names
+
+
+# ---- kernels: parameters, constants, dims ---------------------------------------------------------------------
+def test_parameters_dims_and_constants():
+    k = kernel("kernel k<B: int = 32, T: dtype = bf16, EPS: float = 1e-5, F: bool = true>(\n"
+               "    x: tensor<T>[M, N], w: tensor<f32>[N], fixed: tensor<i8>[B, 4], n: i32, eps: f32) {\n}\n")
+    assert [str(p.type) for p in k.params] == ["tensor<bf16>[M, N]", "tensor<f32>[N]", "tensor<i8>[32, 4]",
+                                               "i32", "f32"]
+    assert list(k.dims) == ["M", "N"]
+    assert k.constants == {"B": 32, "T": "bf16", "EPS": 1e-5, "F": True}
+
+
+def test_constants_given_override_defaults_and_are_normalised():
+    src = "kernel k<B: int = 32, T: dtype = f16, EPS: float = 1e-5, F: bool = false>(x: tensor<T>[N]) {\n}\n"
+    assert kernel(src, B=64, T="float32", EPS=1, F=True).constants == {"B": 64, "T": "f32", "EPS": 1.0, "F": True}
+    # tlec -D values arrive as text
+    assert kernel(src, B="0x40", T="bf16", EPS="2.5", F="true").constants == \
+        {"B": 64, "T": "bf16", "EPS": 2.5, "F": True}
+
+
+def test_dtype_constants_accept_torch_and_numpy_spellings():
+    assert [dtype_of(v) for v in ("f16", "float16", "torch.bfloat16", "bool", "int64", "f17")] == \
+        ["f16", "f16", "bf16", "i1", "i64", None]
+    torch = pytest.importorskip("torch")
+    assert dtype_of(torch.float16) == "f16"
+    assert kernel("kernel k<T: dtype>(x: tensor<T>[N]) {\n}\n", T=torch.int32).params[0].type == Tensor("i32", ("N",))
+
+
+def test_defaults_may_use_earlier_constants_and_module_consts():
+    k = kernel("const BASE = 16\nkernel k<BM: int = (BASE * 4), BK: int = (BM / 2), T: dtype = f16, U: dtype = T>"
+               "(x: tensor<U>[BM, BK]) {\n}\n")
+    assert k.constants == {"BM": 64, "BK": 32, "T": "f16", "U": "f16"}
+    assert k.params[0].type == Tensor("f16", (64, 32))  # constant dims are fixed sizes
+
+
+def test_a_symbolic_dim_is_an_i32_value():
+    (v,) = values("cdiv(N, 128)", params="x: tensor<f32>[N]")
+    assert v.type == Scalar("i32") and ops(v) == ["div", "sub", "add"]
+
+
+# ---- types and promotion ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("expr, dtype", [
+    ("h * 2.0", "f16"),          # a float literal takes the tile's type
+    ("h + 1", "f16"),            # so does an integer literal
+    ("b8 + 1", "i8"),
+    ("n * 0.5", "f32"),          # a float literal with an integer gives f32
+    ("h + n64", "f16"),          # float beats int
+    ("h + f", "f32"),            # the wider type wins
+    ("b8 + n", "i32"),
+    ("h + bh", "f32"),           # f16 with bf16 gives f32
+    ("n ** 2", "f32"),           # ** is always floating point
+    ("n / 2", "i32"),
+])
+def test_promotion(expr, dtype):
+    prelude = ("    let h = load(x, tile=[16])\n    let bh = load(y, tile=[16])\n    let b8 = load(z, tile=[16])\n")
+    (v,) = values(expr, prelude=prelude,
+                  params="x: tensor<f16>[N], y: tensor<bf16>[N], z: tensor<i8>[N], n: i32, n64: i64, f: f32")
+    assert v.type.dtype == dtype
+
+
+def test_a_named_literal_is_typed():
+    (v,) = values("h * half", prelude="    let h = load(x, tile=[16])\n    let half = 0.5\n",
+                  params="x: tensor<f16>[N]")
+    assert v.type == Tile("f32", (16,))
+    (v,) = values("h * half", prelude="    let h = load(x, tile=[16])\n    let half: f16 = 0.5\n",
+                  params="x: tensor<f16>[N]")
+    assert v.type == Tile("f16", (16,))
+
+
+# ---- constant folding -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("expr, value, dtype", [
+    ("-7 / 2", -3, "i32"),               # C division truncates toward zero
+    ("-7 % 3", -1, "i32"),               # C remainder has the sign of the dividend
+    ("7 % -3", 1, "i32"),
+    ("-7.5 % 2.0", -1.5, "f32"),         # fmod
+    ("-2 ** 2", -4.0, "f32"),
+    ("2 ** 3 ** 2", 512.0, "f32"),
+    ("1 + 2 * 3 << 1", 14, "i32"),
+    ("6 & 3 | 8 ^ 1", 11, "i32"),
+    ("-5 >> 1", -3, "i32"),              # arithmetic shift
+    ("2147483647 + 1", 2147483648, "i64"),  # literal arithmetic is exact
+    ("cast<i8>(300)", 44, "i8"),         # an explicit cast wraps
+    ("cast<i32>(-2.7)", -2, "i32"),      # and truncates
+    ("cast<bool>(2)", True, "i1"),
+    ("cdiv(10, 3)", 4, "i32"),
+    ("max(3, 4.5)", 4.5, "f32"),
+    ("exp(0)", 1.0, "f32"),
+    ("(3 < 4) == true", True, "i1"),
+    ("not 1 < 2 and true", False, "i1"),
+    ("0xffffffff", 4294967295, "i64"),
+])
+def test_constant_folding(expr, value, dtype):
+    (v,) = values(expr)
+    assert isinstance(v, T.Const) and v.value == value and v.type == Scalar(dtype)
+
+
+def test_strong_integer_arithmetic_wraps():
+    (v,) = values("big + 1", prelude="    let big = 2147483647\n")
+    assert v.value == -2147483648 and v.type == Scalar("i32")
+
+
+def test_constants_size_tiles_and_a_constant_let_is_a_constant():
+    k = kernel("const ROWS = 4\nkernel k<B: int = 8>(x: tensor<f32>[N, M]) {\n"
+               "    let cols = B * 4\n"
+               "    let t = load(x, tile=[ROWS / 2, cols])\n"
+               "    let u = zeros<f32>[ROWS, 1 << 5]\n}\n")
+    b = binds(k)
+    assert "cols" not in b  # a let of a constant is folded away, not a run-time variable
+    assert b["t"].type == Tile("f32", (2, 32)) and b["t"].attrs["tile"] == (2, 32)
+    assert b["u"].type == Tile("f32", (4, 32))
+
+
+# ---- reductions and shapes ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("expr, type_", [
+    ("max(t, axis=1, keepdims=true)", Tile("f16", (32, 1))),
+    ("max(t, axis=1)", Tile("f16", (32,))),
+    ("sum(t, axis=0)", Tile("f32", (64,))),            # f16 sums accumulate and return f32
+    ("sum(t, axis=-1, keepdims=true)", Tile("f32", (32, 1))),
+    ("sum(t)", Scalar("f32")),                          # no axis: the whole tile
+    ("min(t, keepdims=true)", Tile("f16", (1, 1))),
+    ("argmax(t, axis=1)", Tile("i32", (32,))),
+    ("sum(i8s, axis=0)", Scalar("i32")),               # small integers sum in i32
+    ("sum(i8s, axis=0, keepdims=true)", Tile("i32", (1,))),
+    ("cumsum(t, axis=1)", Tile("f32", (32, 64))),
+    ("max(t, 1.0)", Tile("f16", (32, 64))),            # two positionals: elementwise
+    ("t - max(t, axis=1, keepdims=true)", Tile("f16", (32, 64))),
+    ("dot(t, transpose(t))", Tile("f32", (32, 32))),
+    ("dot(t, transpose(t), zeros<f16>[32, 32])", Tile("f16", (32, 32))),
+    ("reshape(t, [64, 32])", Tile("f16", (64, 32))),
+    ("expand_dims(i8s, 0)", Tile("i8", (1, 16))),
+    ("broadcast(i8s, [4, 16])", Tile("i8", (4, 16))),
+    ("transpose(zeros<f32>[2, 4, 8], perm=[2, 0, 1])", Tile("f32", (8, 2, 4))),
+    ("where(t > 0.0, t, 0.0)", Tile("f16", (32, 64))),
+    ("arange(8, 24)", Tile("i32", (16,))),
+    ("gather(x, [arange(0, 32), 0])", Tile("f16", (32,))),
+    ("atomic_add(w, arange(0, 16), 1, mask=arange(0, 16) < 4)", Tile("i32", (16,))),
+    ("full<f32>[4](n)", Tile("f32", (4,))),
+    ("bitcast<i16>(t)", Tile("i16", (32, 64))),
+])
+def test_result_types(expr, type_):
+    (v,) = values(expr, prelude="    let t = load(x, tile=[32, 64])\n    let i8s = load(y, tile=[16])\n",
+                  params="x: tensor<f16>[M, N], y: tensor<i8>[N], w: tensor<i32>[N], n: i32")
+    assert v.type == type_
+
+
+def test_keepdims_reduce_is_a_reduce_then_a_reshape():
+    (v,) = values("max(t, axis=1, keepdims=true)", prelude="    let t = load(x, tile=[32, 64])\n",
+                  params="x: tensor<f32>[M, N]")
+    assert ops(v) == ["reshape", "reduce"]
+    assert v.args[0].attrs == {"kind": "max", "axis": 1} and v.args[0].type == Tile("f32", (32,))
+
+
+def test_broadcasts_and_casts_are_explicit_ops():
+    (v,) = values("t + n", prelude="    let t = load(x, tile=[16, 8])\n", params="x: tensor<f16>[M, N], n: i32")
+    assert ops(v) == ["add", "splat", "cast"]  # n is cast to f16, then splat to the tile
+    (v,) = values("t + r", prelude="    let t = load(x, tile=[16, 8])\n    let r = load(x, tile=[1, 8])\n",
+                  params="x: tensor<f32>[M, N]")
+    assert ops(v) == ["add", "broadcast"]
+    (v,) = values("t + r", prelude="    let t = load(x, tile=[16, 8])\n    let r = load(y, tile=[8])\n",
+                  params="x: tensor<f32>[M, N], y: tensor<f32>[N]")
+    assert ops(v) == ["add", "broadcast", "reshape"]  # [8] -> [1, 8] -> [16, 8]
+
+
+def test_load_and_store_attributes():
+    k = kernel("kernel k(x: tensor<f16>[M, N], y: tensor<i32>[N]) {\n"
+               "    let t = load(x, tile=[4, 8], at=[program_id(0), 1], pad=-inf)\n"
+               "    let u = load(y, tile=16, at=program_id(1))\n"
+               "    store(x, t, at=[0, 0])\n}\n")
+    b = binds(k)
+    assert b["t"].attrs == {"tile": (4, 8), "padding": float("-inf")} and b["t"].tensor.name == "x"
+    assert b["u"].attrs == {"tile": (16,), "padding": 0}
+    store = k.body[-1].expr
+    assert store.name == "store" and store.type is None and len(store.args) == 3
+
+
+# ---- statements -------------------------------------------------------------------------------------------------
+def test_loops_carry_the_vars_they_assign():
+    k = kernel("kernel k(x: tensor<f32>[N], n: i32) {\n    var acc = zeros<f32>[16]\n    var c = 0\n"
+               "    let fixed = 1.0\n"
+               "    for i in range(0, n, 2) pipeline(stages=4) unroll(2) {\n        acc += load(x, tile=[16], at=[i])\n"
+               "        var inner = 0\n        inner += i\n        c += 1\n    }\n}\n")
+    loop = k.body[-1]
+    assert isinstance(loop, T.For) and [v.name for v in loop.carried] == ["acc", "c"]
+    assert (loop.stages, loop.unroll, loop.step.value) == (4, 2, 2)
+
+
+def test_a_static_if_keeps_only_the_taken_branch():
+    src = ("kernel k<BIAS: bool = false>(x: tensor<f32>[N]) {\n    var t = load(x, tile=[16])\n"
+           "    if BIAS {\n        t = t + undefined_name\n    } else {\n        t = t * 2.0\n    }\n}\n")
+    k = kernel(src)  # the untaken branch is not checked: undefined_name is no error
+    assert not any(isinstance(s, T.If) for s in k.body)
+    assert ops(binds(k)["t"]) == ["mul", "splat"]
+    with pytest.raises(TleError, match="unknown name 'undefined_name'"):
+        kernel(src, BIAS=True)
+
+
+def test_a_run_time_if_merges_what_its_branches_assign():
+    k = kernel("kernel k(n: i32) {\n    var a = 0\n    var b = 0.0\n"
+               "    if n > 3 { a = 1 } else if n < 0 { b = 2.0 } else { a = 2 }\n}\n")
+    outer = k.body[-1]
+    assert isinstance(outer, T.If) and [v.name for v in outer.carried] == ["a", "b"]
+    inner = outer.orelse[0]
+    assert isinstance(inner, T.If) and [v.name for v in inner.carried] == ["b", "a"]
+
+
+# ---- fns ------------------------------------------------------------------------------------------------------
+FN_KERNEL = """\
+fn silu(x) {
+    return x * sigmoid(x)
+}
+fn row(src, r, width) {
+    return load(src, tile=[1, width], at=[r, 0])
+}
+kernel k<B: int = 32>(a: tensor<f16>[M, N], b: tensor<f32>[M, N]) {
+    let r = program_id(0)
+    let x16 = silu(row(a, r, B))
+    let x32 = silu(row(src=b, width=B * 2, r=r))
+}
+"""
+
+
+def test_fn_inlined_at_two_call_sites_of_different_types():
+    k = kernel(FN_KERNEL)
+    b = binds(k)
+    assert b["x16"].type == Tile("f16", (1, 32))  # the literal-free body stays in f16
+    assert b["x32"].type == Tile("f32", (1, 64))  # a constant argument sizes the tile
+    assert ops(b["x16"]) == ["mul", "sigmoid"]
+    # each call binds its own parameter variable
+    params = [s.var for s in k.body if isinstance(s, T.Bind) and s.var.name == "x"]
+    assert len(params) == 2 and params[0] is not params[1]
+    assert [p.type.dtype for p in params] == ["f16", "f32"]
+
+
+def test_fn_literal_arguments_stay_literals_and_typed_parameters_convert():
+    src = ("fn scale(t, s) {\n    return t * s\n}\nfn clamp(v: f32) {\n    return min(v, 1)\n}\n"
+           "kernel k(x: tensor<f16>[N]) {\n    let t = load(x, tile=[16])\n    let a = scale(t, 0.5)\n"
+           "    var c = clamp(3)\n}\n")
+    b = binds(kernel(src))
+    assert b["a"].type == Tile("f16", (16,))
+    assert b["c"].type == Scalar("f32") and b["c"].value == 1.0
+
+
+def test_fn_sees_kernel_constants_but_not_caller_variables():
+    ok = "fn z() {\n    return zeros<f32>[B]\n}\nkernel k<B: int = 8>() {\n    let a = z()\n}\n"
+    assert binds(kernel(ok))["a"].type == Tile("f32", (8,))
+    hidden = "fn z() {\n    return secret\n}\nkernel k() {\n    let secret = 1\n    let a = z()\n}\n"
+    with pytest.raises(TleError, match="unknown name 'secret'"):
+        kernel(hidden)
+
+
+# ---- imports ----------------------------------------------------------------------------------------------------
+def test_import_and_diamond_import():
+    path = DATA / "main.tle"
+    program = load_program(path.read_text(), str(path))
+    assert program.kernel_names() == ["uses_imports"]  # the file's own kernels ...
+    assert set(program.kernels) == {"uses_imports", "imported_kernel"}  # ... and the imported ones
+    assert set(program.fns) == {"scaled", "twice_scaled"} and program.const_values == {"SCALE": 0.5}
+    k = check_kernel(program, "uses_imports")
+    stores = [s.expr for s in k.body if isinstance(s, T.Eval)]
+    assert [s.args[0].type for s in stores] == [Tile("f16", (64,)), Tile("f32", (64,))]
+    check_kernel(program, "imported_kernel")
+
+
+# ---- the syntax tree ------------------------------------------------------------------------------------------
+def test_ast_dump_is_stable():
+    text = (DATA / "dump.tle").read_text()
+    assert dump(parse(text, "dump.tle")) + "\n" == (DATA / "dump.ast").read_text()
+
+
+def test_ast_nodes_carry_spans_of_their_names():
+    m = parse("kernel   softmax<B: int>(x: tensor<f32>[N]) {\n    let value = 1\n}\n", "s.tle")
+    k = m.kernels[0]
+    assert (k.name_span.line, k.name_span.col, k.name_span.end_col) == (1, 10, 17)
+    let = k.body[0]
+    assert (let.name_span.line, let.name_span.col, let.name_span.end_col) == (2, 9, 14)
+    assert (let.span.col, let.span.end_col) == (5, 18)
+
+
+def test_keywords_and_separators():
+    m = parse("kernel k() { let a = 1 let b = 2; ; var c = a /* inline */ + b }\n// end\n")
+    assert [type(s).__name__ for s in m.kernels[0].body] == ["Let", "Let", "Var"]
+    assert parse("kernel k(x: tensor<f32>[N]) { let t = load(x, tile=[16]) }").kernels[0].body[0].value.kwargs[0].name \
+        == "tile"  # `tile` is a keyword, and still load()'s keyword argument
+
+
+def test_the_reference_lists_every_keyword_and_builtin():
+    from tle.check import BUILTINS
+    from tle.parser import _KEYWORDS
+    text = (ROOT / "docs" / "language.md").read_text()
+    listed = re.search(r"\*\*Keywords\*\* are reserved and cannot name anything:\s*`([^`]*)`", text).group(1)
+    assert sorted(listed.split()) == sorted(_KEYWORDS)
+    assert [name for name in BUILTINS if f"`{name}(" not in text] == []

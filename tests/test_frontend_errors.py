@@ -1,0 +1,177 @@
+"""Front-end diagnostics: every bad program in tests/check/ fails with one TleError at the right place.
+
+Each tests/check/*.tle starts with
+
+    // ERROR: LINE:COL: MESSAGE SUBSTRING
+    // NOTE: NOTE SUBSTRING            (optional, any number)
+    // CONSTANTS: NAME=VALUE ...       (optional: the compile-time constants to check with)
+
+and is run through load_program + check_kernel (every kernel of the file). The error must be a TleError (a
+Python traceback for a user's mistake is a bug), rendered clang-style: `path:LINE:COL: error: ...`, the source
+line, and a caret line under the column. The rendering tests below pin the exact output for the tricky cases.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tle.check import check_kernel, load_program
+from tle.diagnostics import Span, TleError, register_source, render
+
+CHECK = Path(__file__).parent / "check"
+CASES = sorted(CHECK.glob("*.tle"))
+
+
+def _value(text: str):
+    """A constant as `tlec -D` would give it."""
+    if text in ("true", "false"):
+        return text == "true"
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _expectations(text: str):
+    m = re.match(r"// ERROR: (\d+):(\d+): (.+)\n", text)
+    assert m, "the first line must be // ERROR: LINE:COL: MESSAGE"
+    notes = re.findall(r"^// NOTE: (.+)$", text, re.M)
+    consts = re.search(r"^// CONSTANTS: (.+)$", text, re.M)
+    constants = dict(kv.split("=", 1) for kv in consts.group(1).split()) if consts else {}
+    return int(m.group(1)), int(m.group(2)), m.group(3), notes, {k: _value(v) for k, v in constants.items()}
+
+
+def _check_file(path: str, text: str, constants: dict) -> None:
+    program = load_program(text, path)
+    for name in program.kernel_names():
+        check_kernel(program, name, constants)
+
+
+def test_there_are_enough_cases():
+    assert len(CASES) >= 35
+
+
+@pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
+def test_bad_program(path: Path):
+    text = path.read_text()
+    line, col, message, notes, constants = _expectations(text)
+    with pytest.raises(TleError) as info:
+        _check_file(str(path), text, constants)
+    rendered = str(info.value)
+    lines = rendered.splitlines()
+    assert lines[0].startswith(f"{path}:{line}:{col}: error: "), rendered
+    assert message in lines[0], rendered
+    for note in notes:
+        assert note in rendered, rendered
+    source = text.splitlines()[line - 1].expandtabs(4)
+    assert lines[1] == "    " + source, rendered
+    caret = re.fullmatch(r"( *)(\^+)", lines[2])
+    assert caret, rendered
+    prefix = text.splitlines()[line - 1][: col - 1].expandtabs(4)
+    assert len(caret.group(1)) == 4 + len(prefix), rendered
+
+
+# ---- rendering: exact output ----------------------------------------------------------------------------------
+def _error(text: str, path: str = "t.tle") -> str:
+    with pytest.raises(TleError) as info:
+        _check_file(path, text, {})
+    return str(info.value)
+
+
+def test_multi_character_span_underlines_the_whole_expression():
+    text = "kernel k(x: tensor<f32>[M, N]) {\n    let t = load(x, tile=[16, 32])\n    let u = t + zeros<f32>[16]\n}\n"
+    assert _error(text) == (
+        "t.tle:3:13: error: tile shapes [16, 32] and [16] do not broadcast\n"
+        "        let u = t + zeros<f32>[16]\n"
+        "                ^^^^^^^^^^^^^^^^^^\n"
+        "note: sizes must match, or be 1, axis by axis from the right (numpy rules); reshape or expand_dims one "
+        "side, or reduce with keepdims=true")
+
+
+def test_error_at_the_end_of_the_file_points_after_the_last_token():
+    text = "kernel k(x: tensor<f32>[N]) {\n    let t = load(x, tile=[16])\n\n// a comment after the code\n"
+    assert _error(text) == (
+        "t.tle:2:31: error: syntax error: missing '}' at the end of the block\n"
+        "        let t = load(x, tile=[16])\n"
+        "                                  ^")
+
+
+def test_error_in_the_middle_of_a_line():
+    assert _error("kernel k() { let a = 1 ? 2 }\n") == (
+        "t.tle:1:24: error: unexpected character '?'\n"
+        "    kernel k() { let a = 1 ? 2 }\n"
+        "                           ^")
+
+
+def test_tabs_are_expanded_in_the_line_and_the_carets():
+    # Columns count characters (a tab is one); the display expands tabs to 4 and the carets follow.
+    text = "kernel k(x: tensor<f32>[N]) {\n\tlet\tt = lod(x, tile=[16])\n}\n"
+    assert _error(text) == (
+        "t.tle:2:10: error: unknown name 'lod'\n"
+        "        let t = lod(x, tile=[16])\n"
+        "                ^^^\n"
+        "note: did you mean 'load'?")
+
+
+def test_wide_characters_count_twice_for_the_caret():
+    text = "kernel k() { let a = /* 表 */ zz + 1 }\n"
+    lines = _error(text).splitlines()
+    assert lines[0] == "t.tle:1:30: error: unknown name 'zz'"  # 29 characters before zz ...
+    assert lines[2] == "    " + " " * 30 + "^^"  # ... 30 columns wide on a terminal
+
+
+def test_notes_with_a_position_show_their_own_source_line():
+    text = "kernel k() {\n    let a = 1\n    let a = 2\n}\n"
+    assert _error(text) == (
+        "t.tle:3:9: error: redefinition of 'a'\n"
+        "        let a = 2\n"
+        "            ^\n"
+        "t.tle:2:9: note: 'a' was first defined here\n"
+        "        let a = 1\n"
+        "            ^")
+
+
+def test_a_missing_closer_points_after_the_previous_token():
+    text = "kernel k(x: tensor<f32>[N]) {\n    let t = load(x, tile=[16]   // comment\n    store(x, t)\n}\n"
+    assert _error(text).splitlines()[:3] == [
+        "t.tle:2:30: error: syntax error: missing ')'",
+        "        let t = load(x, tile=[16]   // comment",
+        "                                 ^"]
+
+
+def test_a_span_over_several_lines_underlines_to_the_end_of_its_first_line():
+    register_source("m.tle", "let a = f(1,\n   2)\n")
+    err = TleError(Span("m.tle", 1, 9, 2, 5), "bad call")
+    assert render(err) == "m.tle:1:9: error: bad call\n    let a = f(1,\n            ^^^^"
+
+
+def test_an_error_without_a_position_renders_without_one():
+    assert render(TleError(None, "no kernel")) == "error: no kernel"
+    assert render(TleError(Span("a.tle", 0, 0), "declares no kernel")) == "a.tle: error: declares no kernel"
+
+
+def test_errors_in_an_imported_file_name_the_import(tmp_path: Path):
+    (tmp_path / "lib.tle").write_text("fn helper(x) {\n    return x +\n}\n")
+    main = tmp_path / "main.tle"
+    main.write_text('import "lib.tle"\nkernel k() {\n}\n')
+    rendered = _error(main.read_text(), str(main))
+    assert rendered.splitlines()[0] == f"{tmp_path / 'lib.tle'}:3:1: error: syntax error: an expression is missing"
+    assert f"{main}:1:1: note: in 'lib.tle', imported here" in rendered
+
+
+def test_an_import_cycle_through_two_files_shows_the_chain(tmp_path: Path):
+    (tmp_path / "a.tle").write_text('import "b.tle"\n')
+    (tmp_path / "b.tle").write_text('import "a.tle"\n')
+    rendered = _error((tmp_path / "a.tle").read_text(), str(tmp_path / "a.tle"))
+    assert rendered.splitlines()[0] == f"{tmp_path / 'b.tle'}:1:1: error: import cycle: a.tle -> b.tle -> a.tle"
+
+
+def test_unknown_kernel_name_suggests_one():
+    program = load_program("kernel softmax() {\n}\n", "s.tle")
+    with pytest.raises(TleError) as info:
+        check_kernel(program, "sofmax")
+    assert str(info.value) == "s.tle: error: no kernel named 'sofmax' in s.tle\nnote: did you mean 'softmax'?"
