@@ -175,3 +175,11 @@ def test_unknown_kernel_name_suggests_one():
     with pytest.raises(TleError) as info:
         check_kernel(program, "sofmax")
     assert str(info.value) == "s.tle: error: no kernel named 'sofmax' in s.tle\nnote: did you mean 'softmax'?"
+
+
+def test_backend_locations_keep_their_range():
+    """MLIR prints same-line ranges as `to :C2`; the span must keep the end column so carets cover it."""
+    from tle.diagnostics import Span, span_of_location_text
+    assert span_of_location_text('loc("g.tle":6:14 to :36)') == Span("g.tle", 6, 14, 6, 36)
+    assert span_of_location_text('loc("g.tle":3:1 to 9:2)') == Span("g.tle", 3, 1, 9, 2)
+    assert span_of_location_text('loc("g.tle":3:1)') == Span("g.tle", 3, 1, 3, 0)

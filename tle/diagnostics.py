@@ -126,7 +126,7 @@ def span_of_location(loc) -> Span | None:
 def span_of_location_text(text: str) -> Span | None:
     """Parse `loc("file":L:C)` or `loc("file":L:C to L2:C2)` (the first file location in the text)."""
     import re
-    m = re.search(r'"([^"]+)":(\d+):(\d+)(?: to (?:(\d+):)?(\d+))?', text)
+    m = re.search(r'"([^"]+)":(\d+):(\d+)(?: to (\d+)?:(\d+))?', text)
     if not m:
         return None
     file, line, col = m.group(1), int(m.group(2)), int(m.group(3))
