@@ -55,7 +55,8 @@ def test_block_size_is_the_one_the_cubin_requires():
     kernel = load(binary)
     n = 4096
     x, y, out = (torch.ones(n, device="cuda") for _ in range(3))
-    wrong = load(dataclasses.replace(binary, num_threads=binary.num_threads // 2))
+    half = binary.num_threads // 2  # the launcher takes the block shape from extra["reqntid"], so change both
+    wrong = load(dataclasses.replace(binary, num_threads=half, extra={**binary.extra, "reqntid": [half, 1, 1]}))
     with pytest.raises(RuntimeError, match="CUDA_ERROR_INVALID_VALUE"):
         wrong.launch((cdiv(n, kernels.VADD_TILE), 1, 1), [x, y, out, n])
     kernel.launch((cdiv(n, kernels.VADD_TILE), 1, 1), [x, y, out, n])
