@@ -216,12 +216,20 @@ class Param(Node):
 
 
 @dataclass(frozen=True)
+class TuneParam(Node):
+    """One axis of a kernel's tuning space: `BM=[64, 128]`, `num_warps=[4, 8]`, `backend=[triton, tileir]`."""
+    name: str
+    values: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
 class Kernel(Node):
     name: str
     const_params: tuple[ConstParam, ...]
     params: tuple[Param, ...]
     body: tuple[Stmt, ...]
     name_span: Span | None = None  # the name alone, for diagnostics that point at it
+    tune: tuple[TuneParam, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -76,9 +76,16 @@ class _ToAst(Transformer):
 
     def kernel_decl(self, meta, items):
         name, consts, *rest = items
-        body = rest[-1]
-        params = tuple(p for p in rest[:-1] if p is not None)
-        return ast.Kernel(self.sp(meta), str(name), consts or (), params, body, self.sp(name))
+        body, tune = rest[-1], rest[-2]
+        params = tuple(p for p in rest[:-2] if p is not None)
+        return ast.Kernel(self.sp(meta), str(name), consts or (), params, body, self.sp(name), tune or ())
+
+    def tune_clause(self, meta, items):
+        return tuple(i for i in items if i is not None)
+
+    def tune_param(self, meta, items):
+        name, *values = items
+        return ast.TuneParam(self.sp(meta), str(name), tuple(v for v in values if v is not None))
 
     def const_params(self, meta, items):
         return tuple(i for i in items if i is not None)
