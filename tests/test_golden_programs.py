@@ -1,0 +1,1021 @@
+"""Every runnable golden FileCheck program runs on the interpreter and matches a torch reference (issue 4).
+
+The golden programs are the `.tle` files with `// RUN:` lines under tests/filecheck/ and tests/filecheck/tileir/.
+conftest.py checks their IR text; this file checks what they *compute*. TABLE has one entry per (file, kernel):
+
+- `consts`: the compile-time constants of each launch, one dict per `-D` set of the file's RUN lines (`{}` for a
+  RUN line without `-D`: the defaults). `test_table_covers_every_golden_program` checks that every `-D` set of a
+  successful RUN line is among them.
+- `cases`: the sizes (and run-time scalars) to launch with; ragged wherever the kernel allows it, several where the
+  kernel behaves differently at different sizes (a row longer or shorter than its tile, ...).
+- `make(case, consts, gen)`: fresh random inputs by parameter name (never all zeros). Outputs the kernel writes
+  completely start as NaN (integers: a sentinel), so an element it never writes cannot pass; tensors it
+  reads and writes start random.
+- `grid(case, consts)`, and `ref(inputs, case, consts)`: the expected final value of each tensor the kernel writes,
+  from copies of the inputs taken before the launch, in float64 (int64 for integers) where that is sensible.
+  Elements the kernel must leave alone keep their initial value (NaN or random) in the reference.
+- `tol`: per written tensor, the docs/numerics.md tolerance (the GPU-against-interpreter table: |got - want| <=
+  atol * scale + rtol * |want|, scale = max(1, max |want|), NaN matches NaN, inf the same inf). `interp_tol`
+  narrows it for the interpreter where the table's slack is for hardware freedoms the interpreter does not take
+  (TF32 rounding, which the reference then models itself; f16 products and their sum, which the interpreter
+  keeps exact and f32).
+- `tileir_blocker`: None when the kernel can take the CUDA Tile IR path; otherwise a regex of the TleError that
+  backend="tileir" must raise (legality). `test_tileir_legality_marks` checks the marks here, without a GPU.
+
+Files whose name starts with `error_` or `bad_` are deliberately bad programs and are not required, except when
+one of their RUN lines compiles without `not` (error_missing_constant.tle with -D BLOCK=64): then that kernel is
+runnable and is in the table too. EXCLUDED lists any other golden file left out, with the reason (none now).
+
+The GPU variant (`test_golden_program_on_gpu`, marked gpu) runs the same table with CUDA copies of the same inputs
+on backend="triton" and backend="tileir" against the same references and tolerances.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import re
+import shlex
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pytest
+import torch
+
+import tle
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GOLDEN_DIR = os.path.join(HERE, "filecheck")
+
+# Golden files deliberately left out of TABLE (beyond error_*/bad_* programs): path relative to GOLDEN_DIR -> reason.
+EXCLUDED: dict[str, str] = {}
+
+NAN = float("nan")
+INF = float("inf")
+
+
+# ---- tolerances (docs/numerics.md, "Tolerances: GPU backends against the interpreter") ---------------------------
+
+ULP = {torch.float32: 2.0 ** -23, torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7, torch.float64: 2.0 ** -52}
+
+
+@dataclass(frozen=True)
+class Tol:
+    rtol: float
+    atol: float
+
+    def __add__(self, other: "Tol") -> "Tol":  # two error sources one after the other
+        return Tol(self.rtol + other.rtol, self.atol + other.atol)
+
+
+EXACT = Tol(0.0, 0.0)  # integers, bools, comparisons, where, casts, shape ops, loads/stores/gathers/scatters, ...
+
+
+def chain(d: int, dtype=torch.float32) -> Tol:
+    """An elementwise float chain of d ops in `dtype`: 4·d·ulp; one f16/bf16 op: 2^-9 / 2^-6 (the table's row)."""
+    if dtype in (torch.float16, torch.bfloat16) and d == 1:
+        return Tol(2 * ULP[dtype], 2 * ULP[dtype])
+    return Tol(4 * d * ULP[dtype], 4 * d * ULP[dtype])
+
+
+def reduction(n: int, d: int) -> Tol:
+    """f32 sum / cumsum / softmax-like normalisation over n terms after (and around) a chain of d ops."""
+    c = chain(d)
+    return Tol(c.rtol, max(c.atol, 4 * n * 2.0 ** -23))
+
+
+def dot_half(k: int) -> Tol:  # f16/bf16 operands, f32 accumulator
+    return Tol(2e-3, 8 * k * 2.0 ** -23)
+
+
+def dot_f32(k: int) -> Tol:  # f32 operands, IEEE
+    return Tol(1e-5, 8 * k * 2.0 ** -23)
+
+
+def dot_tf32(k: int) -> Tol:
+    return Tol(2e-3, max(8 * k * 2.0 ** -23, 2e-3))
+
+
+def atomic_add(m: int, dtype=torch.float32) -> Tol:  # final values, at most m updates to one element
+    return Tol(4 * m * ULP[dtype], 4 * m * ULP[dtype])
+
+
+def compare(got: torch.Tensor, want: torch.Tensor, tol: Tol) -> str | None:
+    """None if `got` matches `want` within `tol`, else a description of the worst element (with its index)."""
+    if tuple(got.shape) != tuple(want.shape):
+        return f"shape {tuple(got.shape)} != {tuple(want.shape)}"
+    got = got.detach().cpu()
+    if not want.is_floating_point():  # integers and bools: exact
+        g, w = got.to(torch.int64), want.to(torch.int64)
+        bad = g != w
+        if not bad.any():
+            return None
+        i = int(bad.flatten().nonzero()[0])
+        return (f"element {_index(i, want.shape)}: got {g.flatten()[i].item()}, want {w.flatten()[i].item()} "
+                f"({int(bad.sum())} of {bad.numel()} differ; exact)")
+    g, w = got.double(), want.double()
+    same = (g == w) | (torch.isnan(g) & torch.isnan(w))
+    finite = w[torch.isfinite(w)]
+    scale = max(1.0, finite.abs().max().item()) if finite.numel() else 1.0
+    excess = torch.where(same, torch.zeros_like(g), (g - w).abs() - tol.atol * scale - tol.rtol * w.abs())
+    excess = torch.nan_to_num(excess, nan=INF)  # NaN against a number, or a number against NaN
+    if (excess <= 0).all():
+        return None
+    i = int(excess.flatten().argmax())
+    return (f"element {_index(i, want.shape)}: got {g.flatten()[i].item()!r}, want {w.flatten()[i].item()!r} "
+            f"({int((excess > 0).sum())} of {excess.numel()} differ; rtol {tol.rtol:.3g}, atol {tol.atol:.3g}, "
+            f"scale {scale:.3g})")
+
+
+def _index(flat: int, shape) -> tuple:
+    out = []
+    for s in reversed(list(shape) or [1]):
+        out.append(flat % s)
+        flat //= s
+    return tuple(reversed(out))
+
+
+# ---- input helpers ---------------------------------------------------------------------------------------------------
+
+SENTINEL = {torch.int8: -77, torch.int16: -7777, torch.int32: -123456789, torch.int64: -1234567890123}
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def randn(shape, gen, dtype=torch.float32, scale=1.0) -> torch.Tensor:
+    """Random normal values in `dtype`; an exact zero (after rounding) becomes 0.5, so no input is ever zero."""
+    t = (torch.randn(shape, generator=gen, dtype=torch.float64) * scale).to(dtype)
+    return torch.where(t == 0, torch.full_like(t, 0.5), t)
+
+
+def uniform(shape, gen, lo, hi, dtype=torch.float32) -> torch.Tensor:
+    return (torch.rand(shape, generator=gen, dtype=torch.float64) * (hi - lo) + lo).to(dtype)
+
+
+def randint(shape, gen, lo, hi, dtype=torch.int32) -> torch.Tensor:
+    return torch.randint(lo, hi, shape, generator=gen, dtype=torch.int64).to(dtype)
+
+
+def poison(shape, dtype=torch.float32) -> torch.Tensor:
+    """The initial value of an output the kernel writes completely: NaN, or an unlikely integer."""
+    if dtype.is_floating_point:
+        return torch.full(shape, NAN, dtype=dtype)
+    return torch.full(shape, SENTINEL[dtype], dtype=dtype)
+
+
+def f32(v: float) -> float:
+    """A Python float that an f32 scalar parameter holds exactly."""
+    return float(torch.tensor(v, dtype=torch.float32))
+
+
+def scalar_f32(gen, lo, hi) -> float:
+    return f32(uniform((), gen, lo, hi, torch.float64).item())
+
+
+def pad2(x: torch.Tensor, rows: int, cols: int, value: float) -> torch.Tensor:
+    """x[:rows, :cols] as float64, padded to [rows, cols] with `value` (what a padded tile load reads)."""
+    out = torch.full((rows, cols), value, dtype=torch.float64)
+    r, c = min(rows, x.shape[0]), min(cols, x.shape[1])
+    out[:r, :c] = x[:r, :c].double()
+    return out
+
+
+def first_extreme(t: torch.Tensor, kind: str) -> torch.Tensor:
+    """argmax/argmin along axis 1: the first index of the extreme; NaN counts as the extreme (numerics.md)."""
+    idx = torch.arange(t.shape[1]).expand_as(t)
+    big = t.shape[1]
+    nan = torch.isnan(t)
+    ext = torch.where(nan, torch.zeros_like(t), t)  # rows with a NaN are decided by the NaN below
+    ext = ext.max(dim=1, keepdim=True).values if kind == "max" else ext.min(dim=1, keepdim=True).values
+    hit = torch.where(nan.any(dim=1, keepdim=True), nan, t == ext)
+    return torch.where(hit, idx, torch.full_like(idx, big)).min(dim=1).values
+
+
+def wrap(v: torch.Tensor, bits: int) -> torch.Tensor:
+    """Two's complement wrap-around of int64 values to `bits` bits (still int64)."""
+    m = 1 << bits
+    return ((v + (m >> 1)) % m) - (m >> 1)
+
+
+def tf32(x: torch.Tensor) -> torch.Tensor:
+    """Round f32 values to TF32 (10 explicit mantissa bits), round to nearest even; finite values only."""
+    b = x.float().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    b = (b + 0xFFF + ((b >> 13) & 1)) & 0xFFFFE000
+    b = torch.where(b >= 1 << 31, b - (1 << 32), b)
+    return b.to(torch.int32).view(torch.float32)
+
+
+def sigmoid64(x):
+    return 1.0 / (1.0 + torch.exp(-x))
+
+
+# ---- the table ----------------------------------------------------------------------------------------------------
+
+@dataclass
+class Entry:
+    file: str  # relative to tests/filecheck
+    kernel: str
+    make: Callable  # (case, consts, gen) -> {param: tensor or scalar}
+    grid: Callable  # (case, consts) -> grid tuple
+    ref: Callable  # (inputs before the launch, case, consts) -> {written tensor: expected final value}
+    tol: dict  # written tensor -> Tol
+    cases: list = field(default_factory=lambda: [{}])
+    consts: list = field(default_factory=lambda: [{}])
+    interp_tol: dict = field(default_factory=dict)  # written tensor -> a tighter Tol for the interpreter
+    tileir_blocker: str | None = None  # regex of the TleError backend="tileir" must raise, None: it runs there
+    note: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.file}::{self.kernel}"
+
+
+TABLE: list[Entry] = []
+
+
+def entry(**kw) -> None:
+    TABLE.append(Entry(**kw))
+
+
+# argmax.tle ---------------------------------------------------------------------------------------------------------
+def _am_make(c, k, g):
+    m, n = c["M"], c["N"]
+    x = randn((m, n), g)
+    x[2, 5] = NAN  # NaN is the extreme for argmax and argmin alike: both give its index, not a pad's
+    x[4, 7] = x[4, 20] = 9.0  # a tie for the maximum: the first index wins
+    return {"x": x, "imax": poison((m, 1), torch.int32), "imin": poison((m, 1), torch.int32)}
+
+
+def _am_ref(a, c, k):
+    t = pad2(a["x"], a["x"].shape[0], 32, -INF)  # tile [4, 32] at column 0, pad -inf: only columns < 32 count
+    return {"imax": first_extreme(t, "max")[:, None], "imin": first_extreme(t, "min")[:, None]}
+
+
+entry(file="argmax.tle", kernel="am", make=_am_make, grid=lambda c, k: (cdiv(c["M"], 4),), ref=_am_ref,
+      tol={"imax": EXACT, "imin": EXACT},
+      cases=[{"M": 13, "N": 45}, {"M": 9, "N": 23}],
+      note="N=45: only the first 32 columns are in the tile; N=23: -inf pads, so argmin is N (the first pad) "
+           "except in the row with a NaN")
+
+
+# atomics.tle --------------------------------------------------------------------------------------------------------
+def _hist_make(c, k, g):
+    n, b = c["N"], c["B"]
+    return {"x": randint((n,), g, 0, b), "bins": randn((b,), g, scale=10.0),
+            "hi": randint((1,), g, -1000, -1)}
+
+
+def _hist_ref(a, c, k):
+    n, b = c["N"], c["B"]
+    pads = cdiv(n, 64) * 64 - n  # unmasked atomics: padded lanes (x reads pad=0) add 1.0 to bins[0], max in 0
+    x = a["x"].to(torch.int64)
+    bins = a["bins"].double() + torch.bincount(x, minlength=b).double()
+    bins[0] += pads
+    hi = max(a["hi"].item(), x.max().item(), 0 if pads else -(1 << 31))
+    return {"bins": bins, "hi": torch.tensor([hi])}
+
+
+entry(file="atomics.tle", kernel="hist", make=_hist_make, grid=lambda c, k: (cdiv(c["N"], 64),), ref=_hist_ref,
+      tol={"bins": atomic_add(3 * 64), "hi": EXACT}, cases=[{"N": 150, "B": 10}],
+      note="the atomics have no mask: the padded lanes of the last tile hit bins[0] and hi[0] with value 0")
+
+
+# broadcast_outer.tle ------------------------------------------------------------------------------------------------
+def _outer_make(c, k, g):
+    m, n = c["M"], c["N"]
+    return {"a": randn((m,), g), "b": randn((n,), g), "c": poison((m, n)), "s": scalar_f32(g, -2, 2)}
+
+
+entry(file="broadcast_outer.tle", kernel="outer", make=_outer_make,
+      grid=lambda c, k: (cdiv(c["M"], 32), cdiv(c["N"], 16)),
+      ref=lambda a, c, k: {"c": a["a"].double()[:, None] + a["b"].double()[None, :] + a["s"]},
+      tol={"c": chain(2)}, cases=[{"M": 50, "N": 37}])
+
+
+# casts.tle ----------------------------------------------------------------------------------------------------------
+def _casts_make(c, k, g):
+    n = c["N"]
+    small = randn((n,), g, scale=1.0)  # |x| < 1 truncates to 0: cast<bool> gives false
+    large = uniform((n,), g, -3000.0, 3000.0)  # beyond i8: the i32 -> i8 cast wraps
+    x = torch.where(torch.arange(n) % 2 == 0, small, large).to(torch.float16)
+    x = torch.where(x == 0, torch.full_like(x, 0.5), x)
+    return {"x": x, "a": poison((n,), torch.bfloat16), "b": poison((n,), torch.int8),
+            "d": poison((n,), torch.int64)}
+
+
+def _casts_ref(a, c, k):
+    x = a["x"]
+    i = x.double().trunc().to(torch.int64)  # f16 -> i32 truncates toward zero (f16 values fit i32)
+    return {"a": x.float().to(torch.bfloat16).double(),  # f16 -> bf16 through f32, one RNE rounding
+            "b": wrap(i, 8), "d": (i != 0).to(torch.int64)}
+
+
+entry(file="casts.tle", kernel="c", make=_casts_make, grid=lambda c, k: (cdiv(c["N"], 64),), ref=_casts_ref,
+      tol={"a": EXACT, "b": EXACT, "d": EXACT}, cases=[{"N": 200}])
+
+
+# cumsum_scan.tle ----------------------------------------------------------------------------------------------------
+def _cs_make(c, k, g):
+    m, n = c["M"], c["N"]
+    return {"x": randn((m, n), g, torch.float16), "y": poison((m, n))}
+
+
+def _cs_ref(a, c, k):
+    y = a["y"].double().clone()  # columns past the tile (>= 64) are never written: they stay NaN
+    w = min(c["N"], 64)
+    y[:, :w] = torch.cumsum(a["x"].double()[:, :w], dim=1)
+    return {"y": y}
+
+
+entry(file="cumsum_scan.tle", kernel="cs", make=_cs_make, grid=lambda c, k: (c["M"],), ref=_cs_ref,
+      tol={"y": reduction(64, 1)}, cases=[{"M": 7, "N": 50}, {"M": 3, "N": 100}],
+      note="the tile is [1, 64] at column 0: N=100 leaves columns 64.. unwritten")
+
+
+# dot_precision.tle --------------------------------------------------------------------------------------------------
+def _dp_make(c, k, g):
+    return {"a": randn((32, 32), g), "c": poison((32, 32)), "q": randint((32, 32), g, -128, 128, torch.int8),
+            "r": poison((32, 32), torch.int32)}
+
+
+def _dp_ref(a, c, k):
+    t = a["a"].double()
+    t32 = tf32(a["a"]).double()
+    q = a["q"].to(torch.int64)
+    return {"c": t @ t + t32 @ t32, "r": wrap(q @ q, 32)}
+
+
+entry(file="dot_precision.tle", kernel="d", make=_dp_make, grid=lambda c, k: (1,), ref=_dp_ref,
+      tol={"c": dot_f32(32) + dot_tf32(32), "r": EXACT},
+      interp_tol={"c": dot_f32(32) + dot_f32(32)},
+      note="fixed 32x32 tensors stored whole at [0, 0]: one program (more would race). The reference rounds the "
+           "tf32 operands itself, so the interpreter is held to the IEEE bound and must really round to TF32")
+
+
+# dtype_const.tle ----------------------------------------------------------------------------------------------------
+_TDTYPE = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+
+
+def _scale_make(c, k, g):
+    n, t = c["N"], _TDTYPE[k.get("T", "f16")]
+    return {"x": randn((n,), g, t), "y": poison((n,), t), "alpha": scalar_f32(g, -3, 3)}
+
+
+entry(file="dtype_const.tle", kernel="scale", make=_scale_make, grid=lambda c, k: (cdiv(c["N"], 128),),
+      ref=lambda a, c, k: {"y": a["x"].double() * a["alpha"]},
+      tol={"y": chain(1, torch.bfloat16)},  # one rounding to T dominates (the f32 product's is 2^-24)
+      cases=[{"N": 300}], consts=[{"T": "bf16"}, {}],
+      note="T=bf16 (first RUN line) and the default T=f16 (second); the bf16 tolerance covers both")
+
+
+# error_missing_constant.tle (its second RUN line compiles it with -D BLOCK=64) ----------------------------------------
+entry(file="error_missing_constant.tle", kernel="k",
+      make=lambda c, k, g: {"x": poison((c["N"],))},
+      grid=lambda c, k: (cdiv(c["N"], k["BLOCK"]),),
+      ref=lambda a, c, k: {"x": torch.zeros(c["N"], dtype=torch.float64)},
+      tol={"x": EXACT}, cases=[{"N": 150}], consts=[{"BLOCK": 64}],
+      note="runnable with -D BLOCK=64 (its OK RUN line); without it the launch must fail, "
+           "see test_missing_constant_still_fails_at_launch")
+
+
+# fn_import.tle ------------------------------------------------------------------------------------------------------
+def _gelu64(x):
+    return 0.5 * x * (1.0 + torch.special.erf(x * 0.7071067811865476))
+
+
+def _g_ref(a, c, k):
+    x = a["x"]
+    return {"y": _gelu64(x.double()) + _gelu64(x.to(torch.float16).double())}
+
+
+entry(file="fn_import.tle", kernel="g",
+      make=lambda c, k, g: {"x": randn((c["N"],), g, scale=2.0), "y": poison((c["N"],), torch.float16)},
+      grid=lambda c, k: (cdiv(c["N"], 64),), ref=_g_ref,
+      tol={"y": chain(7, torch.float16)}, cases=[{"N": 150}],
+      note="gelu inlined twice: on f32 (then cast to f16) and on f16 (every op rounds in f16): a chain of 7 f16 "
+           "roundings at most")
+
+
+# gather_scatter.tle -------------------------------------------------------------------------------------------------
+def _gs_make(c, k, g):
+    n, kk = c["N"], c["K"]
+    return {"src": randn((n,), g), "idx": randint((kk,), g, -4, n), "dst": randn((kk,), g, scale=100.0)}
+
+
+def _gs_ref(a, c, k):
+    idx = a["idx"].to(torch.int64)
+    dst = a["dst"].double().clone()
+    ok = idx >= 0  # masked-off lanes neither read src nor write dst
+    dst[ok] = a["src"].double()[idx[ok]]
+    return {"dst": dst}
+
+
+entry(file="gather_scatter.tle", kernel="gs", make=_gs_make, grid=lambda c, k: (cdiv(c["K"], 128),),
+      ref=_gs_ref, tol={"dst": EXACT}, cases=[{"N": 77, "K": 256}],
+      note="K must be a multiple of 128: idx pads with 0, so a ragged last tile would scatter its padded lanes "
+           "(mask true) past the end of dst, which the language leaves undefined. dst starts random: negative "
+           "indices leave their element alone")
+
+
+# if_else.tle --------------------------------------------------------------------------------------------------------
+def _ifelse_ref(a, c, k):
+    x = a["x"].double()
+    even = (torch.arange(x.shape[0]) // 64) % 2 == 0
+    return {"y": torch.where(even, x * 2.0, -x)}
+
+
+entry(file="if_else.tle", kernel="k", make=lambda c, k, g: {"x": randn((c["N"],), g), "y": poison((c["N"],))},
+      grid=lambda c, k: (cdiv(c["N"], 64),), ref=_ifelse_ref, tol={"y": chain(1)}, cases=[{"N": 250}],
+      note="an even number of programs (4), so that program ids counted from the other end would flip the parity")
+
+
+# int_ops.tle --------------------------------------------------------------------------------------------------------
+def _ints_ref(a, c, k):
+    t = a["x"].to(torch.int64)
+    q = torch.div(t, 3, rounding_mode="trunc")
+    r = torch.fmod(q, 5)  # C remainder: the sign of the dividend
+    shl = wrap(t << 2, 32)
+    # precedence (docs/language.md): | lowest, then ^, then &, then the shifts
+    return {"y": wrap(r ^ (shl & (t >> 1)) | ~t, 32)}
+
+
+entry(file="int_ops.tle", kernel="ints",
+      make=lambda c, k, g: {"x": randint((c["N"],), g, -(1 << 31), 1 << 31), "y": poison((c["N"],), torch.int32)},
+      grid=lambda c, k: (cdiv(c["N"], 64),), ref=_ints_ref, tol={"y": EXACT}, cases=[{"N": 200}])
+
+
+# layernorm_where.tle ------------------------------------------------------------------------------------------------
+def _ln_make(c, k, g):
+    m, n = c["M"], c["N"]
+    # a mean far from 0 (the padded columns must not count in the variance) and an eps that matters
+    return {"x": randn((m, n), g) + 3.0, "y": poison((m, n)), "eps": 0.25}
+
+
+def _ln_ref(a, c, k):
+    m, n = a["x"].shape
+    w = min(n, 256)  # tile [1, 256] at column 0: the statistics use the first 256 columns but divide by N
+    t = a["x"].double()[:, :w]
+    mean = t.sum(dim=1, keepdim=True) / n
+    d = t - mean
+    y = a["y"].double().clone()
+    y[:, :w] = d * torch.rsqrt((d * d).sum(dim=1, keepdim=True) / n + a["eps"])
+    return {"y": y}
+
+
+entry(file="layernorm_where.tle", kernel="ln", make=_ln_make, grid=lambda c, k: (c["M"],), ref=_ln_ref,
+      tol={"y": reduction(256, 6)}, cases=[{"M": 7, "N": 200}, {"M": 3, "N": 300}],
+      note="N=300 > BLOCK: only the first 256 columns are read and written (and the sums still divide by N)")
+
+
+# logic_compare.tle --------------------------------------------------------------------------------------------------
+def _lc_make(c, k, g):
+    x = randn((c["N"],), g)
+    x[::7] = NAN
+    x[3], x[5] = INF, -INF
+    return {"x": x, "y": poison((c["N"],))}
+
+
+def _lc_ref(a, c, k):
+    t = a["x"].double()
+    keep = ((t > 0) & (t < 1)) | ~(t != t)  # ordered comparisons are false on NaN; != is true
+    return {"y": torch.where(keep, t, torch.zeros_like(t))}
+
+
+entry(file="logic_compare.tle", kernel="lc", make=_lc_make, grid=lambda c, k: (cdiv(c["N"], 64),), ref=_lc_ref,
+      tol={"y": EXACT}, cases=[{"N": 150}], note="NaNs (and infinities) in x: a NaN is the only thing set to 0")
+
+
+# loop_carried.tle ---------------------------------------------------------------------------------------------------
+entry(file="loop_carried.tle", kernel="rowsum",
+      make=lambda c, k, g: {"x": randn((c["M"], c["N"]), g), "y": poison((c["M"], 1))},
+      grid=lambda c, k: (c["M"],), ref=lambda a, c, k: {"y": a["x"].double().sum(dim=1, keepdim=True)},
+      tol={"y": reduction(300, 1)}, cases=[{"M": 5, "N": 300}])
+
+
+# math_funcs.tle -----------------------------------------------------------------------------------------------------
+def _m_ref(a, c, k):
+    t = a["x"].double()
+    r = (torch.exp2(t) + torch.log(t) + torch.log2(t) + torch.sqrt(t) + torch.sin(t) + torch.cos(t) + torch.tanh(t)
+         + sigmoid64(t) + torch.special.erf(t) + t.abs() + torch.floor(t) + torch.ceil(t))
+    return {"y": r}
+
+
+entry(file="math_funcs.tle", kernel="m",
+      make=lambda c, k, g: {"x": uniform((c["N"],), g, 0.05, 4.0), "y": poison((c["N"],))},
+      grid=lambda c, k: (cdiv(c["N"], 64),), ref=_m_ref, tol={"y": chain(27)}, cases=[{"N": 150}],
+      note="x > 0 so that log and sqrt are defined; 12 functions, 11 adds and sigmoid's 4 ops: d = 27")
+
+
+# matmul_dot.tle -----------------------------------------------------------------------------------------------------
+def _mm_make(c, k, g):
+    m, n, kk = c["M"], c["N"], c["K"]
+    return {"a": randn((m, kk), g, torch.float16), "b": randn((kk, n), g, torch.float16), "c": poison((m, n))}
+
+
+entry(file="matmul_dot.tle", kernel="mm", make=_mm_make, grid=lambda c, k: (cdiv(c["M"], 64), cdiv(c["N"], 64)),
+      ref=lambda a, c, k: {"c": a["a"].double() @ a["b"].double()},
+      tol={"c": dot_half(80)}, interp_tol={"c": dot_f32(80)}, cases=[{"M": 100, "N": 70, "K": 80}],
+      note="ragged M, N and K (K=80 is 2.5 tiles of 32: the zero-padded last tile adds nothing)")
+
+
+# mesh_axes.tle ------------------------------------------------------------------------------------------------------
+entry(file="mesh_axes.tle", kernel="ids", make=lambda c, k, g: {"out": poison((8,), torch.int32)},
+      grid=lambda c, k: (1, 1, 1), ref=lambda a, c, k: {"out": torch.zeros(8, dtype=torch.int64)},
+      tol={"out": EXACT},
+      note="every program stores the whole of out (fixed [8]) at [0] with its own v, so only a one-program grid "
+           "has a defined result (v = 0); a larger grid would be a race")
+
+
+# minmax_elementwise.tle ---------------------------------------------------------------------------------------------
+def _clamp_make(c, k, g):
+    x = randn((c["N"],), g, scale=2.0)
+    x[::11] = NAN
+    x[4], x[6] = INF, -INF
+    return {"x": x, "i": randint((c["N"],), g, -1000, 1000)}
+
+
+entry(file="minmax_elementwise.tle", kernel="clamp", make=_clamp_make, grid=lambda c, k: (cdiv(c["N"], 64),),
+      ref=lambda a, c, k: {"x": torch.minimum(torch.maximum(a["x"].double(), torch.tensor(-1.0)),
+                                              torch.tensor(1.0)),
+                           "i": torch.clamp(a["i"].to(torch.int64), min=0)},
+      tol={"x": EXACT, "i": EXACT}, cases=[{"N": 150}],
+      note="read-modify-write of x and i; NaN propagates through max/min")
+
+
+# pad_values.tle -----------------------------------------------------------------------------------------------------
+entry(file="pad_values.tle", kernel="p",
+      make=lambda c, k, g: {"x": randn((c["N"],), g), "i": randint((c["N"],), g, -100, 100),
+                            "y": poison((c["N"],))},
+      grid=lambda c, k: (cdiv(c["N"], 32),),
+      ref=lambda a, c, k: {"y": 2 * a["x"].double() + a["i"].double()},
+      tol={"y": chain(2)}, cases=[{"N": 50}],
+      note="the padded lanes (nan, inf, -7) of the ragged last tile are cut by the store")
+
+
+# shape_ops.tle ------------------------------------------------------------------------------------------------------
+def _sh_make(c, k, g):
+    m, n = c["M"], c["N"]
+    x = randn((m, n), g)
+    if cdiv(m, 16) * cdiv(n, 32) > 1:
+        # Every program stores rows 0..7 of its tile, flattened, into the whole of z: they must agree, so the first
+        # 8 rows of every [16, 32] block are the same (the other rows, which only reach y, stay random).
+        assert n % 32 == 0 and (m % 16 == 0 or m % 16 >= 8)
+        for bi in range(cdiv(m, 16)):
+            for bj in range(n // 32):
+                x[bi * 16: bi * 16 + 8, bj * 32: bj * 32 + 32] = x[0:8, 0:32]
+    return {"x": x, "y": poison((n, m)), "z": poison((4, 256))}
+
+
+def _sh_ref(a, c, k):
+    x = a["x"].double()
+    first = pad2(x, 16, 32, 0.0)  # program (0, 0)'s tile (the others store the same rows into z)
+    return {"y": x.t().clone(), "z": first.reshape(512)[:256].expand(4, 256).clone()}
+
+
+entry(file="shape_ops.tle", kernel="sh", make=_sh_make, grid=lambda c, k: (cdiv(c["M"], 16), cdiv(c["N"], 32)),
+      ref=_sh_ref, tol={"y": EXACT, "z": EXACT}, cases=[{"M": 13, "N": 27}, {"M": 40, "N": 96}],
+      note="z takes the first 256 of the 512 flattened elements (rows 0..7 of the tile); M=13, N=27 is one "
+           "ragged program (padded zeros reach z); M=40, N=96 is 3x3 programs with equal z rows")
+
+
+# softmax_reduce.tle, softmax_tle.tle ----------------------------------------------------------------------------------
+def _softmax_make(c, k, g):
+    m, n = c["M"], c["N"]
+    return {"x": randn((m, n), g, scale=3.0), "y": poison((m, n))}
+
+
+def _softmax_ref(block):
+    def ref(a, c, k):
+        n = a["x"].shape[1]
+        w = min(n, block)
+        y = a["y"].double().clone()
+        y[:, :w] = torch.softmax(a["x"].double()[:, :w], dim=1)
+        return {"y": y}
+    return ref
+
+
+entry(file="softmax_reduce.tle", kernel="softmax", make=_softmax_make, grid=lambda c, k: (c["M"],),
+      ref=_softmax_ref(128), tol={"y": reduction(128, 4)}, cases=[{"M": 9, "N": 100}, {"M": 3, "N": 130}],
+      note="BLOCK=128: N=130 leaves columns 128.. unwritten (the softmax is over the first 128)")
+entry(file="softmax_tle.tle", kernel="softmax", make=_softmax_make, grid=lambda c, k: (c["M"],),
+      ref=_softmax_ref(1024), tol={"y": reduction(1024, 4)}, cases=[{"M": 5, "N": 1000}, {"M": 3, "N": 517}])
+
+
+# specialization.tle -------------------------------------------------------------------------------------------------
+def _copy_make(c, k, g):
+    m, n = c["M"], c["N"]
+    x = randn((n, m), g).t() if c.get("transposed") else randn((m, n), g)  # a non-unit inner stride
+    return {"x": x, "y": poison((m, n))}
+
+
+def _copy_ref(a, c, k):
+    y = a["y"].double().clone()
+    y[:, :64] = a["x"].double()[:, :64]  # tile [4, 64] at column 0
+    return {"y": y}
+
+
+entry(file="specialization.tle", kernel="copy", make=_copy_make, grid=lambda c, k: (cdiv(c["M"], 4),),
+      ref=_copy_ref, tol={"y": EXACT},
+      cases=[{"M": 10, "N": 50}, {"M": 10, "N": 100, "transposed": True}],
+      note="the file is about stride specialisation: the second case passes a transposed x (inner stride M) and "
+           "N=100 > 64 leaves columns 64.. unwritten")
+
+
+# static_if.tle ------------------------------------------------------------------------------------------------------
+def _act_make(c, k, g):
+    x = randn((c["N"],), g)
+    x[10] = NAN
+    return {"x": x, "y": poison((c["N"],))}
+
+
+entry(file="static_if.tle", kernel="act", make=_act_make, grid=lambda c, k: (cdiv(c["N"], 64),),
+      ref=lambda a, c, k: {"y": torch.maximum(a["x"].double(), torch.tensor(0.0)) if k["RELU"]
+                           else a["x"].double()},
+      tol={"y": EXACT}, cases=[{"N": 150}], consts=[{"RELU": True}, {"RELU": False}])
+
+
+# two_kernels.tle ----------------------------------------------------------------------------------------------------
+for _name, _value in (("first", 0.0), ("second", 1.0)):
+    entry(file="two_kernels.tle", kernel=_name, make=lambda c, k, g: {"x": poison((c["N"],))},
+          grid=lambda c, k: (cdiv(c["N"], 16),),
+          ref=lambda a, c, k, v=_value: {"x": torch.full((c["N"],), v, dtype=torch.float64)},
+          tol={"x": EXACT}, cases=[{"N": 50}])
+
+
+# var_undef.tle ------------------------------------------------------------------------------------------------------
+def _u_ref(a, c, k):
+    y = a["x"].double().clone()
+    y[:64] = 0.0  # program 0 takes the else branch
+    return {"y": y}
+
+
+entry(file="var_undef.tle", kernel="u", make=lambda c, k, g: {"x": randn((c["N"],), g), "y": poison((c["N"],))},
+      grid=lambda c, k: (cdiv(c["N"], 64),), ref=_u_ref, tol={"y": EXACT}, cases=[{"N": 200}])
+
+
+# vector_add.tle -----------------------------------------------------------------------------------------------------
+def _add_make(c, k, g):
+    n = c["N"]
+    return {"x": randn((n,), g), "y": randn((n,), g), "out": poison((n,))}
+
+
+entry(file="vector_add.tle", kernel="add", make=_add_make, grid=lambda c, k: (cdiv(c["N"], 256),),
+      ref=lambda a, c, k: {"out": a["x"].double() + a["y"].double()}, tol={"out": chain(1)},
+      cases=[{"N": 1000}])
+
+
+# tileir/cumsum.tle --------------------------------------------------------------------------------------------------
+def _tcs_ref(a, c, k):
+    y = a["y"].double().clone()
+    y[:, :1024] = torch.cumsum(a["x"].double()[:, :1024], dim=1)
+    return {"y": y}
+
+
+entry(file="tileir/cumsum.tle", kernel="cumsum", make=_softmax_make, grid=lambda c, k: (c["M"],), ref=_tcs_ref,
+      tol={"y": reduction(1024, 1)}, cases=[{"M": 5, "N": 1000}, {"M": 3, "N": 517}])
+
+
+# tileir/layernorm.tle -----------------------------------------------------------------------------------------------
+def _tln_make(c, k, g):
+    m, n = c["M"], c["N"]
+    return {"x": randn((m, n), g) + 3.0, "w": randn((n,), g), "b": randn((n,), g),
+            "y": poison((m, n)), "eps": 0.25}
+
+
+def _tln_ref(a, c, k):
+    t = a["x"].double()
+    n = t.shape[1]
+    mean = t.mean(dim=1, keepdim=True)
+    d = t - mean
+    rstd = torch.rsqrt((d * d).sum(dim=1, keepdim=True) / n + a["eps"])
+    return {"y": d * rstd * a["w"].double() + a["b"].double()}
+
+
+entry(file="tileir/layernorm.tle", kernel="layernorm", make=_tln_make, grid=lambda c, k: (c["M"],), ref=_tln_ref,
+      tol={"y": reduction(1024, 8)}, cases=[{"M": 5, "N": 600}])
+
+
+# tileir/matmul.tle --------------------------------------------------------------------------------------------------
+entry(file="tileir/matmul.tle", kernel="matmul",
+      make=lambda c, k, g: {"a": randn((c["M"], c["K"]), g, torch.float16),
+                            "b": randn((c["K"], c["N"]), g, torch.float16),
+                            "c": poison((c["M"], c["N"]), torch.float16)},
+      grid=lambda c, k: (cdiv(c["M"], 128), cdiv(c["N"], 128)),
+      ref=lambda a, c, k: {"c": a["a"].double() @ a["b"].double()},
+      tol={"c": dot_half(100) + chain(1, torch.float16)},
+      interp_tol={"c": dot_f32(100) + chain(1, torch.float16)},
+      cases=[{"M": 150, "N": 130, "K": 100}], note="T=f16 (the default); the f32 accumulator is rounded to f16 once")
+
+
+# tileir/padding.tle -------------------------------------------------------------------------------------------------
+def _pads_ref(a, c, k):
+    x = a["x"].double()
+    m, n = x.shape
+    y = a["y"].double().clone()
+    t = torch.full((16, 16), 1.0, dtype=torch.float64)  # tile at [1, 0] (rows 16..31), pad 1.0
+    r = max(0, min(16, m - 16))
+    t[:r, :min(16, n)] = x[16:16 + r, :16]
+    u = pad2(x, 16, 16, NAN)  # pads NaN and -0.0: cut by the store, which writes rows < M and columns < N only
+    rows, cols = min(16, m), min(16, n)
+    y[:rows, :cols] = (t + u + u)[:rows, :cols]
+    return {"y": y}
+
+
+entry(file="tileir/padding.tle", kernel="pads",
+      make=lambda c, k, g: {"x": randn((c["M"], c["N"]), g), "y": poison((c["M"], c["N"]))},
+      grid=lambda c, k: (1,), ref=_pads_ref, tol={"y": chain(2)}, cases=[{"M": 25, "N": 13}],
+      note="no program_id: one program (the tiles are fixed). M=25: rows 9..15 of t are pad 1.0; rows 16.. of y "
+           "are never written")
+
+
+# tileir/reductions.tle ----------------------------------------------------------------------------------------------
+def _red_make(c, k, g):
+    m = c["M"]
+    x = randn((m, 16), g)
+    x[1, 3] = x[1, 11] = 7.0  # tie: the first index
+    x[2, 5] = x[2, 9] = NAN  # NaN: the first NaN, and max is NaN
+    x[3, :] = 1.5  # all equal: index 0
+    x[4, 0] = INF
+    return {"x": x, "am": poison((m,), torch.int32), "mx": poison((m,)),
+            "n": randint((m, 16), g, -(1 << 31), 1 << 31), "s": poison((m,), torch.int32)}
+
+
+def _red_ref(a, c, k):
+    x = a["x"].double()
+    mx = x.amax(dim=1)  # torch's amax propagates NaN, as max must
+    assert torch.isnan(mx).equal(torch.isnan(x).any(dim=1))
+    return {"am": first_extreme(x, "max"), "mx": mx, "s": wrap(a["n"].to(torch.int64).sum(dim=1), 32)}
+
+
+entry(file="tileir/reductions.tle", kernel="red", make=_red_make, grid=lambda c, k: (c["M"],), ref=_red_ref,
+      tol={"am": EXACT, "mx": EXACT, "s": EXACT}, cases=[{"M": 9}],
+      note="ties, NaNs, a constant row and +inf; full-range i32 sums wrap")
+
+
+# tileir/rmsnorm.tle -------------------------------------------------------------------------------------------------
+def _trms_ref(a, c, k):
+    t = a["x"].double()
+    rstd = torch.rsqrt((t * t).sum(dim=1, keepdim=True) / t.shape[1] + a["eps"])
+    return {"y": t * rstd * a["w"].double()}
+
+
+entry(file="tileir/rmsnorm.tle", kernel="rmsnorm",
+      make=lambda c, k, g: {"x": randn((c["M"], c["N"]), g), "w": randn((c["N"],), g),
+                            "y": poison((c["M"], c["N"])), "eps": 0.25},
+      grid=lambda c, k: (c["M"],), ref=_trms_ref, tol={"y": reduction(1024, 6)}, cases=[{"M": 5, "N": 600}])
+
+
+# tileir/softmax.tle -------------------------------------------------------------------------------------------------
+entry(file="tileir/softmax.tle", kernel="softmax", make=_softmax_make, grid=lambda c, k: (c["M"],),
+      ref=_softmax_ref(1024), tol={"y": reduction(1024, 4)}, cases=[{"M": 5, "N": 1000}, {"M": 3, "N": 517}])
+
+
+# tileir/swiglu.tle --------------------------------------------------------------------------------------------------
+entry(file="tileir/swiglu.tle", kernel="swiglu",
+      make=lambda c, k, g: {"gate": randn((c["M"], c["N"]), g, scale=3.0), "up": randn((c["M"], c["N"]), g),
+                            "out": poison((c["M"], c["N"]))},
+      grid=lambda c, k: (cdiv(c["M"], 16), cdiv(c["N"], 256)),
+      ref=lambda a, c, k: {"out": a["gate"].double() * sigmoid64(a["gate"].double()) * a["up"].double()},
+      tol={"out": chain(6)}, cases=[{"M": 40, "N": 300}])
+
+
+# tileir/tokens_if.tle -----------------------------------------------------------------------------------------------
+entry(file="tileir/tokens_if.tle", kernel="maybe",
+      make=lambda c, k, g: {"x": randn((c["N"],), g), "flag": c["flag"]},
+      grid=lambda c, k: (cdiv(c["N"], 64),),
+      ref=lambda a, c, k: {"x": a["x"].double() * (2.0 if c["flag"] > 0 else 1.0) + 1.0},
+      tol={"x": chain(2)}, cases=[{"N": 200, "flag": 1}, {"N": 200, "flag": 0}, {"N": 200, "flag": -3}],
+      note="x is read, maybe rewritten, then reread and rewritten: starts random")
+
+
+# tileir/tokens_loop.tle ---------------------------------------------------------------------------------------------
+entry(file="tileir/tokens_loop.tle", kernel="accum",
+      make=lambda c, k, g: {"x": randn((c["N"],), g), "y": poison((c["N"],)), "steps": c["steps"]},
+      grid=lambda c, k: (cdiv(c["N"], 64),),
+      ref=lambda a, c, k: {"y": a["x"].double() * c["steps"]},
+      tol={"y": chain(5)}, cases=[{"N": 200, "steps": 5}, {"N": 200, "steps": 0}],
+      note="steps=0: the loop does not run and y is the zeros stored before it")
+
+
+# tileir/tokens_reload.tle -------------------------------------------------------------------------------------------
+entry(file="tileir/tokens_reload.tle", kernel="reload",
+      make=lambda c, k, g: {"x": randn((c["N"],), g), "y": poison((c["N"],))},
+      grid=lambda c, k: (cdiv(c["N"], 64),),
+      ref=lambda a, c, k: {"y": a["x"].double() * 2.0, "x": a["x"].double() * 2.0 + 1.0},
+      tol={"y": chain(1), "x": chain(2)}, cases=[{"N": 200}])
+
+
+# tileir/vector_add.tle ----------------------------------------------------------------------------------------------
+entry(file="tileir/vector_add.tle", kernel="vector_add", make=_add_make, grid=lambda c, k: (cdiv(c["N"], 1024),),
+      ref=lambda a, c, k: {"out": a["x"].double() + a["y"].double()}, tol={"out": chain(1)}, cases=[{"N": 3000}])
+
+
+# ---- running an entry ---------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def module(file: str):
+    return tle.compile(os.path.join(GOLDEN_DIR, file))
+
+
+def _seed(e: Entry, ki: int, ci: int) -> torch.Generator:
+    return torch.Generator().manual_seed(zlib.crc32(f"{e.id}:{ki}:{ci}".encode()))
+
+
+def run_entry(e: Entry, backend: str | None = None) -> list[str]:
+    """Launch every (constants, case) of an entry; the failures, one line each (empty: all match)."""
+    kernel = getattr(module(e.file), e.kernel)
+    failures = []
+    for ki, consts in enumerate(e.consts):
+        for ci, case in enumerate(e.cases):
+            inputs = e.make(case, consts, _seed(e, ki, ci))
+            before = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+            expected = e.ref(before, case, consts)
+            assert set(expected) == set(e.tol), f"{e.id}: ref writes {sorted(expected)}, tol has {sorted(e.tol)}"
+            grid = e.grid(case, consts)
+            if backend is None:
+                args = inputs
+                kernel[grid](**args, **consts)
+                assert kernel.last_backend == "interp"
+            else:
+                args = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+                kernel[grid](**args, **consts, backend=backend)
+                torch.cuda.synchronize()
+                assert kernel.last_backend == backend
+            for name, want in expected.items():
+                tol = e.interp_tol.get(name, e.tol[name]) if backend is None else e.tol[name]
+                err = compare(args[name], want, tol)
+                if err is not None:
+                    failures.append(f"{e.id} consts={consts} case={case} grid={grid} -> {name}: {err}")
+            for name, v in before.items():  # tensors the kernel must not write are unchanged
+                if isinstance(v, torch.Tensor) and name not in expected and compare(args[name], v, EXACT):
+                    failures.append(f"{e.id} consts={consts} case={case}: input '{name}' was modified")
+    return failures
+
+
+# ---- tests --------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("e", TABLE, ids=[e.id for e in TABLE])
+def test_golden_program_on_interpreter(e):
+    failures = run_entry(e)
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+@pytest.mark.parametrize("e", TABLE, ids=[e.id for e in TABLE])
+def test_golden_program_on_gpu(e, backend):
+    if backend == "tileir" and e.tileir_blocker is not None:
+        with pytest.raises(tle.TleError, match=e.tileir_blocker):
+            run_entry(e, backend)
+        return
+    failures = run_entry(e, backend)
+    assert not failures, "\n".join(failures)
+
+
+def golden_files() -> list[str]:
+    """Every golden FileCheck program under tests/filecheck (a .tle file with RUN lines), relative paths."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(GOLDEN_DIR, "**", "*.tle"), recursive=True)):
+        with open(path, encoding="utf-8") as f:
+            if "RUN:" in f.read():
+                out.append(os.path.relpath(path, GOLDEN_DIR).replace(os.sep, "/"))
+    return out
+
+
+def _run_commands(path: str) -> list[str]:
+    """The RUN commands of a golden file, continuation lines (ending in \\) joined (as conftest.py reads them)."""
+    cmds, cur = [], ""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = re.search(r"//\s*RUN:\s?(.*)$", line)
+            if not m:
+                continue
+            part = m.group(1).rstrip()
+            if part.endswith("\\"):
+                cur += part[:-1] + " "
+                continue
+            cmds.append(cur + part)
+            cur = ""
+    return cmds
+
+
+def _constant(text: str):
+    if text in ("true", "false"):
+        return text == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def run_constant_sets(path: str) -> list[dict]:
+    """The -D sets of the RUN lines that compile successfully (not `not tlec ...`)."""
+    sets = []
+    for cmd in _run_commands(path):
+        first = cmd.split("|")[0].strip()
+        if first.startswith("not ") or not re.match(r"tlec\b", first):
+            continue
+        words = shlex.split(first)
+        consts = {}
+        for i, w in enumerate(words):
+            if w == "-D" and i + 1 < len(words):
+                name, _, value = words[i + 1].partition("=")
+                consts[name] = _constant(value)
+            elif w.startswith("-D") and len(w) > 2:
+                name, _, value = w[2:].partition("=")
+                consts[name] = _constant(value)
+        if consts not in sets:
+            sets.append(consts)
+    return sets
+
+
+def runnable(rel: str) -> bool:
+    """A golden file is runnable unless it is a deliberately bad program (error_*/bad_*) none of whose RUN lines
+    compiles."""
+    if not os.path.basename(rel).startswith(("error_", "bad_")):
+        return True
+    return bool(run_constant_sets(os.path.join(GOLDEN_DIR, rel)))
+
+
+def test_table_covers_every_golden_program():
+    """Every kernel of every runnable golden file has an entry, with every -D set of its RUN lines; no entry is
+    stale. A new golden file fails here until it gets a reference (or an EXCLUDED line with the reason)."""
+    by_file: dict[str, dict[str, Entry]] = {}
+    for e in TABLE:
+        assert e.kernel not in by_file.setdefault(e.file, {}), f"two entries for {e.id}"
+        by_file[e.file][e.kernel] = e
+    problems = []
+    files = golden_files()
+    assert len(files) >= 40, f"only {len(files)} golden files found under {GOLDEN_DIR}"
+    for rel in files:
+        if rel in EXCLUDED or not runnable(rel):
+            continue
+        if rel not in by_file:
+            problems.append(f"{rel}: no entry in TABLE (add a reference, or an EXCLUDED line with the reason)")
+            continue
+        kernels = set(module(rel).kernels)
+        missing = kernels - set(by_file[rel])
+        if missing:
+            problems.append(f"{rel}: kernels without an entry: {sorted(missing)}")
+        wanted = run_constant_sets(os.path.join(GOLDEN_DIR, rel))
+        for e in by_file[rel].values():
+            for consts in wanted:
+                if consts not in e.consts:
+                    problems.append(f"{e.id}: the RUN lines' constants {consts} are not among {e.consts}")
+    for rel, entries in by_file.items():
+        if rel not in files:
+            problems.append(f"{rel}: in TABLE but not a golden file")
+            continue
+        stale = set(entries) - set(module(rel).kernels)
+        if stale:
+            problems.append(f"{rel}: TABLE names kernels the file does not have: {sorted(stale)}")
+    for rel in EXCLUDED:
+        if rel not in files:
+            problems.append(f"EXCLUDED names {rel}, which is not a golden file")
+    assert not problems, "\n".join(problems)
+
+
+def test_missing_constant_still_fails_at_launch():
+    """error_missing_constant.tle is runnable only with BLOCK given; without it the launch is a TleError."""
+    x = poison((64,))
+    with pytest.raises(tle.TleError, match="missing compile-time constant 'BLOCK'"):
+        module("error_missing_constant.tle").k[(1,)](x)
+
+
+def test_tileir_legality_marks(monkeypatch):
+    """The `tileir_blocker` marks agree with the Tile IR legality rules (the tool checks left out: this machine may
+    lack tileiras), so the GPU variant's expectations are checked without a GPU."""
+    from tle.compiler import compile_kernel
+    from tle.lowering import tileir_legality
+
+    monkeypatch.setattr(tileir_legality, "_tool_blockers", lambda arch, where: [])
+    problems = []
+    for e in TABLE:
+        for consts in e.consts:
+            mod = module(e.file)
+            out = compile_kernel(mod.program, e.kernel, consts, stop="tle")
+            blockers = tileir_legality.tileir_blockers(out.module, "sm_90")
+            if e.tileir_blocker is None and blockers:
+                problems.append(f"{e.id} {consts}: cannot take the Tile IR path ({blockers[0]}) but is not marked")
+            elif e.tileir_blocker is not None and not any(re.search(e.tileir_blocker, str(b)) for b in blockers):
+                problems.append(f"{e.id} {consts}: marked '{e.tileir_blocker}', but the blockers are "
+                                f"{[str(b) for b in blockers]}")
+    assert not problems, "\n".join(problems)
+
+
+def test_compare_catches_wrong_and_unwritten_elements():
+    """The comparison itself can fail: an element off by more than the tolerance, an unwritten NaN, a wrong
+    integer, a NaN where a number is expected."""
+    want = torch.tensor([1.0, 2.0, NAN, INF])
+    assert compare(want.clone(), want, chain(1)) is None
+    assert compare(torch.tensor([1.0, 2.0 + 1e-3, NAN, INF]), want, chain(1)) is not None
+    assert compare(torch.tensor([NAN, 2.0, NAN, INF]), want, chain(1)) is not None
+    assert compare(torch.tensor([1.0, 2.0, 0.0, INF]), want, chain(1)) is not None
+    assert compare(torch.tensor([1.0, 2.0, NAN, -INF]), want, chain(1)) is not None
+    assert compare(torch.tensor([1, 2, 3], dtype=torch.int32), torch.tensor([1, 2, 4]), EXACT) is not None
+    assert compare(torch.tensor([1, 2, 3], dtype=torch.int32), torch.tensor([1, 2, 3]), EXACT) is None
