@@ -68,6 +68,32 @@ class Kernel:
         self._checked: dict = {}
         self._plans: dict = {}
         self.last_backend: str | None = None
+        self._tune_space = None  # runtime/tuning.py: set through .tune_space
+        self._tuned: dict = {}  # tuning key -> best configuration, for the buckets seen by this process
+        self._prebuilt: dict = {}  # binary key -> Binary bytes compiled by tuning's workers, consumed on first use
+        if getattr(self.decl, "tune", ()):  # the kernel's own tune(...) clause
+            from ..check import tuning_space
+            self.tune_space = tuning_space(self.decl)
+
+    @property
+    def tune_space(self):
+        """A tuning.TuneSpace (or a dict of params): launches then tune on the first call per shape bucket."""
+        return self._tune_space
+
+    @tune_space.setter
+    def tune_space(self, space):
+        if space is not None:
+            from .tuning import TuneSpace
+            space = TuneSpace.coerce(space).validate(self.decl)
+        self._tune_space = space
+        self._plans.clear()
+        self._tuned.clear()
+
+    def tune(self, grid, *args, force: bool = False, **kwargs):
+        """Tune this launch's shape bucket now (or return its stored result unless force); nothing is launched
+        and no argument is changed. Returns a tuning.TuneResult."""
+        from .tuning import tune_kernel
+        return tune_kernel(self, grid, args, kwargs, force=force)
 
     def __repr__(self) -> str:
         return f"<tle kernel {self.name} from {self.program.file}>"
@@ -198,13 +224,17 @@ class Kernel:
         key = _signature(args, kwargs)
         plan = self._plans.get(key) if key is not None else None
         if plan is None:
-            plan = self._plan(args, kwargs)
+            plan = self._plan(args, kwargs, grid)
             if key is not None and len(self._plans) < self.MAX_PLANS:
                 self._plans[key] = plan
         plan(grid, args, kwargs)
 
-    def _plan(self, args, kwargs):
-        """Bind and check the arguments, compile (or fetch) the binary, and return a launcher for this signature."""
+    def _plan(self, args, kwargs, grid=None, tune: bool = True):
+        """Bind and check the arguments, compile (or fetch) the binary, and return a launcher for this signature.
+        With a tuning space, the best configuration of the arguments' bucket is merged in first (tuning.py)."""
+        if tune and self._tune_space is not None and grid is not None:
+            from .tuning import configure
+            kwargs = configure(self, grid, args, kwargs)
         values, constants, options = self._bind(args, dict(kwargs))
         ckey = tuple(sorted(constants.items()))
         kernel = self._checked.get(ckey)
@@ -306,9 +336,12 @@ class Kernel:
         from ..compiler import Compiled, compile_kernel
         from ..targets.binary import Binary
         from .launch import load
-        key = cache.key_of(self.fingerprint, self.name, sorted(kernel.constants.items()), spec.key(), backend,
-                           arch, num_warps, num_stages, TLE_VERSION, _backend_version(backend))
-        data = cache.get(key)
+        key = self._binary_key(kernel, spec, backend, arch, num_warps, num_stages)
+        data = self._prebuilt.pop(key, None)
+        if data is not None:
+            cache.put(key, data)
+        else:
+            data = cache.get(key)
         if data is not None:
             binary = Binary.from_bytes(data)
             compiled = Compiled(kernel, spec, abi(kernel, spec), binary.backend, arch, binary=binary,
@@ -326,6 +359,11 @@ class Kernel:
             if not self.quiet:
                 warnings.warn(message, TleFallbackWarning, stacklevel=4)
         return compiled, load(binary)
+
+    def _binary_key(self, kernel, spec, backend, arch, num_warps, num_stages) -> str:
+        """The disk-cache key of a binary: everything that decides its bytes."""
+        return cache.key_of(self.fingerprint, self.name, sorted(kernel.constants.items()), spec.key(), backend,
+                            arch, num_warps, num_stages, TLE_VERSION, _backend_version(backend))
 
 
 def _signature(args, kwargs):

@@ -12,4 +12,12 @@ from .diagnostics import TleError  # noqa: E402
 from .api import Module, compile  # noqa: E402,A004
 from .runtime.kernel import LaunchError  # noqa: E402
 
-__all__ = ["compile", "Module", "TleError", "LaunchError", "__version__"]
+
+def __getattr__(name):  # tle.tuning (runtime/tuning.py), imported on first use
+    if name == "tuning":
+        from .runtime import tuning
+        return tuning
+    raise AttributeError(f"module 'tle' has no attribute '{name}'")
+
+
+__all__ = ["compile", "Module", "TleError", "LaunchError", "tuning", "__version__"]

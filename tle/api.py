@@ -40,10 +40,14 @@ class Module:
 
 
 def compile(source: str, *, backend: str = "auto", quiet: bool = True, arch: str | None = None,
-            filename: str | None = None) -> Module:  # noqa: A001 - the natural name, as re.compile
-    """Parse and check a .tle file (or source text); kernels compile lazily, per specialisation, on launch."""
+            filename: str | None = None, tune: dict | None = None) -> Module:  # noqa: A001 - as re.compile
+    """Parse and check a .tle file (or source text); kernels compile lazily, per specialisation, on launch.
+    `tune` maps kernel names to tuning spaces (a tle.tuning.TuneSpace or a dict of params; docs/tuning.md)."""
     if filename is None and "\n" not in source and source.endswith(".tle") and os.path.exists(source):
         filename = source
         with open(source, encoding="utf-8") as f:
             source = f.read()
-    return Module(load_program(source, filename or "<string>"), backend, quiet, arch)
+    module = Module(load_program(source, filename or "<string>"), backend, quiet, arch)
+    for name, space in (tune or {}).items():
+        getattr(module, name).tune_space = space
+    return module

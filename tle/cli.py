@@ -1,6 +1,8 @@
 """tlec: the tle command-line compiler.
 
     tlec FILE [--kernel NAME] [-D NAME=VALUE ...] [--emit=STAGE] [--arch sm_90] [-o OUT]
+    tlec tune FILE --kernel NAME --shape M=4096,N=4096,K=4096 --dtype f16 -P BM=64,128 --grid 'cdiv(M,BM),cdiv(N,BN)'
+              [--budget-s 120] [--export F] [--import F]        (autotuning: runtime/tuning.py, docs/tuning.md)
 
 Runs the pipeline of tle/compiler.py and stops after --emit's stage. Exit codes: 0 ok, 1 an error in the program
 (printed as file:line:col: error: ...), 2 a bad command line, 3 an internal compiler error (a bug in tle).
@@ -78,6 +80,9 @@ def parse_define(text: str, parser: argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["tune"]:  # a subcommand word before the file (a file named "tune": write ./tune)
+        return tune_main(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     constants = dict(parse_define(d, parser) for d in args.defines)
@@ -170,6 +175,166 @@ def _write(args, text: str) -> None:
             f.write(text)
     else:
         sys.stdout.write(text)
+
+
+def _tune_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tlec tune",
+        description="Autotune a kernel for one problem shape on the GPU and store the best configuration in the "
+                    "tuning database (TLE_TUNE_DB; docs/tuning.md). Launches of the kernel with a tuning space then "
+                    "use it for every shape of the same bucket.",
+        epilog="example:\n  tlec tune examples/matmul.tle --kernel matmul --shape M=4096,N=4096,K=4096 --dtype f16 \\\n"
+               "      -P BM=64,128,256 -P BN=64,128,256 -P BK=32,64 -P num_warps=4,8 --grid 'cdiv(M,BM),cdiv(N,BN)'\n"
+               "exit codes: 0 ok; 1 an error in the program or no configuration worked; 2 a bad command line.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", nargs="?", help="the .tle source file (optional with only --import/--export)")
+    p.add_argument("--kernel", "-k", metavar="NAME", help="the kernel (required when the file has several)")
+    p.add_argument("--shape", default="", metavar="M=4096,N=4096",
+                   help="the symbolic dims of the problem; tensors are made from them, random normal (floats) or "
+                        "zeros (integers, so that index tensors stay in bounds)")
+    p.add_argument("--dtype", metavar="T", help="the element type of every dtype constant not set with -D (f16, ...)")
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
+                   help="a compile-time constant held fixed")
+    p.add_argument("-P", "--param", dest="params", action="append", default=[], metavar="NAME=V1,V2,...",
+                   help="a tuned parameter and its values: a constant, num_warps, num_stages or backend "
+                        "(default: the space the kernel declares)")
+    p.add_argument("--grid", metavar="EXPR",
+                   help="the launch grid, an expression of dims and constants with cdiv/min/max, e.g. "
+                        "'cdiv(M, BM), cdiv(N, BN)'")
+    p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE", help="a scalar parameter's value")
+    p.add_argument("--key-dims", metavar="M,N", help="the dims whose buckets key the result (default: all)")
+    p.add_argument("--backend", choices=("auto", "triton", "tileir", "interp"), default="auto",
+                   help="the backend when it is not tuned (default auto)")
+    p.add_argument("--device", default="cuda", help="cuda (default), or cpu for the interpreter")
+    p.add_argument("--budget-s", type=float, default=120.0, help="wall-clock budget of the tuning (default 120)")
+    p.add_argument("--max-candidates", type=int, default=128, help="most configurations compiled (default 128)")
+    p.add_argument("--jobs", type=int, help="compile processes (default: CPUs - 1)")
+    p.add_argument("--force", action="store_true", help="tune again even if the database has this bucket")
+    p.add_argument("--export", metavar="F", help="afterwards, write the whole database to F (JSON)")
+    p.add_argument("--import", dest="import_", metavar="F", help="first, add the results in F to the database")
+    return p
+
+
+def _scalar(text: str):
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def tune_main(argv: list[str]) -> int:
+    parser = _tune_parser()
+    args = parser.parse_args(argv)
+    from .runtime import tuning
+    try:
+        if args.import_:
+            print(f"tlec tune: imported {tuning.import_(args.import_)} results from {args.import_}", file=sys.stderr)
+        if args.file:
+            code = _tune_file(args, parser)
+            if code:
+                return code
+        elif not (args.import_ or args.export):
+            parser.error("give a FILE to tune (or only --import/--export)")
+        if args.export:
+            print(f"tlec tune: exported {tuning.export(args.export)} results to {args.export}", file=sys.stderr)
+        return 0
+    except (TleError, tuning.TuneError, ValueError) as e:
+        print(f"tlec tune: error: {e}" if not isinstance(e, TleError) else str(e), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _pairs(text: str, what: str, parser) -> dict:
+    out = {}
+    for part in filter(None, (t.strip() for t in text.split(","))):
+        name, eq, value = part.partition("=")
+        if not eq or not name.strip().isidentifier():
+            parser.error(f"{what} {part!r}: expected NAME=VALUE")
+        out[name.strip()] = _scalar(value.strip())
+    return out
+
+
+def _tune_file(args, parser) -> int:
+    import torch
+    from . import api
+    from .check import check_kernel
+    from .runtime import tuning
+    from .runtime.kernel import torch_dtype
+    from .typed import TensorParam
+    mod = api.compile(args.file, backend=args.backend)
+    names = mod.program.kernel_names()
+    name = args.kernel or (names[0] if len(names) == 1 else None)
+    if name is None or name not in mod.kernels:
+        parser.error(f"--kernel: choose one of {', '.join(names)}")
+    kernel = mod.kernels[name]
+    params = {}
+    for text in args.params:
+        pname, eq, values = text.partition("=")
+        if not eq or not values:
+            parser.error(f"-P {text}: expected NAME=V1,V2,...")
+        params[pname.strip()] = [_scalar(v.strip()) for v in values.split(",") if v.strip()]
+    settings = {"budget_s": args.budget_s, "max_candidates": args.max_candidates, "jobs": args.jobs}
+    if args.key_dims:
+        settings["key_dims"] = [d.strip() for d in args.key_dims.split(",") if d.strip()]
+    if params:
+        kernel.tune_space = tuning.TuneSpace(params, **settings)
+    elif kernel.tune_space is not None:
+        for k, v in settings.items():
+            setattr(kernel.tune_space, k, v)
+    else:
+        parser.error(f"kernel '{name}' declares no tuning space: give -P NAME=V1,V2,...")
+    if not args.grid:
+        parser.error("--grid is required, e.g. --grid 'cdiv(M, BM), cdiv(N, BN)'")
+    constants = dict(parse_define(d, parser) for d in args.defines)
+    for c in kernel.decl.const_params:
+        if c.kind == "dtype" and c.name not in constants and args.dtype:
+            constants[c.name] = args.dtype
+    dims = _pairs(args.shape, "--shape", parser)
+    scalars = _pairs(",".join(args.arg), "--arg", parser)
+    probe = {k: v[0] for k, v in kernel.tune_space.params.items() if k not in tuning.OPTIONS}
+    checked = check_kernel(mod.program, name, {**probe, **constants})
+    device = torch.device(args.device)
+    tensors = []
+    for p in checked.params:
+        if isinstance(p, TensorParam):
+            missing = [d for d in p.type.dims if isinstance(d, str) and d not in dims]
+            if missing:
+                parser.error(f"--shape: give {', '.join(missing)} (tensor '{p.name}' is {p.type})")
+            shape = [d if isinstance(d, int) else int(dims[d]) for d in p.type.dims]
+            dt = torch_dtype(p.type.dtype)
+            tensors.append(torch.randn(shape, device=device).to(dt) if dt.is_floating_point
+                           else torch.zeros(shape, device=device, dtype=dt))
+        else:
+            if p.name not in scalars:
+                parser.error(f"--arg: give the scalar parameter {p.name} ({p.type})")
+            tensors.append(scalars[p.name])
+    expr = args.grid
+
+    def cdiv(a, b):
+        return -(-a // b)
+
+    def grid(meta):
+        return eval(f"({expr},)", {"__builtins__": {}}, {"cdiv": cdiv, "min": min, "max": max, **meta})  # noqa: S307
+    result = kernel.tune(grid, *tensors, force=args.force, **constants)
+    where = (f"{torch.cuda.get_device_name(device)} ({tuning._device_info(device)[1]})" if device.type == "cuda"
+             else "the interpreter (CPU)")
+    print(f"tlec tune: {name} on {where}, {args.shape or 'no dims'}"
+          + (f", {args.dtype}" if args.dtype else ""))
+    print(f"  best     {tuning._show(result.config)}: {result.time_s * 1e3:.4f} ms")
+    if result.default_time_s:
+        print(f"  default  {tuning._show(result.default_config)}: {result.default_time_s * 1e3:.4f} ms "
+              f"({result.default_time_s / result.time_s:.2f}x slower)")
+    st = result.stats
+    how = "from the tuning database (--force tunes again)" if result.from_db else "tuned now"
+    print(f"  {how}: {st.get('space')} configurations, {st.get('candidates')} after pruning, "
+          f"{st.get('compiled')} compiled, {st.get('timed')} timed, {st.get('seconds')} s")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1147 @@
+"""Autotuning: pick the fastest configuration of a kernel per problem-size bucket, once, and remember it.
+
+    space = TuneSpace({"BM": [64, 128], "BN": [64, 128, 256], "num_warps": [4, 8]})
+    mod.matmul.tune_space = space             # or tle.compile(path, tune={"matmul": {...}})
+    mod.matmul[grid](a, b, c)                 # the first call per shape bucket tunes; later calls launch the best
+
+A launch with a tuning space whose plan is not cached yet (runtime/kernel.py) asks `configure()` for the best
+configuration of its bucket: an in-memory dict, then one SELECT on the database, then tuning. The plan built from
+that configuration is cached per argument signature as any other, so a repeated launch costs what it always did.
+
+The database (SQLite, TLE_TUNE_DB, default ~/.cache/tle/tuning.sqlite or $TLE_CACHE_DIR/tuning.sqlite) has one row
+per key. The key is a hash of: the kernel's source fingerprint (its file and imports), its name, the constants and
+launch options that are not tuned, the shape bucket (each dim <= 64 exactly, larger ones rounded up to a power of
+two; TuneSpace.key_dims picks which dims count), the specialisation facts (16-divisibility and unit strides, which
+change the binary), the parameter dtypes, the GPU's name and compute capability, the tle version, the backend
+compilers' versions and the tuned space itself. docs/tuning.md describes the schema, the pruning rules and the
+search.
+
+Search: (1) static pruning by a cost model read off the checked kernel (`prune`); (2) parallel compilation in
+worker processes with a per-configuration timeout (`compile_configs`); (3) successive halving on the device
+(`successive_halving`), every configuration checked against the reference output before its time counts.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import itertools
+import json
+import math
+import os
+import pickle
+import select
+import shutil
+import sqlite3
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .. import __version__ as TLE_VERSION
+from ..diagnostics import TleError
+
+OPTIONS = ("num_warps", "num_stages", "backend")
+BACKENDS = ("auto", "triton", "tileir", "interp")
+DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3}
+
+
+class TuneError(RuntimeError):
+    """Tuning could not produce a configuration (nothing compiled, nothing matched the reference)."""
+
+
+# ---- the space ---------------------------------------------------------------------------------------------------
+@dataclass
+class TuneSpace:
+    """What to search: `params` maps a compile-time constant or a launch option (num_warps, num_stages, backend) to
+    the values to try; `key_dims` names the symbolic dims whose size buckets key the result (None: all of them).
+    The rest are settings of the search: a wall-clock budget for one tuning, at most `max_candidates` compiled
+    configurations, a per-configuration compile timeout, compile processes (`jobs`, default: CPUs - 1),
+    `reference(args) -> [expected output tensors]` (default: the default configuration's outputs) and `timer`
+    (config, trial, reps) -> seconds, for tests of the search logic on machines without the real device."""
+    params: dict
+    key_dims: list | None = None
+    budget_s: float = 120.0
+    max_candidates: int = 128
+    compile_timeout_s: float = 60.0
+    jobs: int | None = None
+    reference: object = None
+    timer: object = None
+
+    def __post_init__(self):
+        if not isinstance(self.params, dict) or not self.params:
+            raise ValueError("TuneSpace: params must be a non-empty dict of name -> list of values")
+        self.params = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in self.params.items()}
+        for name, values in self.params.items():
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValueError(f"TuneSpace: '{name}' is not a name")
+            if not values:
+                raise ValueError(f"TuneSpace: {name} has no values")
+            if len(set(map(repr, values))) != len(values):
+                raise ValueError(f"TuneSpace: {name} lists a value twice: {values}")
+            if name == "num_warps" and not all(type(v) is int and v in (1, 2, 4, 8, 16, 32) for v in values):
+                raise ValueError(f"TuneSpace: num_warps must be powers of two from 1 to 32, got {values}")
+            if name == "num_stages" and not all(type(v) is int and v >= 1 for v in values):
+                raise ValueError(f"TuneSpace: num_stages must be ints >= 1, got {values}")
+            if name == "backend" and not all(v in BACKENDS for v in values):
+                raise ValueError(f"TuneSpace: backend must be among {', '.join(BACKENDS)}, got {values}")
+        if self.key_dims is not None:
+            self.key_dims = list(self.key_dims)
+        if self.budget_s <= 0 or self.max_candidates < 1 or self.compile_timeout_s <= 0:
+            raise ValueError("TuneSpace: budget_s, max_candidates and compile_timeout_s must be positive")
+
+    @classmethod
+    def coerce(cls, value) -> "TuneSpace":
+        """A TuneSpace, or a dict of params with optional 'key_dims' and search settings among its keys."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            settings = {k: value[k] for k in ("key_dims", "budget_s", "max_candidates", "compile_timeout_s",
+                                               "jobs", "reference", "timer") if k in value}
+            return cls({k: v for k, v in value.items() if k not in settings}, **settings)
+        raise TypeError(f"a tuning space is a TuneSpace or a dict, not {type(value).__name__}")
+
+    def validate(self, decl) -> "TuneSpace":
+        """Check the names and value types against a kernel declaration (tle.ast.Kernel)."""
+        consts = {c.name: c.kind for c in decl.const_params}
+        for name, values in self.params.items():
+            if name in OPTIONS:
+                continue
+            kind = consts.get(name)
+            if kind is None:
+                raise ValueError(f"TuneSpace: kernel '{decl.name}' has no compile-time constant '{name}' "
+                                 f"(constants: {', '.join(consts) or 'none'}; options: {', '.join(OPTIONS)})")
+            from ..types import canonical
+            ok = {"int": lambda v: type(v) is int, "bool": lambda v: type(v) is bool,
+                  "float": lambda v: type(v) in (int, float),
+                  "dtype": lambda v: isinstance(v, str) and canonical(v) is not None}[kind]
+            bad = [v for v in values if not ok(v)]
+            if bad:
+                raise ValueError(f"TuneSpace: '{name}' is a {kind} constant; got {bad}")
+        return self
+
+    def configs(self, params: dict | None = None) -> list[dict]:
+        params = self.params if params is None else params
+        names = list(params)
+        return [dict(zip(names, combo)) for combo in itertools.product(*(params[n] for n in names))]
+
+
+def _ckey(config: dict) -> tuple:
+    return tuple(config.items())
+
+
+def _show(config: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in config.items())
+
+
+# ---- the database ------------------------------------------------------------------------------------------------
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tuned (
+    key TEXT PRIMARY KEY,       -- sha256 of the key columns below, as sorted JSON
+    kernel TEXT NOT NULL,       -- kernel name
+    fingerprint TEXT NOT NULL,  -- hash of the .tle file and its imports (runtime.kernel.program_fingerprint)
+    fixed TEXT NOT NULL,        -- JSON: constants and launch options that were not tuned
+    shape TEXT NOT NULL,        -- JSON: dim -> bucket
+    spec TEXT NOT NULL,         -- specialisation facts: arguments divisible by 16, unit strides
+    dtypes TEXT NOT NULL,       -- JSON: parameter -> element type
+    device TEXT NOT NULL,       -- GPU name ("cpu" on the interpreter)
+    capability TEXT NOT NULL,   -- sm_90, ...
+    tle_version TEXT NOT NULL,
+    backend_versions TEXT NOT NULL,
+    space TEXT NOT NULL,        -- hash of the tuned parameters and their values
+    config TEXT NOT NULL,       -- JSON: the best configuration
+    time_s REAL NOT NULL,       -- its median time
+    default_time_s REAL,        -- the default configuration's median time (NULL if it did not run)
+    exact_shape TEXT NOT NULL,  -- JSON: the dims the tuning ran on
+    stats TEXT NOT NULL,        -- JSON: space size, candidates, compiled, timed, measurements, seconds, pruned
+    created TEXT NOT NULL       -- ISO 8601, UTC
+);
+"""
+KEY_COLUMNS = ("kernel", "fingerprint", "fixed", "shape", "spec", "dtypes", "device", "capability", "tle_version",
+               "backend_versions", "space")
+COLUMNS = ("key",) + KEY_COLUMNS + ("config", "time_s", "default_time_s", "exact_shape", "stats", "created")
+
+_connections: dict = {}
+_db_lock = threading.Lock()
+
+
+def db_path() -> str:
+    if os.environ.get("TLE_TUNE_DB"):
+        return os.environ["TLE_TUNE_DB"]
+    root = os.environ.get("TLE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tle")
+    return os.path.join(root, "tuning.sqlite")
+
+
+def _db(path: str | None = None) -> sqlite3.Connection:
+    """One connection per database file and process (WAL journal, 60 s busy timeout), opened on first use."""
+    path = path or db_path()
+    key = (os.path.abspath(path), os.getpid())
+    conn = _connections.get(key)
+    if conn is None:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        conn = sqlite3.connect(path, timeout=60.0, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 60000")
+        conn.execute("PRAGMA journal_mode = WAL")
+        with conn:
+            conn.executescript(SCHEMA)
+        _connections[key] = conn
+    return conn
+
+
+def make_key(fields: dict) -> str:
+    return hashlib.sha256(json.dumps({k: fields[k] for k in KEY_COLUMNS}, sort_keys=True).encode()).hexdigest()
+
+
+def lookup_key(key: str, db: str | None = None) -> dict | None:
+    """The row stored under `key`, or None. One indexed SELECT."""
+    with _db_lock:
+        cur = _db(db).execute(f"SELECT {', '.join(COLUMNS)} FROM tuned WHERE key = ?", (key,))
+        row = cur.fetchone()
+    return _row(row) if row else None
+
+
+def _row(row) -> dict:
+    out = dict(zip(COLUMNS, row))
+    for k in ("config", "stats"):
+        out[k] = json.loads(out[k])
+    return out
+
+
+def store(row: dict, db: str | None = None) -> None:
+    """INSERT OR REPLACE one row in its own transaction (concurrent writers wait on the busy timeout)."""
+    values = [json.dumps(row[c], sort_keys=True) if c in ("config", "stats") else row.get(c) for c in COLUMNS]
+    with _db_lock:
+        conn = _db(db)
+        with conn:
+            conn.execute(f"INSERT OR REPLACE INTO tuned ({', '.join(COLUMNS)}) VALUES "
+                         f"({', '.join('?' * len(COLUMNS))})", values)
+
+
+def rows(kernel: str | None = None, db: str | None = None) -> list[dict]:
+    sql = f"SELECT {', '.join(COLUMNS)} FROM tuned" + (" WHERE kernel = ?" if kernel else "") + " ORDER BY created"
+    with _db_lock:
+        return [_row(r) for r in _db(db).execute(sql, (kernel,) if kernel else ())]
+
+
+def export(path: str, db: str | None = None) -> int:
+    """Write every row as JSON ({"tle_tuning": 1, "rows": [...]}); return how many."""
+    data = rows(db=db)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"tle_tuning": 1, "rows": data}, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+    return len(data)
+
+
+def import_(path: str, db: str | None = None) -> int:
+    """Insert (or replace) the rows of a file written by export(); return how many."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    if not isinstance(data, dict) or data.get("tle_tuning") != 1 or not isinstance(data.get("rows"), list):
+        raise ValueError(f"{path}: not a tle tuning export")
+    for r in data["rows"]:
+        missing = [c for c in COLUMNS if c not in r and c != "default_time_s"]
+        if missing:
+            raise ValueError(f"{path}: a row lacks {', '.join(missing)}")
+        if make_key(r) != r["key"]:
+            raise ValueError(f"{path}: a row's key does not match its key columns")
+    for r in data["rows"]:
+        store(r, db)
+    return len(data["rows"])
+
+
+def lookup(kernel, *args, **kwargs) -> dict | None:
+    """The stored result for launching `kernel` with these arguments (its shape bucket), or None."""
+    return lookup_key(_Launch(kernel, None, args, kwargs).key)
+
+
+# ---- the launch being tuned: binding, key, bucket ------------------------------------------------------------------
+def bucket(size: int) -> int:
+    """Dims up to 64 exactly; larger ones rounded up to a power of two."""
+    return size if size <= 64 else 1 << (size - 1).bit_length()
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _device_info(device) -> tuple[str, str]:
+    """(GPU name, compute capability); ("cpu", "cpu") for the interpreter on CPU tensors."""
+    if device is None or device.type != "cuda":
+        return "cpu", "cpu"
+    import torch
+    major, minor = torch.cuda.get_device_capability(device)
+    return torch.cuda.get_device_name(device), f"sm_{major}{minor}"
+
+
+def _backend_versions(backends) -> str:
+    out = []
+    if {"triton", "auto"} & set(backends):
+        from ..targets.triton import triton_version
+        out.append(f"triton={triton_version()}")
+    if {"tileir", "auto"} & set(backends):
+        from ..targets.tileir import tileiras_version
+        try:
+            out.append(f"tileiras={tileiras_version()}")
+        except Exception:  # noqa: BLE001 - no tileiras here: auto routes to Triton
+            out.append("tileiras=none")
+    if "interp" in backends:
+        out.append("interp")
+    return ";".join(out)
+
+
+class _Launch:
+    """One launch's arguments, bound and checked once: the tuned parameters left after what the caller pinned, the
+    fixed constants and options, dims, specialisation, device and the database key."""
+
+    def __init__(self, kernel, grid, args, kwargs):
+        from ..check import check_kernel
+        space = kernel.tune_space
+        if space is None:
+            raise TuneError(f"kernel '{kernel.name}' has no tuning space (set kernel.tune_space)")
+        self.kernel, self.grid, self.args, self.kwargs, self.space = kernel, grid, args, dict(kwargs), space
+        values, constants, options = kernel._bind(args, dict(kwargs))
+        self.params = {k: v for k, v in space.params.items() if k not in kwargs}
+        fixed = {**{k: v for k, v in constants.items() if k not in self.params},
+                 **{k: v for k, v in options.items() if k not in self.params}}
+        if "backend" not in self.params:
+            fixed.setdefault("backend", kernel.backend)
+        self.fixed = fixed
+        fixed_consts = {k: v for k, v in fixed.items() if k not in OPTIONS}
+        tuned_consts = [k for k in self.params if k not in OPTIONS]
+        try:  # the declared defaults of the tuned constants
+            checked = check_kernel(kernel.program, kernel.name, fixed_consts)
+            defaults = {k: checked.constants[k] for k in tuned_consts}
+        except TleError:
+            checked = check_kernel(kernel.program, kernel.name,
+                                   {**fixed_consts, **{k: self.params[k][0] for k in tuned_consts}})
+            defaults = {}
+        defaults.update(DEFAULT_OPTIONS, backend=kernel.backend)
+        self.base = {k: defaults[k] if defaults.get(k) in vals else vals[0] for k, vals in self.params.items()}
+        self.values, self.fixed_consts = values, fixed_consts
+        flat, self.device, self.dims = kernel._check_args(checked, values)
+        self.spec = kernel._spec(checked, flat)
+        self.on_gpu = self.device is not None and self.device.type == "cuda"
+        key_dims = space.key_dims if space.key_dims is not None else sorted(self.dims)
+        unknown = [d for d in key_dims if d not in self.dims]
+        if unknown:
+            raise TuneError(f"TuneSpace.key_dims: kernel '{kernel.name}' has no symbolic dim "
+                            f"{', '.join(unknown)} (dims: {', '.join(self.dims)})")
+        backends = self.params["backend"] if "backend" in self.params else [fixed["backend"]]
+        device, capability = _device_info(self.device)
+        dtypes = {p.name: p.type.dtype for p in checked.params}
+        self.fields = {
+            "kernel": kernel.name, "fingerprint": kernel.fingerprint,
+            "fixed": json.dumps(fixed, sort_keys=True),
+            "shape": json.dumps({d: bucket(self.dims[d]) for d in key_dims}, sort_keys=True),
+            "spec": self.spec.key(), "dtypes": json.dumps(dtypes, sort_keys=True),
+            "device": device, "capability": capability, "tle_version": TLE_VERSION,
+            "backend_versions": _backend_versions(["interp" if b == "auto" and not self.on_gpu else b
+                                                   for b in backends]),
+            "space": hashlib.sha256(json.dumps(self.params, sort_keys=True, default=str).encode()).hexdigest()[:16],
+        }
+        self.key = make_key(self.fields)
+
+
+def configure(kernel, grid, args, kwargs) -> dict:
+    """The launch hook: kwargs with the best configuration of this launch's bucket merged in (tuning if needed)."""
+    launch = _Launch(kernel, grid, args, kwargs)
+    if not launch.params:
+        return kwargs
+    config = kernel._tuned.get(launch.key)
+    if config is None:
+        row = lookup_key(launch.key)
+        config = row["config"] if row is not None else tune(launch).config
+        kernel._tuned[launch.key] = config
+    return {**kwargs, **config}
+
+
+# ---- the cost model ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Hardware:
+    sms: int  # multiprocessors
+    smem: int  # shared memory per block, opt-in maximum (bytes)
+    flops: float  # dense f16 matrix rate (for ranking only)
+    bandwidth: float  # device memory bytes/s (for ranking only)
+
+
+HARDWARE = {  # by architecture, when no GPU can be asked (CPU tests, tlec); a real GPU reports its own SMs and smem
+    "sm_80": Hardware(108, 166912, 312e12, 2.0e12),
+    "sm_86": Hardware(84, 101376, 140e12, 0.9e12),
+    "sm_89": Hardware(128, 101376, 330e12, 1.0e12),
+    "sm_90": Hardware(132, 232448, 989e12, 4.8e12),
+    "sm_100": Hardware(148, 232448, 2250e12, 8.0e12),
+    "sm_120": Hardware(170, 101376, 400e12, 1.8e12),
+}
+
+
+def hardware_of(device, arch: str) -> Hardware | None:
+    if device is None or device.type != "cuda":
+        return None
+    import torch
+    props = torch.cuda.get_device_properties(device)
+    base = HARDWARE.get(arch, HARDWARE["sm_90"])
+    smem = getattr(props, "shared_memory_per_block_optin", 0) or base.smem
+    return Hardware(props.multi_processor_count, smem, base.flops, base.bandwidth)
+
+
+_BYTES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8}
+
+
+@dataclass
+class Facts:
+    """What the cost model reads off one configuration's checked kernel (per program unless noted)."""
+    programs: int = 1
+    flops: float = 0.0  # dot flops
+    bytes: float = 0.0  # bytes loaded and stored
+    smem: int = 0  # estimated shared memory: stages * (tiles loaded per iteration) of loops with a dot
+    carried_regs: float = 0.0  # 32-bit registers of loop-carried tiles (accumulators), whole program
+    max_tile: int = 1  # elements of the largest tile
+    overshoot: float = 1.0  # largest (tile dim / max(16, next_pow2(problem dim))); > 1: the tile exceeds the problem
+    has_dot: bool = False
+    free_loops: bool = False  # a loop without pipeline(stages=): num_stages matters
+    written: set = field(default_factory=set)  # tensors stored, scattered or updated atomically
+    read: set = field(default_factory=set)
+    atomics: bool = False
+
+
+def _static(e, dims):
+    """The value of a scalar expression of constants and dims, or None."""
+    from ..typed import Const, Dim, Op
+    if isinstance(e, Const):
+        return e.value if isinstance(e.value, (int, float)) and not isinstance(e.value, bool) else None
+    if isinstance(e, Dim):
+        return dims.get(e.name)
+    if isinstance(e, Op) and len(e.args) == 2:
+        a, b = (_static(x, dims) for x in e.args)
+        if a is None or b is None:
+            return None
+        ops = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b, "min": lambda: min(a, b),
+               "max": lambda: max(a, b), "div": lambda: a // b if b else None, "cdiv": lambda: -(-a // b) if b else None}
+        return ops[e.name]() if e.name in ops else None
+    return None
+
+
+def analyze(checked, dims: dict, num_stages: int = 3) -> Facts:
+    """Walk a checked kernel (tle.typed.Kernel) and collect the Facts above."""
+    from ..typed import Bind, Eval, For, If, Op
+    from ..types import Tile
+    f = Facts()
+
+    def elems(t):
+        return math.prod(t.shape) if isinstance(t, Tile) else 1
+
+    def overshoot(tile, tensor):
+        if len(tile) != len(tensor.type.dims):
+            return
+        for t, d in zip(tile, tensor.type.dims):
+            size = d if isinstance(d, int) else dims.get(d)
+            if size:
+                f.overshoot = max(f.overshoot, t / max(16, next_pow2(size)))
+
+    def expr(e, trips, loop):
+        if not isinstance(e, Op):
+            return
+        for a in e.args:
+            expr(a, trips, loop)
+        f.max_tile = max(f.max_tile, elems(e.type) if e.type is not None else 1)
+        if e.name in ("load", "gather"):
+            b = elems(e.type) * _BYTES[e.type.dtype]
+            f.bytes += b * trips
+            f.read.add(e.tensor.name)
+            if loop is not None:
+                loop["loads"] += b
+            if e.name == "load":
+                overshoot(e.attrs.get("tile", e.type.shape), e.tensor)
+        elif e.name in ("store", "scatter", "atomic"):
+            n = max(elems(a.type) for a in e.args if a.type is not None)
+            f.bytes += n * _BYTES[e.tensor.type.dtype] * trips
+            f.written.add(e.tensor.name)
+            f.atomics |= e.name == "atomic"
+            if e.name == "store" and isinstance(e.args[0].type, Tile):
+                overshoot(e.args[0].type.shape, e.tensor)
+        elif e.name == "dot":
+            (m, k), n = e.args[0].type.shape[-2:], e.args[1].type.shape[-1]
+            f.flops += 2.0 * m * n * k * trips
+            f.has_dot = True
+            if loop is not None:
+                loop["dot"] = True
+
+    def block(stmts, trips, loop):
+        for s in stmts:
+            if isinstance(s, Bind):
+                expr(s.value, trips, loop)
+            elif isinstance(s, Eval):
+                expr(s.expr, trips, loop)
+            elif isinstance(s, If):
+                expr(s.cond, trips, loop)
+                block(s.then, trips, loop)
+                block(s.orelse, trips, loop)
+            elif isinstance(s, For):
+                start, stop, step = (_static(x, dims) for x in (s.start, s.stop, s.step))
+                n = max(0, -(-(stop - start) // step)) if None not in (start, stop, step) and step > 0 else 1
+                inner = {"loads": 0, "dot": False}
+                block(s.body, trips * n, inner)
+                if s.stages is None:
+                    f.free_loops = True
+                if inner["dot"]:
+                    f.smem = max(f.smem, (s.stages or num_stages) * inner["loads"])
+                f.carried_regs = max(f.carried_regs, sum(elems(v.type) * _BYTES[v.type.dtype] / 4
+                                                         for v in s.carried if isinstance(v.type, Tile)))
+                if loop is not None:
+                    loop["loads"] += inner["loads"]
+                    loop["dot"] |= inner["dot"]
+
+    block(checked.body, 1, None)
+    return f
+
+
+def programs_of(grid, meta) -> int:
+    if callable(grid):
+        grid = grid(meta)
+    if isinstance(grid, int):
+        grid = (grid,)
+    return max(1, math.prod(int(g) for g in grid))
+
+
+def predicted_time(f: Facts, threads: int | None, hw: Hardware) -> float:
+    """A rough roofline per program times the waves it takes (only used to rank configurations)."""
+    occ = hw.smem // max(f.smem, 1)
+    if threads:
+        occ = min(occ, 2048 // threads, 65536 // (threads * (f.carried_regs / threads + 32)))
+    occ = max(1, min(occ, 32))
+    per_program = max(f.flops / (hw.flops / hw.sms), f.bytes / (hw.bandwidth / hw.sms))
+    return math.ceil(f.programs / (hw.sms * occ)) * occ * per_program
+
+
+@dataclass
+class Pruned:
+    kept: list  # configs (dicts), ranked: the base first, then by predicted time
+    dropped: dict  # rule -> number of configs it dropped
+    facts: dict  # ckey -> Facts
+
+
+def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dict, grid, hw: Hardware | None,
+          fixed_backend: str = "triton", base: dict | None = None, max_candidates: int = 128) -> Pruned:
+    """The static rules of docs/tuning.md, in order. `hw` None (the interpreter) applies only rules R0 and R1."""
+    from ..check import check_kernel
+    dropped: dict = {}
+    checked_by_consts: dict = {}
+    facts: dict = {}
+    threads_of: dict = {}
+    errors: dict = {}
+
+    def drop(rule, n):
+        if n:
+            dropped[rule] = dropped.get(rule, 0) + n
+
+    # R0: one configuration per distinct binary: options a backend ignores are dropped, then duplicates
+    seen, cands = set(), []
+    for c in configs:
+        consts = {**fixed_constants, **{k: v for k, v in c.items() if k not in OPTIONS}}
+        ck = tuple(sorted(consts.items()))
+        if ck not in checked_by_consts:
+            try:
+                checked_by_consts[ck] = check_kernel(program, name, consts)
+            except TleError as e:
+                checked_by_consts[ck] = None
+                errors[ck] = str(e)
+        checked = checked_by_consts[ck]
+        if checked is None:
+            drop("does not check", 1)
+            continue
+        backend = c.get("backend", fixed_backend)
+        stages = c.get("num_stages", DEFAULT_OPTIONS["num_stages"])
+        f = analyze(checked, dims, stages)
+        canon = dict(c)
+        if backend in ("tileir", "interp"):
+            canon.pop("num_warps", None)
+            canon.pop("num_stages", None)
+        elif not f.free_loops:
+            canon.pop("num_stages", None)
+        k = _ckey(canon)
+        if k in seen and c != base:
+            drop("R0 duplicate (option the backend ignores)", 1)
+            continue
+        seen.add(k)
+        f.programs = programs_of(grid, {**checked.constants, **dims})
+        facts[_ckey(c)] = f
+        threads_of[_ckey(c)] = c.get("num_warps", DEFAULT_OPTIONS["num_warps"]) * 32 if backend == "triton" else None
+        cands.append(c)
+
+    def rule(label, keep):
+        nonlocal cands
+        kept = [c for c in cands if keep(c) or c == base]
+        drop(label, len(cands) - len(kept))
+        cands = kept
+
+    # R1: tiles far larger than the problem (a tile dim over max(16, next_pow2(dim))); the least bad stay if none fit
+    least = min((facts[_ckey(c)].overshoot for c in cands), default=1.0)
+    rule("R1 tile larger than the problem", lambda c: facts[_ckey(c)].overshoot <= max(1.0, least))
+    if hw is not None:
+        # R2: estimated shared memory over the device's per-block limit
+        rule("R2 shared memory estimate over the limit", lambda c: facts[_ckey(c)].smem <= hw.smem)
+        # R3: loop-carried tiles (accumulators) over 128 registers per thread: they would spill
+        rule("R3 accumulator over 128 registers per thread",
+             lambda c: threads_of[_ckey(c)] is None or facts[_ckey(c)].carried_regs / threads_of[_ckey(c)] <= 128)
+        # R3b: more threads than the largest tile has elements: idle warps
+        rule("R3b more threads than tile elements",
+             lambda c: threads_of[_ckey(c)] is None or threads_of[_ckey(c)] <= facts[_ckey(c)].max_tile)
+        # R4: under a quarter wave over the SMs, when some configuration fills a whole wave
+        if any(facts[_ckey(c)].programs >= hw.sms for c in cands):
+            rule("R4 under a quarter wave", lambda c: facts[_ckey(c)].programs * 4 >= hw.sms)
+        # R5: dot kernels: under a quarter of the best arithmetic intensity (flops per byte moved) left
+        dots = [facts[_ckey(c)] for c in cands if facts[_ckey(c)].has_dot and facts[_ckey(c)].bytes]
+        if dots:
+            best = max(f.flops / f.bytes for f in dots)
+            rule("R5 arithmetic intensity under a quarter of the best",
+                 lambda c: not facts[_ckey(c)].has_dot or facts[_ckey(c)].flops * 4 >= best * facts[_ckey(c)].bytes)
+        cands.sort(key=lambda c: (c != base, predicted_time(facts[_ckey(c)], threads_of[_ckey(c)], hw)))
+    else:
+        cands.sort(key=lambda c: c != base)
+    # R6: at most max_candidates, by predicted time
+    drop("R6 over max_candidates (ranked by predicted time)", max(0, len(cands) - max_candidates))
+    return Pruned(cands[:max_candidates], dropped, facts)
+
+
+# ---- parallel compilation ------------------------------------------------------------------------------------------
+def _send(stream, obj) -> None:
+    data = pickle.dumps(obj)
+    stream.write(struct.pack("<Q", len(data)) + data)
+    stream.flush()
+
+
+def _recv_fd(fd: int):
+    def exact(n):
+        buf = b""
+        while len(buf) < n:
+            chunk = os.read(fd, n - len(buf))
+            if not chunk:
+                raise EOFError
+            buf += chunk
+        return buf
+    (n,) = struct.unpack("<Q", exact(8))
+    return pickle.loads(exact(n))
+
+
+_WARM_UP = "kernel warm(x: tensor<f32>[N]) { store(x, load(x, tile=[32], at=[program_id(0)]), at=[program_id(0)]) }"
+
+
+def _worker() -> None:
+    """A compile process (compile_configs starts it): tasks from stdin, answers on the original stdout."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything a compiler prints goes to stderr, never into the answers
+    from tle.check import load_program
+    from tle.compiler import compile_kernel
+    try:  # the first compilation of a process loads the backend (seconds): not part of any task's time
+        warm = load_program(_WARM_UP, "<warm-up>")
+        compile_kernel(warm, "warm", {}, backend="triton", arch="sm_90")
+    except Exception:  # noqa: BLE001 - no Triton here: the tasks will say so
+        pass
+    programs = {}
+    _send(out, ("ready",))
+    stdin = sys.stdin.buffer
+    while True:
+        head = stdin.read(8)
+        if len(head) < 8:
+            return
+        (source, filename, name, constants, spec, backend, arch, num_warps, num_stages) = \
+            pickle.loads(stdin.read(struct.unpack("<Q", head)[0]))
+        try:
+            program = programs.get((filename, source))
+            if program is None:
+                program = programs[(filename, source)] = load_program(source, filename)
+            compiled = compile_kernel(program, name, constants, spec, backend=backend, arch=arch,
+                                      num_warps=num_warps, num_stages=num_stages)
+            binary = compiled.binary
+            if compiled.fallback:
+                binary.extra["fallback"] = compiled.fallback
+            _send(out, ("ok", binary.to_bytes()))
+        except TleError as e:
+            _send(out, ("error", str(e)))
+        except Exception as e:  # noqa: BLE001 - a failing configuration is dropped, with its reason
+            _send(out, ("error", f"{type(e).__name__}: {e}"))
+
+
+@dataclass
+class CompileTask:
+    constants: dict
+    spec: object  # tle.abi.Spec
+    backend: str
+    arch: str
+    num_warps: int = 4
+    num_stages: int = 3
+
+
+def compile_configs(source: str, filename: str, name: str, tasks: list, *, jobs: int | None = None,
+                    timeout_s: float = 60.0, deadline: float | None = None):
+    """Compile tasks in `jobs` worker processes; yield (index, status, payload) as each finishes: status "ok"
+    (payload: Binary bytes), "error" (the message) or "timeout". A task over timeout_s is killed with its worker.
+    At `deadline` (time.monotonic()) the rest is abandoned. Workers are killed when the generator closes."""
+    jobs = max(1, min(jobs or max(1, (os.cpu_count() or 2) - 1), len(tasks)))
+    queue = list(range(len(tasks)))
+    queue.reverse()
+    workers = []  # {"proc", "task", "started", "ready"}
+    stderr = None if os.environ.get("TLE_DEBUG") else subprocess.DEVNULL
+
+    def spawn():
+        proc = subprocess.Popen([sys.executable, "-c", "from tle.runtime.tuning import _worker; _worker()"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
+        workers.append({"proc": proc, "task": None, "started": 0.0, "ready": False})
+
+    def kill(w):
+        w["proc"].kill()
+        w["proc"].wait()
+        workers.remove(w)
+
+    try:
+        for _ in range(jobs):
+            spawn()
+        while queue or any(w["task"] is not None for w in workers):
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return
+            for w in workers:
+                if w["ready"] and w["task"] is None and queue:
+                    i = queue.pop()
+                    t = tasks[i]
+                    w["task"], w["started"] = i, time.monotonic()
+                    try:
+                        _send(w["proc"].stdin, (source, filename, name, t.constants, t.spec, t.backend, t.arch,
+                                                t.num_warps, t.num_stages))
+                    except BrokenPipeError:
+                        pass  # it died: EOF below
+            waits = [w["started"] + timeout_s - now for w in workers if w["task"] is not None]
+            if deadline is not None:
+                waits.append(deadline - now)
+            fds = {w["proc"].stdout.fileno(): w for w in workers}
+            readable, _, _ = select.select(list(fds), [], [], max(0.0, min(waits, default=1.0)))
+            for fd in readable:
+                w = fds[fd]
+                try:
+                    msg = _recv_fd(fd)
+                except (EOFError, OSError):
+                    task, ready = w["task"], w["ready"]
+                    kill(w)
+                    if not ready:
+                        raise RuntimeError("a tuning compile worker died while starting (run with TLE_DEBUG=1 "
+                                           f"to see its errors): {sys.executable} cannot import tle?")
+                    spawn()
+                    if task is not None:
+                        yield task, "error", "the compile worker died"
+                    continue
+                if msg[0] == "ready":
+                    w["ready"] = True
+                    continue
+                task, w["task"] = w["task"], None
+                yield task, msg[0], msg[1]
+            now = time.monotonic()
+            for w in [w for w in workers if w["task"] is not None and now - w["started"] > timeout_s]:
+                task = w["task"]
+                kill(w)
+                spawn()
+                yield task, "timeout", f"compiling took over {timeout_s:g} s"
+    finally:
+        for w in list(workers):
+            kill(w)
+
+
+# ---- timing and search ---------------------------------------------------------------------------------------------
+_flush: dict = {}
+
+
+def cuda_timer(config, trial, reps: int) -> float:
+    """Median seconds of `reps` launches, each between two CUDA events, after 3 warm-up launches. Before each the
+    L2 cache is flushed (a 256 MiB write) and, for kernels that accumulate into their outputs, the outputs are
+    restored; a sleep kernel queued first lets the host queue every launch before the GPU starts them."""
+    import torch
+    dev = trial.device
+    buf = _flush.get(dev)
+    if buf is None:
+        buf = _flush[dev] = torch.empty(256 << 20, dtype=torch.int8, device=dev)
+    for _ in range(3):
+        trial.reset()
+        trial.run()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    if hasattr(torch.cuda, "_sleep"):
+        torch.cuda._sleep(int(2e5 * reps))  # about 0.1 ms a launch at H200 clocks
+    for s, e in zip(starts, ends):
+        trial.reset()
+        buf.zero_()
+        s.record()
+        trial.run()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) / 1e3
+
+
+def cpu_timer(config, trial, reps: int) -> float:
+    """Median wall-clock seconds of `reps` runs (the interpreter on CPU tensors), after one warm-up run."""
+    trial.reset()
+    trial.run()
+    times = []
+    for _ in range(reps):
+        trial.reset()
+        t0 = time.perf_counter()
+        trial.run()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+@dataclass
+class Search:
+    best: tuple | None  # ckey
+    time_s: float
+    times: dict  # ckey -> latest median
+    calls: int  # timer calls
+    reps: int  # launches timed in all
+
+
+def successive_halving(configs, measure, *, reps: int = 10, keep: int = 3, max_reps: int = 100,
+                       deadline: float | None = None, on_time=None) -> Search:
+    """Time every configuration with `reps` launches (measure(ckey, reps) -> seconds, inf for a failure), keep the
+    fastest third, double the launches, and repeat until one is left or the deadline passes. `configs` may be a
+    generator (configurations arriving as they compile). Returns the fastest of the last round."""
+    times: dict = {}
+    alive: list = []
+    calls = total = 0
+
+    def timed(c, n):
+        nonlocal calls, total
+        t = measure(c, n)
+        calls, total = calls + 1, total + n
+        times[c] = t
+        if on_time is not None:
+            on_time(c, t)
+        return t
+
+    for c in configs:
+        if math.isfinite(timed(c, reps)):
+            alive.append(c)
+    while len(alive) > 1 and (deadline is None or time.monotonic() < deadline):
+        alive.sort(key=times.get)
+        alive = alive[:max(1, math.ceil(len(alive) / keep))]
+        reps = min(max_reps, reps * 2)
+        for c in alive:
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            timed(c, reps)
+        alive = [c for c in alive if math.isfinite(times[c])]
+    if not alive:
+        return Search(None, math.inf, times, calls, total)
+    best = min(alive, key=times.get)
+    return Search(best, times[best], times, calls, total)
+
+
+class Progress:
+    """One self-rewriting line on stderr; silent when stderr is not a terminal or TLE_TUNE_QUIET=1."""
+
+    def __init__(self, name: str, total: int):
+        self.name, self.total, self.t0, self.last = name, total, time.monotonic(), 0.0
+        self.enabled = sys.stderr.isatty() and os.environ.get("TLE_TUNE_QUIET", "0") != "1"
+        self.compiled = self.failed = self.timed = 0
+        self.best = None
+
+    def update(self, force: bool = False, **kw) -> None:
+        for k, v in kw.items():
+            setattr(self, k, v)
+        now = time.monotonic()
+        if not self.enabled or (not force and now - self.last < 0.1):
+            return
+        self.last = now
+        best = f"  best {self.best[1] * 1e3:.4f} ms {_show(self.best[0])}" if self.best else ""
+        line = (f"[tle tune {self.name}] compiled {self.compiled}/{self.total}"
+                f"{f' ({self.failed} failed)' if self.failed else ''}  timed {self.timed}{best}  "
+                f"{now - self.t0:.0f}s")
+        width = shutil.get_terminal_size((120, 20)).columns - 1
+        sys.stderr.write("\r" + line[:width].ljust(width))
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.update(force=True)
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+# ---- the driver ----------------------------------------------------------------------------------------------------
+@dataclass
+class TuneResult:
+    config: dict
+    time_s: float
+    default_config: dict
+    default_time_s: float | None
+    from_db: bool
+    key: str
+    stats: dict = field(default_factory=dict)
+
+
+class Trial:
+    """One configuration ready to launch on the caller's arguments; reset() restores outputs that must be."""
+
+    def __init__(self, plan, grid, args, kwargs, resets, device):
+        self.plan, self.grid, self.args, self.kwargs, self.resets, self.device = plan, grid, args, kwargs, resets, device
+
+    def run(self):
+        self.plan(self.grid, self.args, self.kwargs)
+
+    def reset(self):
+        for t, saved in self.resets:
+            t.copy_(saved)
+
+
+def _tolerance(dtype) -> float:
+    import torch
+    return {torch.float16: 1e-2, torch.bfloat16: 2e-2, torch.float32: 1e-3, torch.float64: 1e-9}.get(dtype, 0.0)
+
+
+def _matches(got, want) -> str | None:
+    """None when `got` matches `want` (NaN where want has NaN, relative error within the dtype's tolerance)."""
+    import torch
+    if got.shape != want.shape:
+        return f"shape {tuple(got.shape)} != {tuple(want.shape)}"
+    if not got.is_floating_point():
+        return None if torch.equal(got, want) else "integer outputs differ"
+    g, w = got.double(), want.double()
+    if not torch.equal(torch.isnan(g), torch.isnan(w)):
+        return "NaN (an unwritten or wrong element) where the reference has none, or the reverse"
+    ok = ~torch.isnan(w)
+    err = ((g[ok] - w[ok]).norm() / w[ok].norm().clamp_min(1e-30)).item()
+    return None if err <= _tolerance(got.dtype) else f"relative error {err:.2e}"
+
+
+def tune(launch: _Launch) -> TuneResult:
+    """Tune one launch's bucket: prune, compile in parallel, check and time by successive halving; store the best."""
+    import torch
+    kernel, space, t0 = launch.kernel, launch.space, time.monotonic()
+    deadline = t0 + space.budget_s
+    configs = space.configs(launch.params)
+    fixed_backend = launch.fixed.get("backend", kernel.backend)
+    gpu_only = {c.get("backend", fixed_backend) for c in configs} & {"triton", "tileir"}
+    if gpu_only and not launch.on_gpu:
+        raise TuneError(f"tuning '{kernel.name}': backend {', '.join(sorted(gpu_only))} runs on CUDA tensors, but "
+                        "the tensors are on the CPU")
+    arch = kernel.arch or (_device_info(launch.device)[1] if launch.on_gpu else "cpu")
+    hw = hardware_of(launch.device, arch)
+    pruned = prune(kernel.program, kernel.name, configs, fixed_constants=launch.fixed_consts, dims=launch.dims,
+                   grid=launch.grid, hw=hw, fixed_backend=fixed_backend, base=launch.base,
+                   max_candidates=space.max_candidates)
+    cands = pruned.kept
+    if not cands:
+        raise TuneError(f"tuning '{kernel.name}': every configuration was pruned ({pruned.dropped})")
+    facts = pruned.facts
+    progress = Progress(kernel.name, len(cands))
+
+    def options_of(c):
+        backend = c.get("backend", fixed_backend)
+        if not launch.on_gpu and backend == "auto":
+            backend = "interp"
+        return (backend, c.get("num_warps", launch.fixed.get("num_warps", 4)),
+                c.get("num_stages", launch.fixed.get("num_stages", 3)))
+
+    # What a run changes: outputs are snapshot and restored at the end; kernels that accumulate into them (atomics,
+    # or outputs they also read) get them restored before every run.
+    any_facts = next(iter(facts.values()))
+    written = [launch.values[n] for n in sorted(any_facts.written)]
+    snapshots = [(t, t.clone()) for t in written]
+    accumulate = any_facts.atomics or bool(any_facts.written & any_facts.read)
+    resets = snapshots if accumulate else []
+
+    def poison():
+        for t, saved in snapshots:
+            if accumulate:
+                t.copy_(saved)
+            elif t.is_floating_point():
+                t.fill_(float("nan"))
+            else:
+                t.fill_(torch.iinfo(t.dtype).min if t.dtype != torch.bool else False)
+
+    reference = None
+    if space.reference is not None:
+        reference = [r.detach() for r in space.reference(launch.args)]
+    timer = space.timer or (cuda_timer if launch.on_gpu else cpu_timer)
+    trials, failures, entries_of = {}, {}, {}
+    checked: set = set()
+
+    def make_trial(c):
+        before = set(kernel._entries)
+        plan = kernel._plan(launch.args, {**launch.kwargs, **c}, tune=False)
+        entries_of[_ckey(c)] = set(kernel._entries) - before
+        return Trial(plan, launch.grid, launch.args, launch.kwargs, resets, launch.device)
+
+    def measure(k, reps):
+        nonlocal reference
+        trial = trials[k]
+        try:
+            if k not in checked:
+                poison()
+                trial.run()
+                if launch.on_gpu:
+                    torch.cuda.synchronize()
+                outs = [t.clone() for t in written]
+                if reference is None:
+                    reference = outs
+                else:
+                    for got, want in zip(outs, reference):
+                        why = _matches(got, want)
+                        if why:
+                            failures[k] = f"output differs from the reference: {why}"
+                            return math.inf
+                checked.add(k)
+            return timer(dict(k), trial, reps)
+        except Exception as e:  # noqa: BLE001 - a configuration that fails to run is dropped
+            if isinstance(e, torch.cuda.OutOfMemoryError):
+                raise
+            failures[k] = f"{type(e).__name__}: {e}"
+            return math.inf
+
+    def ready():
+        """Configurations as they become launchable; the base (the reference) before any other."""
+        from ..check import check_kernel
+        from ..targets.binary import Binary
+        base_k = _ckey(launch.base)
+        gpu = [c for c in cands if options_of(c)[0] != "interp"]
+        for c in cands:
+            if options_of(c)[0] == "interp":
+                trials[_ckey(c)] = make_trial(c)
+                progress.update(compiled=progress.compiled + 1)
+                yield _ckey(c)
+        if not gpu:
+            return
+        tasks, binkeys = [], []
+        for c in gpu:
+            backend, nw, ns = options_of(c)
+            consts = {**launch.fixed_consts, **{k: v for k, v in c.items() if k not in OPTIONS}}
+            tasks.append(CompileTask(consts, launch.spec, backend, arch, nw, ns))
+            checked_kernel = check_kernel(kernel.program, kernel.name, consts)
+            binkeys.append(kernel._binary_key(checked_kernel, launch.spec, backend, arch, nw, ns))
+        held, base_done, binaries = [], base_k not in {_ckey(c) for c in gpu}, {}
+        stream = compile_configs(kernel.program.source, kernel.program.file, kernel.name, tasks, jobs=space.jobs,
+                                 timeout_s=space.compile_timeout_s, deadline=t0 + 0.7 * space.budget_s)
+        try:
+            for i, status, payload in stream:
+                k = _ckey(gpu[i])
+                base_done |= k == base_k
+                if status != "ok":
+                    failures[k] = f"compile {status}: {payload}"
+                    progress.update(failed=progress.failed + 1)
+                    continue
+                progress.update(compiled=progress.compiled + 1)
+                binary = Binary.from_bytes(payload)
+                same = (hashlib.sha256(binary.cubin).hexdigest(), binary.num_threads, facts[k].programs)
+                if hw is not None and binary.shared_mem > hw.smem:
+                    failures[k] = f"needs {binary.shared_mem} bytes of shared memory; the GPU has {hw.smem}"
+                    continue
+                if same in binaries:
+                    failures[k] = f"the same binary as {_show(dict(binaries[same]))}"
+                    continue
+                binaries[same] = k
+                kernel._prebuilt[binkeys[i]] = payload
+                try:
+                    trials[k] = make_trial(gpu[i])
+                except Exception as e:  # noqa: BLE001 - dropped with its reason
+                    failures[k] = f"{type(e).__name__}: {e}"
+                    continue
+                if k == base_k:
+                    held.insert(0, k)
+                else:
+                    held.append(k)
+                while base_done and held:
+                    yield held.pop(0)
+            yield from held
+        finally:
+            stream.close()
+
+    def on_time(k, t):
+        best = progress.best
+        if math.isfinite(t) and (best is None or t < best[1]):
+            best = (dict(k), t)
+        progress.update(timed=progress.timed + 1, best=best)
+
+    arriving = ready()
+    try:
+        search = successive_halving(arriving, measure, deadline=deadline, on_time=on_time)
+    finally:
+        arriving.close()  # stops the compile workers
+        progress.close()
+        for t, saved in snapshots:
+            t.copy_(saved)
+        kernel._prebuilt.clear()
+    if search.best is None:
+        reasons = "; ".join(f"{_show(dict(k))}: {v}" for k, v in list(failures.items())[:5])
+        raise TuneError(f"tuning '{kernel.name}': no configuration compiled, ran and matched the reference "
+                        f"({len(cands)} candidates; {reasons})")
+    # keep the winner's loaded binary; forget the others
+    for k, keys in entries_of.items():
+        if k != search.best:
+            for mk in keys - entries_of[search.best]:
+                kernel._entries.pop(mk, None)
+    config = dict(search.best)
+    base_k = _ckey(launch.base)
+    stats = {"space": len(configs), "candidates": len(cands), "compiled": len(trials), "timed": len(search.times),
+             "timer_calls": search.calls, "launches_timed": search.reps, "seconds": round(time.monotonic() - t0, 2),
+             "pruned": pruned.dropped, "failed": len(failures)}
+    default_time = search.times.get(base_k)
+    row = {**launch.fields, "key": launch.key, "config": config, "time_s": search.time_s,
+           "default_time_s": default_time if default_time is not None and math.isfinite(default_time) else None,
+           "exact_shape": json.dumps(launch.dims, sort_keys=True), "stats": stats,
+           "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    store(row)
+    import logging
+    logging.getLogger("tle").info("tle: tuned %s in %.1f s: %s, %.4g ms (%d of %d configurations timed)",
+                                  kernel.name, stats["seconds"], _show(config), search.time_s * 1e3,
+                                  stats["timed"], stats["space"])
+    return TuneResult(config, search.time_s, dict(launch.base), row["default_time_s"], False, launch.key, stats)
+
+
+def tune_kernel(kernel, grid, args, kwargs, force: bool = False) -> TuneResult:
+    """Kernel.tune: the stored result of this bucket (from_db=True), or a fresh tuning (always with force=True)."""
+    launch = _Launch(kernel, grid, args, kwargs)
+    if not launch.params:
+        raise TuneError(f"every tuned parameter of '{kernel.name}' is given by the call: nothing to tune")
+    if not force:
+        row = lookup_key(launch.key)
+        if row is not None:
+            kernel._tuned[launch.key] = row["config"]
+            return TuneResult(row["config"], row["time_s"], dict(launch.base), row["default_time_s"], True,
+                              launch.key, row["stats"])
+    result = tune(launch)
+    kernel._tuned[launch.key] = result.config
+    return result
+
+
+# ---- python -m tle.runtime.tuning ------------------------------------------------------------------------------------
+def _list(db: str | None = None) -> str:
+    lines = []
+    for r in rows(db=db):
+        default = f"  default {r['default_time_s'] * 1e3:.4f} ms" if r["default_time_s"] else ""
+        lines.append(f"{r['created']}  {r['kernel']}  {r['device']} {r['capability']}  shape {r['shape']}  "
+                     f"fixed {r['fixed']}\n    best {_show(r['config'])}: {r['time_s'] * 1e3:.4f} ms{default}  "
+                     f"({r['stats'].get('timed', '?')} of {r['stats'].get('space', '?')} timed, "
+                     f"{r['stats'].get('seconds', '?')} s)  key {r['key'][:12]}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m tle.runtime.tuning",
+                                description=f"The tle tuning database (TLE_TUNE_DB; now {db_path()}).")
+    p.add_argument("--list", action="store_true", help="print every stored result")
+    p.add_argument("--export", metavar="FILE", help="write every result to FILE as JSON")
+    p.add_argument("--import", dest="import_", metavar="FILE", help="add the results of FILE (from --export)")
+    args = p.parse_args(argv)
+    if args.import_:
+        print(f"imported {import_(args.import_)} results from {args.import_}", file=sys.stderr)
+    if args.export:
+        print(f"exported {export(args.export)} results to {args.export}", file=sys.stderr)
+    if args.list or not (args.import_ or args.export):
+        text = _list() if os.path.exists(db_path()) else ""
+        print(text if text else f"no tuning results in {db_path()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""The static pruning rules (docs/tuning.md) on examples/matmul.tle and others, for an sm_90 GPU."""
+import os
+
+import pytest
+
+import tle
+from tle.runtime import tuning
+from tle.runtime.tuning import HARDWARE, TuneSpace, prune
+from tuning_helpers import EXAMPLES, matmul_grid
+
+H200 = HARDWARE["sm_90"]
+BASE = {"BM": 128, "BN": 128, "BK": 64, "num_warps": 4}
+SPACE_500 = TuneSpace({"BM": [16, 32, 64, 128, 256], "BN": [16, 32, 64, 128, 256], "BK": [16, 32, 64, 128],
+                       "num_warps": [1, 2, 4, 8, 16]})
+
+
+@pytest.fixture(scope="module")
+def matmul():
+    return tle.compile(os.path.join(EXAMPLES, "matmul.tle"))
+
+
+def run_prune(mod, space, dims, base=BASE, hw=H200, **kw):
+    return prune(mod.program, "matmul", space.configs(), fixed_constants={"T": "f16"}, dims=dims, grid=matmul_grid,
+                 hw=hw, base=base, **kw)
+
+
+def smem(c):
+    return 3 * (c["BM"] * c["BK"] + c["BK"] * c["BN"]) * 2  # matmul.tle pipelines its loop with stages=3
+
+
+def test_500_configs_pruned_to_under_a_fifth(matmul):
+    assert len(SPACE_500.configs()) == 500
+    p = run_prune(matmul, SPACE_500, {"M": 4096, "N": 4096, "K": 4096})
+    assert len(p.kept) == 97, p.dropped
+    assert sum(p.dropped.values()) == 500 - 97
+    assert p.kept[0] == BASE, "the default configuration is kept first: it is the reference"
+    for c in p.kept:
+        assert smem(c) <= H200.smem
+        assert c["BM"] * c["BN"] / (c["num_warps"] * 32) <= 128  # f32 accumulator registers per thread
+        assert c["BM"] * c["BN"] / (c["BM"] + c["BN"]) >= 128 / 4  # intensity: a quarter of 256x256's
+    kept = {tuple(c.values()) for c in p.kept}
+    assert (128, 256, 64, 8) in kept  # the usual best for a large f16 square on Hopper
+    assert (256, 256, 128, 16) not in kept  # 393 KB of shared memory
+    # R1 drops nothing at 4096^3 and R2 comes before the register rule: it drops every config over 227 KB
+    assert "R1 tile larger than the problem" not in p.dropped
+    assert p.dropped["R2 shared memory estimate over the limit"] == sum(
+        1 for c in SPACE_500.configs() if smem(c) > H200.smem)
+
+
+def test_shared_memory_limit_depends_on_the_gpu(matmul):
+    space = TuneSpace({"BM": [128, 256], "BN": [128, 256], "BK": [32, 64, 128], "num_warps": [8, 16]})
+    dims = {"M": 8192, "N": 8192, "K": 8192}
+    h100 = run_prune(matmul, space, dims, base=None)
+    sm86 = run_prune(matmul, space, dims, base=None, hw=HARDWARE["sm_86"])
+    assert all(smem(c) <= H200.smem for c in h100.kept)
+    assert all(smem(c) <= 101376 for c in sm86.kept)
+    assert any(smem(c) > 101376 for c in h100.kept), "227 KB admits tiles that 99 KB does not"
+    assert sm86.dropped["R2 shared memory estimate over the limit"] > h100.dropped.get(
+        "R2 shared memory estimate over the limit", 0)
+
+
+def test_tiles_larger_than_the_problem_are_dropped(matmul):
+    space = TuneSpace({"BM": [16, 32, 64, 128], "BN": [64, 128], "BK": [32, 64]})
+    p = run_prune(matmul, space, {"M": 8, "N": 4096, "K": 4096}, base=None)
+    assert {c["BM"] for c in p.kept} == {16}, "M = 8: a 16-row tile is the most that is not waste"
+    assert p.dropped["R1 tile larger than the problem"] == 3 * 2 * 2
+    p = run_prune(matmul, space, {"M": 100, "N": 4096, "K": 4096}, base=None)
+    assert {c["BM"] for c in p.kept} <= {16, 32, 64, 128} and 128 in {c["BM"] for c in p.kept}  # 100 -> 128
+
+
+def test_waves(matmul):
+    space = TuneSpace({"BM": [32, 64, 128, 256], "BN": [32, 64, 128, 256], "BK": [32], "num_warps": [8]})
+    p = run_prune(matmul, space, {"M": 1024, "N": 1024, "K": 8192}, base=None)
+    for c in p.kept:
+        assert (1024 // c["BM"]) * (1024 // c["BN"]) * 4 >= H200.sms
+    assert p.dropped["R4 under a quarter wave"] > 0  # 256x256 gives 16 programs on 132 SMs
+
+
+def test_options_a_binary_ignores_are_merged(matmul):
+    space = TuneSpace({"BM": [64, 128], "BN": [64], "BK": [32], "num_warps": [4, 8], "num_stages": [2, 3, 4],
+                       "backend": ["triton", "tileir"]})
+    p = run_prune(matmul, space, {"M": 4096, "N": 4096, "K": 4096}, base=None)
+    # matmul.tle's loop says pipeline(stages=3), so num_stages changes nothing; Tile IR ignores warps and stages
+    triton = [c for c in p.kept if c["backend"] == "triton"]
+    tileir = [c for c in p.kept if c["backend"] == "tileir"]
+    assert len(triton) == 2 * 2 and len(tileir) == 2
+    assert p.dropped["R0 duplicate (option the backend ignores)"] == 24 - 6
+
+
+def test_num_stages_kept_for_loops_without_pipeline():
+    src = """
+kernel mm<BM: int = 64, BN: int = 64, BK: int = 32>(a: tensor<f16>[M, K], b: tensor<f16>[K, N], c: tensor<f16>[M, N]) {
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) {
+        acc = dot(load(a, tile=[BM, BK], at=[program_id(0), k]), load(b, tile=[BK, BN], at=[k, program_id(1)]), acc)
+    }
+    store(c, cast<f16>(acc), at=[program_id(0), program_id(1)])
+}
+"""
+    mod = tle.compile(src)
+    space = TuneSpace({"BM": [64], "BN": [64], "BK": [64], "num_stages": [2, 3, 4, 5]})
+    p = prune(mod.program, "mm", space.configs(), fixed_constants={}, dims={"M": 4096, "N": 4096, "K": 4096},
+              grid=matmul_grid, hw=H200)
+    assert [c["num_stages"] for c in p.kept] != [] and len(p.kept) == 4
+    facts = [p.facts[tuning._ckey(c)] for c in p.kept]
+    assert sorted(f.smem for f in facts) == [s * (64 * 64 + 64 * 64) * 2 for s in (2, 3, 4, 5)]
+
+
+def test_max_candidates_ranked_by_predicted_time(matmul):
+    p = run_prune(matmul, SPACE_500, {"M": 4096, "N": 4096, "K": 4096}, max_candidates=10)
+    assert len(p.kept) == 10 and p.kept[0] == BASE
+    assert p.dropped["R6 over max_candidates (ranked by predicted time)"] == 87
+    times = [tuning.predicted_time(p.facts[tuning._ckey(c)], c["num_warps"] * 32, H200) for c in p.kept[1:]]
+    assert times == sorted(times)
+
+
+def test_configs_that_do_not_check_are_dropped(matmul):
+    space = TuneSpace({"BM": [64, 100], "BN": [64], "BK": [32]})  # 100 is no power of two
+    p = run_prune(matmul, space, {"M": 4096, "N": 4096, "K": 4096}, base=None)
+    assert [c["BM"] for c in p.kept] == [64] and p.dropped == {"does not check": 1}
+
+
+def test_space_validation(matmul):
+    with pytest.raises(ValueError, match="no compile-time constant 'BX'"):
+        TuneSpace({"BX": [1]}).validate(matmul.program.kernels["matmul"])
+    with pytest.raises(ValueError, match="int constant"):
+        TuneSpace({"BM": [64, 1.5]}).validate(matmul.program.kernels["matmul"])
+    with pytest.raises(ValueError, match="dtype constant"):
+        TuneSpace({"T": ["f16", "f17"]}).validate(matmul.program.kernels["matmul"])
+    TuneSpace({"T": ["f16", "bf16"]}).validate(matmul.program.kernels["matmul"])
+    with pytest.raises(ValueError, match="num_warps"):
+        TuneSpace({"num_warps": [3]})
+    with pytest.raises(ValueError, match="backend"):
+        TuneSpace({"backend": ["cuda"]})
+    with pytest.raises(ValueError, match="twice"):
+        TuneSpace({"BM": [64, 64]})
+    with pytest.raises(ValueError, match="no values"):
+        TuneSpace({"BM": []})
+    with pytest.raises(ValueError):
+        matmul.matmul.tune_space = {"BQ": [1]}
+    matmul.matmul.tune_space = {"BM": [64], "key_dims": ["M"]}
+    assert matmul.matmul.tune_space.key_dims == ["M"]
+    matmul.matmul.tune_space = None
