@@ -42,6 +42,20 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
 - scf.for -> `for`, scf.if -> `if`, with results and carried values; tle.num_stages / tle.unroll are dropped
   (tileiras pipelines on its own). tle.undef -> a zero constant (reading it is an error the interpreter reports).
 
+Performance choices (TileirOptions; each was measured on the H200, docs/tileir.md "Performance"):
+- A kernel without a tle.dot (row kernels, elementwise: memory-bound) puts `allow_tma = false` on every view load
+  and store. Any TMA access makes tileiras warp-specialise the kernel: a producer warp group plus a consumer one
+  whose threads get 255 registers, so one CTA (one row) per SM at a time; an 8192x4096 bf16 softmax ran at 193 us
+  against Triton's 37. Kernels with a dot keep TMA: their K loop is pipelined through it.
+- In such a kernel, loads of 16-bit elements go through masked pointers (the pad=1.0 path above) even when a
+  partition view could express the padding: tileiras guards each 16-byte vector of a view load with a branch and
+  sinks the widening to f32 into it, so each thread waits for one load before it issues the next; masked pointer
+  loads are predicated and all in flight (8192x4096 bf16: softmax 70 -> 50 us, rmsnorm 59 -> 37, swiglu 331 ->
+  197). f32 view loads are predicated already and stay view loads.
+- The entry's num_worker_warps hint (_worker_warps): 8 warps for a dot accumulator of more than 128 values per
+  thread on 4 warps (128x256 f32: otherwise hundreds of spilled registers, 45 instead of 717 TFLOP/s), and for a
+  kernel without a dot whose largest tile has more than 32 values per thread on 4 warps.
+
 Memory tokens (docs/tileir.md states the rule): tensors passed to one launch must not overlap unless no kernel
 access writes them (they are `restrict`), so accesses to different tensors are never ordered against each other,
 and loads of a tensor the kernel never writes take no token at all. For each tensor the kernel writes (store,
@@ -60,18 +74,39 @@ from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
 from ..dialects.mlir import ir
 
-__all__ = ["tle_to_tileir", "LOWERED_OPS"]
+__all__ = ["tle_to_tileir", "TileirOptions", "LOWERED_OPS"]
 
 
-def tle_to_tileir(module: "ir.Module") -> "ir.Module":
+@dataclass(frozen=True)
+class TileirOptions:
+    """Performance choices of the lowering. "auto" (the default of each) decides per kernel, as the module doc
+    says under "Performance choices"; the other values force a choice (for measuring, benchmarks/tileir_probe.py).
+
+    tma: "auto", None (no hint: tileiras decides) or False (`allow_tma = false` on every view load and store).
+    pointer_loads: which loads with a view-expressible padding still go through masked pointers: "auto", "none",
+      "16bit" (f16/bf16/i16 elements) or "all".
+    num_worker_warps: "auto", None (no hint) or 4 / 8 (the entry's num_worker_warps hint).
+    occupancy: "auto", None (no hint) or 1..32 (the entry's occupancy hint: CTAs per SM tileiras plans for).
+    num_cta_in_cga: "auto" (no hint) or 1, 2, 4, ... (the entry's num_cta_in_cga hint; the cubin then says
+      EIATTR_BLOCKS_ARE_CLUSTERS, so the launch grid stays one block per tile).
+    """
+    tma: object = "auto"
+    pointer_loads: str = "auto"
+    num_worker_warps: object = "auto"
+    occupancy: object = "auto"
+    num_cta_in_cga: object = "auto"
+
+
+def tle_to_tileir(module: "ir.Module", options: TileirOptions | None = None) -> "ir.Module":
     """A new module (same context) with one cuda_tile.entry per tle kernel (a func.func with `tle.kernel`)."""
+    options = options or TileirOptions()
     with module.context, module.operation.location:
         out = ir.Module.create()
         for op in module.body.operations:
             op = op.operation
             if op.name == "func.func" and "tle.kernel" in op.attributes:
                 with ir.InsertionPoint(out.body):
-                    _Kernel(op).lower()
+                    _Kernel(op, options).lower()
     return out
 
 
@@ -194,6 +229,30 @@ def _is_const_int(v: "ir.Value") -> int | None:
     return ir.IntegerAttr(owner.attributes["value"]).value
 
 
+# num_worker_warps (tileiras' own choice is 4 worker warps, one warp group). Measured on the H200 (docs/tileir.md):
+# - A dot's accumulator is split over the worker warp groups; at more than 128 f32 values per thread (128x256 or
+#   256x128 on 4 warps: 256) the 255-register threads spill hundreds of values (STL/LDL) and a 4096^3 bf16 matmul
+#   ran at 45 (128x256) and 75 (256x128) TFLOP/s; with 8 worker warps (two consumer warp groups, 168 registers, no
+#   spills) at 717 and 687, as Triton with num_warps=8.
+# - A kernel without a dot: 8 warps only when its largest tile has more than 32 values per thread on 4 warps. At
+#   4096-element rows 8 warps were slower than 4 (softmax bf16 52.0 vs 49.8 us, layernorm 53.8 vs 47.4, rmsnorm 38.7
+#   vs 37.1: fewer rows in flight per SM); at 8192 f32 elements 4 warps need 168 registers and 8 were faster (262
+#   vs 278 us, Triton 266).
+# Bytecode 13.4 takes 4 and 8 only; an accumulator too large for 8 warps (256x256 f32) still spills.
+_ACC_VALUES_PER_THREAD = 128
+_TILE_VALUES_PER_THREAD = 32
+
+
+def _worker_warps(accumulators, largest_tile: int) -> int | None:
+    """The num_worker_warps hint: for a kernel with dots (their accumulators' (elem, shape, rank)) 8 when the largest
+    accumulator exceeds _ACC_VALUES_PER_THREAD registers per thread on 4 warps; for one without, 8 when its largest
+    tile (elements) exceeds _TILE_VALUES_PER_THREAD per thread on 4 warps; else none (tileiras' choice, 4)."""
+    if accumulators:
+        regs = max(math.prod(shape) * (2 if elem in ("f64", "i64") else 1) for elem, shape, _ in accumulators)
+        return 8 if regs > _ACC_VALUES_PER_THREAD * 4 * 32 else None
+    return 8 if largest_tile > _TILE_VALUES_PER_THREAD * 4 * 32 else None
+
+
 @dataclass
 class _View:
     """A lowered tle.make_view: the tensor's base, sizes and strides (ints where static), its partition views."""
@@ -215,12 +274,13 @@ class _Tokens:
 
 
 class _Kernel:
-    def __init__(self, func: "ir.Operation"):
+    def __init__(self, func: "ir.Operation", options: TileirOptions = TileirOptions()):
         self.func = func
         self.values: dict = {}  # tle value -> cuda_tile value
         self.views: dict = {}  # tle view value -> _View
         body = func.regions[0].blocks[0]
         self.ops = list(_walk(func))
+        self.choose(options)
         # Which tensors the kernel writes (by view name), and per view the partition views its loads/stores need.
         self.written = {self.view_name(op.operands[0]) for op in self.ops
                         if op.name in ("tle.store", "tle.scatter", "tle.atomic")}
@@ -237,11 +297,33 @@ class _Kernel:
                 elem, shape, _ = tle_type(value.type)
                 if kind == "tle.load":
                     pad = padding_name(op.attributes["padding"], elem)
-                    if pad is not None and (shape, pad) not in keys:
+                    if pad is not None and not self.through_pointers(elem) and (shape, pad) not in keys:
                         keys.append((shape, pad))
                 elif not any(k[0] == shape for k in keys):
                     keys.append((shape, None))
         self.body = body
+
+    # -- performance choices (module doc, "Performance choices") --
+    def choose(self, options: TileirOptions):
+        accumulators = [tle_type(op.operands[2].type) for op in self.ops if op.name == "tle.dot"]
+        tma = options.tma
+        self.allow_tma = (None if accumulators else False) if tma == "auto" else tma
+        loads = options.pointer_loads
+        self.pointer_loads = ("none" if accumulators else "16bit") if loads == "auto" else loads
+        if self.pointer_loads not in ("none", "16bit", "all"):
+            raise ValueError(f"pointer_loads = {loads!r} is not one of auto, none, 16bit, all")
+        warps = options.num_worker_warps
+        if warps == "auto":
+            largest = max((math.prod(tle_type(r.type)[1] or ()) for op in self.ops for r in op.results
+                           if str(r.type).startswith("tensor<")), default=1)
+            warps = _worker_warps(accumulators, largest)
+        self.num_worker_warps = warps
+        self.occupancy = None if options.occupancy == "auto" else options.occupancy
+        self.num_cta_in_cga = None if options.num_cta_in_cga == "auto" else options.num_cta_in_cga
+
+    def through_pointers(self, elem: str) -> bool:
+        """Does a load of `elem` whose padding a partition view could express still go through pointers?"""
+        return self.pointer_loads == "all" or (self.pointer_loads == "16bit" and elem in ("f16", "bf16", "i16"))
 
     # -- values --
     def get(self, v: "ir.Value") -> "ir.Value":
@@ -267,7 +349,8 @@ class _Kernel:
                 types = [ct_type(a.type) for a in args]
             except ValueError as e:
                 self.fail(func, f"kernel parameter type not expressible in Tile IR: {e}")
-            _, entry = ct.entry(name, types)
+            _, entry = ct.entry(name, types, occupancy=self.occupancy, num_worker_warps=self.num_worker_warps,
+                                num_cta_in_cga=self.num_cta_in_cga)
             with ir.InsertionPoint(entry):
                 for arg, value in zip(args, self.assume_facts(args, list(entry.arguments))):
                     self.set(arg, value)
@@ -679,8 +762,8 @@ class _Kernel:
         elem, shape, _ = tle_type(op.result.type)
         pad = padding_name(op.attributes["padding"], elem)
         token = self.read_token(view)
-        if pad is not None:
-            tile, out = ct.load_view_tko(view.parts[(shape, pad)], index, token)
+        if pad is not None and not self.through_pointers(elem):
+            tile, out = ct.load_view_tko(view.parts[(shape, pad)], index, token, allow_tma=self.allow_tma)
         else:
             tile, out = self.load_by_pointers(view, index, shape, _scalar_value(op.attributes["padding"], elem), token)
         self.after_read(view, out)
@@ -718,7 +801,8 @@ class _Kernel:
         index = [self.get(v) for v in list(op.operands)[2:]]
         shape = self.shape(value)
         part = next(p for (s, _), p in view.parts.items() if s == shape)
-        self.after_write(view, ct.store_view_tko(value, part, index, self.write_token(view)))
+        self.after_write(view, ct.store_view_tko(value, part, index, self.write_token(view),
+                                                 allow_tma=self.allow_tma))
 
     def indexed(self, op, with_value: bool):
         """(view, value, index tiles, mask) of a gather / scatter / atomic."""

@@ -14,7 +14,9 @@ bytecode as debug info: tileiras' remarks name those source lines, and so does t
 
 The launch block size is not chosen by us: tileiras fixes it per kernel (EIATTR_REQNTID in the cubin's
 .nv.info.<kernel> section), and any other block size fails with CUDA_ERROR_INVALID_VALUE. kernel_attributes()
-reads it, with the parameter sizes the cubin expects.
+reads it, with the parameter sizes the cubin expects, and the registers per thread and local-memory (spill) bytes
+per thread that ptxas gave the kernel (Binary.extra["registers"], ["stack_bytes"]): with remarks(), the first
+things to look at when a kernel is slow (docs/tileir.md, "Performance").
 """
 from __future__ import annotations
 
@@ -714,6 +716,7 @@ def compile_tileir(module: ir.Module, arch: str = "sm_90", *, opt_level: int = 3
         shared_mem=0,  # tileiras cubins declare their shared memory statically (extra["static_shared_mem"])
         stages={"tileir": module.operation.get_asm(enable_debug_info=True), "tilebc": bytecode},
         extra={"reqntid": list(attrs.reqntid), "static_shared_mem": attrs.static_shared,
+               "registers": attrs.registers, "stack_bytes": attrs.stack,
                "tileiras_version": _version_of(tool), "opt_level": opt_level},
     )
 
@@ -727,10 +730,14 @@ class KernelAttributes:
     reqntid: tuple[int, int, int]   # the exact block size the kernel must be launched with
     param_sizes: list[int]          # bytes of each parameter, in ordinal order
     static_shared: int              # bytes of statically declared shared memory
+    registers: int | None = None    # registers per thread (EIATTR_REGCOUNT; 255 is the most a thread can have)
+    stack: int = 0                  # bytes of local memory per thread (EIATTR_FRAME_SIZE): > 0 means spills
 
 
-# .nv.info attribute ids (cuobjdump -elf names them) and formats.
+# .nv.info attribute ids (cuobjdump -elf names them) and formats. REGCOUNT and FRAME_SIZE are in the shared .nv.info
+# section, each as (symbol index, value).
 _EIATTR_KPARAM_INFO, _EIATTR_KPARAM_INFO_V2, _EIATTR_REQNTID, _EIATTR_MAX_THREADS = 0x17, 0x45, 0x10, 0x05
+_EIATTR_REGCOUNT, _EIATTR_FRAME_SIZE = 0x2F, 0x11
 _EIFMT_SVAL = 0x04
 
 
@@ -768,6 +775,16 @@ def _nv_info(data: bytes):
             at += 4
 
 
+def _symbol_index(sections: dict[str, bytes], name: str) -> int | None:
+    """The .symtab index of symbol `name` (Elf64_Sym entries of 24 bytes, names in .strtab)."""
+    symtab, strtab = sections.get(".symtab", b""), sections.get(".strtab", b"")
+    for i in range(len(symtab) // 24):
+        (st_name,) = struct.unpack_from("<I", symtab, i * 24)
+        if strtab[st_name: strtab.find(b"\0", st_name)] == name.encode():
+            return i
+    return None
+
+
 def kernel_attributes(cubin: bytes, kernel: str) -> KernelAttributes:
     """The launch facts a cubin records for kernel: required block size, parameter sizes, static shared memory."""
     sections = _elf_sections(cubin)
@@ -791,5 +808,15 @@ def kernel_attributes(cubin: bytes, kernel: str) -> KernelAttributes:
         if max_threads is None:
             raise ValueError(f"cubin kernel {kernel} records no required block size (EIATTR_REQNTID)")
         reqntid = max_threads
+    registers, stack = None, 0
+    symbol = _symbol_index(sections, kernel)
+    for attr, value in _nv_info(sections.get(".nv.info", b"")):
+        if attr in (_EIATTR_REGCOUNT, _EIATTR_FRAME_SIZE) and len(value) >= 8:
+            index, amount = struct.unpack_from("<II", value)
+            if index == symbol:
+                if attr == _EIATTR_REGCOUNT:
+                    registers = amount
+                else:
+                    stack = amount
     return KernelAttributes(tuple(reqntid), [params[i] for i in sorted(params)],
-                            len(sections.get(f".nv.shared.{kernel}", b"")))
+                            len(sections.get(f".nv.shared.{kernel}", b"")), registers, stack)

@@ -641,6 +641,115 @@ def test_matmul_selects_tma_and_tensor_cores_with_the_facts(arch, mma):
                                                              if r[1] == "Failed to select TMA load instruction"]
 
 
+# ---- performance choices (TileirOptions) ----------------------------------------------------------------------------
+
+def _example_module(name: str, consts: dict, spec="full", options=None):
+    """An example lowered with `consts`; spec "full": every pointer aligned, every size and stride divisible by 16
+    (what the runtime proves for 8192x4096 tensors), "default": tlec's."""
+    path = os.path.join(ROOT, "examples", f"{name}.tle")
+    kernel = check_kernel(load_program(open(path).read(), path), name, consts)
+    d = default_spec(kernel)
+    if spec == "full":
+        spec = Spec(d.divisible16 | {a.key for a in all_args(kernel) if a.kind in ("dim", "stride")}, d.unit_strides)
+    else:
+        spec = d
+    return tle_to_tileir(ast_to_tle(kernel, spec), options)
+
+
+OLD_CHOICES = lowering.TileirOptions(tma=None, pointer_loads="none", num_worker_warps=None, occupancy=None)
+
+
+def _entry_hint(module, name):
+    (entry,) = ct.entries(module)
+    return ir.IntegerAttr(entry.attributes[name]).value if name in entry.attributes else None
+
+
+def _allow_tma(op):
+    return ir.BoolAttr(op.attributes["allow_tma"]).value if "allow_tma" in op.attributes else None
+
+
+def test_kernels_without_dot_turn_tma_off_and_load_16bit_elements_through_pointers():
+    # bf16 softmax: the row is loaded through masked pointers with the -inf padding tile, stored through a view
+    # with allow_tma = false; no view load remains.
+    m = _example_module("softmax", {"BLOCK": 4096, "T": "bf16"})
+    assert not ops(m, "load_view_tko")
+    (load,) = ops(m, "load_ptr_tko")
+    assert segments(load) == [1, 1, 1, 0]  # pointers, mask, padding tile; x is never written: no token
+    (pad,) = [op for op in ops(m, "constant") if op.results[0] == load.operands[2]]
+    assert math.isinf(ir.FloatAttr(ir.DenseElementsAttr(pad.attributes["value"]).get_splat_value()).value)
+    (store,) = ops(m, "store_view_tko")
+    assert _allow_tma(store) is False
+    assert _entry_hint(m, "num_worker_warps") is None and _entry_hint(m, "occupancy") is None
+    # f32 loads stay view loads (tileiras predicates them), without TMA.
+    m = _example_module("softmax", {"BLOCK": 4096, "T": "f32"})
+    assert not ops(m, "load_ptr_tko")
+    assert [_allow_tma(op) for op in ops(m, "load_view_tko") + ops(m, "store_view_tko")] == [False, False]
+    # rmsnorm bf16: both the row and the weight load through pointers; a 1-D weight of a [N] tensor too.
+    m = _example_module("rmsnorm", {"BLOCK": 4096, "T": "bf16"})
+    assert len(ops(m, "load_ptr_tko")) == 2 and not ops(m, "load_view_tko")
+
+
+def test_kernels_with_dot_keep_tma_and_view_loads():
+    for tiles in ((128, 128, 64), (128, 256, 64), (16, 32, 128)):
+        m = _example_module("matmul", dict(zip(("BM", "BN", "BK"), tiles), T="bf16"))
+        assert not ops(m, "load_ptr_tko")
+        assert all(_allow_tma(op) is None for op in ops(m, "load_view_tko") + ops(m, "store_view_tko"))
+
+
+def test_worker_warps_follow_the_values_per_thread():
+    def warps(name, consts):
+        return _entry_hint(_example_module(name, consts), "num_worker_warps")
+    # dot: 8 warps once the f32 accumulator exceeds 128 values per thread on 4 warps (128 x 128)
+    assert warps("matmul", {"BM": 128, "BN": 128, "BK": 64}) is None
+    assert warps("matmul", {"BM": 128, "BN": 256, "BK": 64}) == 8
+    assert warps("matmul", {"BM": 256, "BN": 128, "BK": 64}) == 8
+    assert warps("matmul", {"BM": 16, "BN": 32, "BK": 128}) is None
+    # no dot: 8 warps once the largest tile exceeds 32 values per thread on 4 warps (4096 elements)
+    assert warps("softmax", {"BLOCK": 4096, "T": "bf16"}) is None
+    assert warps("softmax", {"BLOCK": 8192, "T": "f32"}) == 8
+    assert warps("swiglu", {"BM": 16, "BN": 256, "T": "bf16"}) is None
+    assert warps("vector_add", {"BLOCK": 1024}) is None
+
+
+def test_options_force_each_choice():
+    m = _example_module("softmax", {"BLOCK": 4096, "T": "bf16"}, options=OLD_CHOICES)
+    assert not ops(m, "load_ptr_tko")
+    assert [_allow_tma(op) for op in ops(m, "load_view_tko") + ops(m, "store_view_tko")] == [None, None]
+    m = _example_module("softmax", {"BLOCK": 1024, "T": "f32"},
+                        options=lowering.TileirOptions(pointer_loads="all", num_worker_warps=8, occupancy=4))
+    assert len(ops(m, "load_ptr_tko")) == 1 and not ops(m, "load_view_tko")
+    assert _entry_hint(m, "num_worker_warps") == 8 and _entry_hint(m, "occupancy") == 4
+    m = _example_module("matmul", {"BM": 128, "BN": 256, "BK": 64}, options=lowering.TileirOptions(tma=False))
+    assert [_allow_tma(op) for op in ops(m, "load_view_tko")] == [False, False]
+    with pytest.raises(ValueError, match="pointer_loads"):
+        _example_module("softmax", {}, options=lowering.TileirOptions(pointer_loads="some"))
+
+
+@needs_tileiras
+def test_row_kernels_compile_without_tma_and_with_room_for_several_ctas_per_sm():
+    """The root cause of a 5x slower softmax: with TMA, tileiras warp-specialises the kernel (256 threads at 255
+    registers: one CTA per SM). Without it: 128 threads, vectorised predicated loads, registers for 6 CTAs per SM."""
+    path = os.path.join(ROOT, "examples", "softmax.tle")
+    old = tileir.compile_tileir(_example_module("softmax", {"BLOCK": 4096, "T": "bf16"}, options=OLD_CHOICES))
+    assert old.num_threads == 256 and old.extra["registers"] == 255
+    module = _example_module("softmax", {"BLOCK": 4096, "T": "bf16"})
+    new = tileir.compile_tileir(module)
+    assert new.num_threads == 128 and new.extra["registers"] <= 80 and new.extra["stack_bytes"] == 0
+    got = tileir.remarks(tileir.encode_bytecode(module))
+    assert not [r for r in got if "TMA" in str(r)], [str(r) for r in got]
+    # tileiras took the store's hint (the pointer load has no TMA form and gets no remark)
+    assert any("allow_tma" in r.title and str(r.span) == f"{path}:8:5" for r in got), [str(r) for r in got]
+
+
+@needs_tileiras
+def test_a_128x256_matmul_gets_two_consumer_warp_groups_and_does_not_spill():
+    consts = {"BM": 128, "BN": 256, "BK": 64, "T": "bf16"}
+    old = tileir.compile_tileir(_example_module("matmul", consts, options=OLD_CHOICES))
+    assert old.num_threads == 256 and old.extra["stack_bytes"] > 1000  # the accumulator spills
+    new = tileir.compile_tileir(_example_module("matmul", consts))
+    assert new.num_threads == 384 and new.extra["stack_bytes"] == 0 and new.extra["registers"] < 255
+
+
 # ---- legality ------------------------------------------------------------------------------------------------------
 
 ERF64 = """kernel k(x: tensor<f64>[N], y: tensor<f64>[N]) {
