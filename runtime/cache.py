@@ -16,6 +16,27 @@ import tempfile
 from .. import debug
 
 
+_BUILD_ID = None
+
+
+def build_id() -> str:
+    """tle's version plus a hash of its own source files: binaries built by an edited compiler (a development
+    checkout between releases) never come back from the cache. Computed once per process (~1 ms)."""
+    global _BUILD_ID
+    if _BUILD_ID is None:
+        import importlib
+        from .. import __version__
+        h = hashlib.sha256(__version__.encode())
+        for part in ("tle", "tle.dialects", "tle.lowering", "tle.targets", "tle.runtime"):
+            folder = os.path.dirname(importlib.import_module(part).__file__)
+            for f in sorted(os.listdir(folder)):
+                if f.endswith((".py", ".lark")):
+                    with open(os.path.join(folder, f), "rb") as fh:
+                        h.update(f.encode() + b"\0" + fh.read())
+        _BUILD_ID = f"{__version__}+{h.hexdigest()[:12]}"
+    return _BUILD_ID
+
+
 def key_of(*parts) -> str:
     h = hashlib.sha256()
     for p in parts:

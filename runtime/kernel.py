@@ -363,7 +363,7 @@ class Kernel:
     def _binary_key(self, kernel, spec, backend, arch, num_warps, num_stages) -> str:
         """The disk-cache key of a binary: everything that decides its bytes."""
         return cache.key_of(self.fingerprint, self.name, sorted(kernel.constants.items()), spec.key(), backend,
-                            arch, num_warps, num_stages, TLE_VERSION, _backend_version(backend))
+                            arch, num_warps, num_stages, cache.build_id(), _backend_version(backend))
 
 
 def _signature(args, kwargs):

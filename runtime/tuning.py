@@ -40,7 +40,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .. import __version__ as TLE_VERSION
+from .. import __version__ as TLE_VERSION  # noqa: F401
+from .cache import build_id as _build_id
 from ..diagnostics import TleError
 
 OPTIONS = ("num_warps", "num_stages", "backend")
@@ -337,7 +338,7 @@ class _Launch:
             "fixed": json.dumps(fixed, sort_keys=True),
             "shape": json.dumps({d: bucket(self.dims[d]) for d in key_dims}, sort_keys=True),
             "spec": self.spec.key(), "dtypes": json.dumps(dtypes, sort_keys=True),
-            "device": device, "capability": capability, "tle_version": TLE_VERSION,
+            "device": device, "capability": capability, "tle_version": _build_id(),
             "backend_versions": _backend_versions(["interp" if b == "auto" and not self.on_gpu else b
                                                    for b in backends]),
             "space": hashlib.sha256(json.dumps(self.params, sort_keys=True, default=str).encode()).hexdigest()[:16],
