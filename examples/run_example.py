@@ -29,12 +29,12 @@ def main(argv: list[str]) -> int:
     path = os.path.join(HERE, f"{name}.tle")
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, f"{name}.cubin")
-        rc = tlec([path, "--kernel", name, "--emit=cubin", "--arch", "sm_90", "-o", out])
+        rc = tlec([path, "--kernel", name, "--emit=cubin", "--arch", "sm_90", "-o", out, "-v"])
         if rc != 0:
             return rc
         with open(out, "rb") as f:
-            head = f.read(4)
-        print(f"compiled {name}.tle -> {os.path.getsize(out)}-byte sm_90 cubin (ELF: {head == b'\\x7fELF'})")
+            is_elf = f.read(4) == b"\x7fELF"
+        print(f"compiled {name}.tle -> {os.path.getsize(out)}-byte sm_90 cubin (ELF: {is_elf})")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     mod = tle.compile(path)
     case = CASES[name]

@@ -47,3 +47,13 @@ def test_example_on_interpreter(name, dtype):
             for got, want in zip(outputs(args), ref(args)):
                 err = relative_error(got, want)
                 assert err <= tolerance(name, dtype), f"{name} {shape} noncontig={noncontig}: rel err {err}"
+
+
+@pytest.mark.parametrize("name", ["softmax", "matmul"])
+def test_readme_main_command_runs_an_example(name):
+    """README's first command ends with `python examples/run_example.py softmax`: it must compile, run and match."""
+    import subprocess
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "run_example.py"), name],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ELF: True" in proc.stdout and "match" in proc.stdout
