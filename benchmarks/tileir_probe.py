@@ -28,6 +28,7 @@ EXAMPLES = os.path.join(ROOT, "examples")
 sys.path[:0] = [HERE, EXAMPLES]
 
 from tle.abi import Spec, abi, all_args  # noqa: E402
+from tle.abi import spec_of as abi_spec_of  # noqa: E402
 from tle.check import check_kernel, load_program  # noqa: E402
 from tle.lowering.ast_to_tle import ast_to_tle  # noqa: E402
 from tle.lowering.tle_to_tileir import TileirOptions, tle_to_tileir  # noqa: E402
@@ -109,19 +110,7 @@ def flat_args(kernel, tensors: list):
     return flat
 
 
-def spec_of(kernel, flat) -> Spec:
-    """What runtime/kernel.py derives from real arguments."""
-    d16, unit = set(), set()
-    for a in all_args(kernel):
-        v = flat[a.key]
-        if a.kind == "ptr":
-            if v.data_ptr() % 16 == 0:
-                d16.add(a.key)
-        elif a.kind == "stride" and v == 1:
-            unit.add(a.key)
-        elif isinstance(v, int) and not isinstance(v, bool) and a.dtype.startswith("i") and v % 16 == 0:
-            d16.add(a.key)
-    return Spec(frozenset(d16), frozenset(unit))
+spec_of = abi_spec_of  # the specialisation the runtime derives from real arguments
 
 
 def fake_tensors(kernel_name, shape, dtype, tiles):

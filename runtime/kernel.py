@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass
 
 from .. import __version__ as TLE_VERSION
-from ..abi import Spec, abi
+from ..abi import Spec, abi, spec_of
 from ..check import Program, check_kernel
 from . import cache
 
@@ -200,18 +200,7 @@ class Kernel:
 
     @staticmethod
     def _spec(kernel, flat) -> Spec:
-        from ..abi import all_args
-        d16, unit = set(), set()
-        for a in all_args(kernel):
-            v = flat[a.key]
-            if a.kind == "ptr":
-                if v.data_ptr() % 16 == 0:
-                    d16.add(a.key)
-            elif a.kind == "stride" and v == 1:
-                unit.add(a.key)
-            elif isinstance(v, int) and not isinstance(v, bool) and a.dtype.startswith("i") and v % 16 == 0:
-                d16.add(a.key)
-        return Spec(frozenset(d16), frozenset(unit))
+        return spec_of(kernel, flat)
 
     # ---- launch --------------------------------------------------------------------------------------------
     # A launch is planned once per argument signature (dtypes, shapes, strides, alignment, device, constants):

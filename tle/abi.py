@@ -57,6 +57,22 @@ def abi(kernel: Kernel, spec: Spec) -> list[AbiArg]:
     return [a for a in all_args(kernel) if not (a.kind == "stride" and a.key in spec.unit_strides)]
 
 
+def spec_of(kernel: Kernel, values: dict) -> Spec:
+    """The specialisation real arguments prove. `values` maps AbiArg keys to the launch values: tensors for
+    pointers (their data_ptr() is checked for 16-byte alignment), ints for dims, strides and scalars."""
+    d16, unit = set(), set()
+    for a in all_args(kernel):
+        v = values[a.key]
+        if a.kind == "ptr":
+            if v.data_ptr() % 16 == 0:
+                d16.add(a.key)
+        elif a.kind == "stride" and v == 1:
+            unit.add(a.key)
+        elif isinstance(v, int) and not isinstance(v, bool) and a.dtype.startswith("i") and v % 16 == 0:
+            d16.add(a.key)
+    return Spec(frozenset(d16), frozenset(unit))
+
+
 def default_spec(kernel: Kernel) -> Spec:
     """What tlec assumes without real tensors: 16-byte aligned base pointers and contiguous rows (last stride 1).
     Nothing is assumed about sizes or other strides."""

@@ -18,6 +18,7 @@ import sys
 import pytest
 
 from tle.abi import Spec, abi, all_args, default_spec, generic_spec
+from tle.abi import spec_of as abi_spec_of  # noqa: E402
 from tle.check import check_kernel, load_program
 from tle.diagnostics import TleError, span_of_location
 from tle.dialects import cuda_tile as ct
@@ -881,19 +882,7 @@ def _flat(kernel, tensors: dict, scalars: dict) -> dict:
     return flat
 
 
-def _spec_of(kernel, flat) -> Spec:
-    """The specialisation the runtime derives from real arguments (runtime/kernel.py)."""
-    d16, unit = set(), set()
-    for a in all_args(kernel):
-        v = flat[a.key]
-        if a.kind == "ptr":
-            if v.data_ptr() % 16 == 0:
-                d16.add(a.key)
-        elif a.kind == "stride" and v == 1:
-            unit.add(a.key)
-        elif isinstance(v, int) and not isinstance(v, bool) and a.dtype.startswith("i") and v % 16 == 0:
-            d16.add(a.key)
-    return Spec(frozenset(d16), frozenset(unit))
+_spec_of = abi_spec_of  # the specialisation the runtime derives from real arguments
 
 
 def _gpu_arch() -> str:
