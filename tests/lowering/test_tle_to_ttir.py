@@ -567,3 +567,25 @@ def test_descriptor_mode_falls_back_to_pointers(tmp_path):
     text = ttir(SOFTMAX, spec="all16", mode="descriptor")
     assert not ops(text, "tt.make_tensor_descriptor") and ops(text, "tt.load")
     cubin(text)
+
+
+def test_unit_axis_reshape_becomes_expand_dims():
+    """Inserting size-1 axes lowers to tt.expand_dims, which Triton's axis analysis sees through (tt.reshape
+    would hide the contiguity of an arange and scalarise the masks built from it); a real reshape stays."""
+    src = """
+kernel k<B: int = 64>(x: tensor<f32>[M, N], y: tensor<f32>[M, N], z: tensor<f32>[4, 16]) {
+    let t = load(x, tile=[1, B], at=[program_id(0), 0])
+    store(y, where(reshape(arange(0, B), [1, B]) < N, t, 0.0), at=[program_id(0), 0])
+    store(z, reshape(reshape(t, [B]), [4, 16]), at=[0, 0])
+}
+"""
+    from tle.abi import default_spec
+    from tle.check import check_kernel, load_program
+    from tle.lowering.ast_to_tle import ast_to_tle
+    from tle.lowering.tle_to_ttir import tle_to_ttir
+    kernel = check_kernel(load_program(src, "r.tle"), "k", {})
+    ttir = tle_to_ttir(ast_to_tle(kernel, default_spec(kernel)))
+    assert '"tt.expand_dims"' in ttir and "(tensor<64xi32>) -> tensor<1x64xi32>" in ttir
+    reshapes = [line for line in ttir.splitlines() if '"tt.reshape"' in line]
+    assert len(reshapes) == 2  # [1, 64] -> [64] and [64] -> [4, 16] are real reshapes
+    assert not any("tensor<64xi32>) -> tensor<1x64xi32>" in r for r in reshapes)
