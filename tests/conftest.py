@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from golden_runs import run_lines
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -53,22 +55,6 @@ def _tool(name: str) -> str:
         return shlex.quote(exe)
     return {"tlec": f"{shlex.quote(sys.executable)} -m tle.cli",
             "filecheck": f"{shlex.quote(sys.executable)} -m filecheck"}[name]
-
-
-def run_lines(path: str) -> list[str]:
-    """The RUN commands of a golden file, continuation lines (ending in \\) joined."""
-    cmds, cur = [], ""
-    for line in open(path, encoding="utf-8"):
-        m = re.search(r"//\s*RUN:\s?(.*)$", line)
-        if not m:
-            continue
-        part = m.group(1).rstrip()
-        if part.endswith("\\"):
-            cur += part[:-1] + " "
-            continue
-        cmds.append(cur + part)
-        cur = ""
-    return cmds
 
 
 def expand(cmd: str, path: str) -> str:

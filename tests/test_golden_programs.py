@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import pytest
+from golden_runs import run_lines as _run_commands  # the RUN lines exactly as the golden runner reads them
 import torch
 
 import tle
@@ -883,23 +884,6 @@ def golden_files() -> list[str]:
             if "RUN:" in f.read():
                 out.append(os.path.relpath(path, GOLDEN_DIR).replace(os.sep, "/"))
     return out
-
-
-def _run_commands(path: str) -> list[str]:
-    """The RUN commands of a golden file, continuation lines (ending in \\) joined (as conftest.py reads them)."""
-    cmds, cur = [], ""
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            m = re.search(r"//\s*RUN:\s?(.*)$", line)
-            if not m:
-                continue
-            part = m.group(1).rstrip()
-            if part.endswith("\\"):
-                cur += part[:-1] + " "
-                continue
-            cmds.append(cur + part)
-            cur = ""
-    return cmds
 
 
 def _constant(text: str):
