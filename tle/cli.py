@@ -66,16 +66,9 @@ def parse_define(text: str, parser: argparse.ArgumentParser):
     name, value = text.split("=", 1)
     if not name.isidentifier():
         parser.error(f"-D {text}: '{name}' is not a name")
-    low = value.lower()
-    if low in ("true", "false"):
-        return name, low == "true"
-    for conv in (int, float):
-        try:
-            return name, conv(value)
-        except ValueError:
-            pass
-    if value.replace("_", "").isalnum():
-        return name, value  # an element type such as f16; the checker validates it
+    parsed = _scalar(value)
+    if not isinstance(parsed, str) or value.replace("_", "").isalnum():
+        return name, parsed  # a string is an element type such as f16; the checker validates it
     parser.error(f"-D {text}: '{value}' is not a number, a boolean or a type name")
 
 
