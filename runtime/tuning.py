@@ -525,8 +525,11 @@ class Pruned:
 
 
 def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dict, grid, hw: Hardware | None,
-          fixed_backend: str = "triton", base: dict | None = None, max_candidates: int = 128) -> Pruned:
-    """The static rules of docs/tuning.md, in order. `hw` None (the interpreter) applies only rules R0 and R1."""
+          fixed_backend: str = "triton", base: dict | None = None, max_candidates: int = 128,
+          auto_route: str | None = None) -> Pruned:
+    """The static rules of docs/tuning.md, in order. `hw` None (the interpreter) applies only rules R0 and R1.
+    `auto_route` is the backend "auto" picks for this kernel ("tileir" or "triton"; see `route_of`): without it,
+    "auto" configurations are kept as if every option mattered."""
     from ..check import check_kernel
     dropped: dict = {}
     checked_by_consts: dict = {}
@@ -554,19 +557,22 @@ def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dic
             drop("does not check", 1)
             continue
         backend = c.get("backend", fixed_backend)
+        if backend == "auto" and auto_route is not None:
+            backend = auto_route
         stages = c.get("num_stages", DEFAULT_OPTIONS["num_stages"])
         f = analyze(checked, dims, stages)
-        canon = dict(c)
-        if backend in ("tileir", "interp"):
-            canon.pop("num_warps", None)
-            canon.pop("num_stages", None)
-        elif not f.free_loops:
-            canon.pop("num_stages", None)
-        k = _ckey(canon)
-        if k in seen and c != base:
+        ignored = ("num_warps", "num_stages") if backend in ("tileir", "interp") else \
+            (() if f.free_loops else ("num_stages",))
+        k = _ckey({o: v for o, v in c.items() if o not in ignored})
+        if k in seen:
             drop("R0 duplicate (option the backend ignores)", 1)
             continue
         seen.add(k)
+        # The one kept of a group of duplicates carries the base's value of each ignored option (when it has one),
+        # so that a result reads "num_warps=4" (the default) rather than the first value of the space, which the
+        # binary never saw. The base itself therefore stands for its group.
+        if base is not None:
+            c = {o: (base[o] if o in ignored and o in base else v) for o, v in c.items()}
         f.programs = programs_of(grid, {**checked.constants, **dims})
         facts[_ckey(c)] = f
         threads_of[_ckey(c)] = c.get("num_warps", DEFAULT_OPTIONS["num_warps"]) * 32 if backend == "triton" else None
@@ -605,6 +611,19 @@ def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dic
     # R6: at most max_candidates, by predicted time
     drop("R6 over max_candidates (ranked by predicted time)", max(0, len(cands) - max_candidates))
     return Pruned(cands[:max_candidates], dropped, facts)
+
+
+def route_of(program, name: str, constants: dict, arch: str) -> str:
+    """The backend "auto" takes for this kernel on `arch` (tle/compiler.py `route`), decided once per tuning on the
+    base configuration's constants: Tile IR legality depends on the ops a kernel uses and on the tools, not on tile
+    sizes, so the other configurations are assumed to route alike. If one does not, its binary still compiles on
+    the right path; only R0's merging of ignored options would have been off for it."""
+    from ..compiler import compile_kernel, route
+    try:
+        module = compile_kernel(program, name, constants, stop="tle").module
+        return route(module, name, arch, "auto")[0]
+    except TleError:
+        return "auto"
 
 
 # ---- parallel compilation ------------------------------------------------------------------------------------------
@@ -927,9 +946,13 @@ def tune(launch: _Launch) -> TuneResult:
                         "the tensors are on the CPU")
     arch = kernel.arch or (_device_info(launch.device)[1] if launch.on_gpu else "cpu")
     hw = hardware_of(launch.device, arch)
+    auto_route = None
+    if launch.on_gpu and any(c.get("backend", fixed_backend) == "auto" for c in configs):
+        base_consts = {**launch.fixed_consts, **{k: v for k, v in launch.base.items() if k not in OPTIONS}}
+        auto_route = route_of(kernel.program, kernel.name, base_consts, arch)
     pruned = prune(kernel.program, kernel.name, configs, fixed_constants=launch.fixed_consts, dims=launch.dims,
                    grid=launch.grid, hw=hw, fixed_backend=fixed_backend, base=launch.base,
-                   max_candidates=space.max_candidates)
+                   max_candidates=space.max_candidates, auto_route=auto_route)
     cands = pruned.kept
     if not cands:
         raise TuneError(f"tuning '{kernel.name}': every configuration was pruned ({pruned.dropped})")
@@ -966,6 +989,12 @@ def tune(launch: _Launch) -> TuneResult:
     timer = space.timer or (cuda_timer if launch.on_gpu else cpu_timer)
     trials, failures, entries_of = {}, {}, {}
     checked: set = set()
+    failure_kinds: dict = {}  # kind -> [count, first message], for stats: why candidates were not timed
+
+    def fail(k, kind, message):
+        failures[k] = message
+        seen = failure_kinds.setdefault(kind, [0, message[:300]])
+        seen[0] += 1
 
     def make_trial(c):
         before = set(kernel._entries)
@@ -989,14 +1018,14 @@ def tune(launch: _Launch) -> TuneResult:
                     for got, want in zip(outs, reference):
                         why = _matches(got, want)
                         if why:
-                            failures[k] = f"output differs from the reference: {why}"
+                            fail(k, "wrong output", f"output differs from the reference: {why}")
                             return math.inf
                 checked.add(k)
             return timer(dict(k), trial, reps)
         except Exception as e:  # noqa: BLE001 - a configuration that fails to run is dropped
             if isinstance(e, torch.cuda.OutOfMemoryError):
                 raise
-            failures[k] = f"{type(e).__name__}: {e}"
+            fail(k, "run", f"{type(e).__name__}: {e}")
             return math.inf
 
     def ready():
@@ -1027,24 +1056,24 @@ def tune(launch: _Launch) -> TuneResult:
                 k = _ckey(gpu[i])
                 base_done |= k == base_k
                 if status != "ok":
-                    failures[k] = f"compile {status}: {payload}"
+                    fail(k, f"compile {status}", payload)
                     progress.update(failed=progress.failed + 1)
                     continue
                 progress.update(compiled=progress.compiled + 1)
                 binary = Binary.from_bytes(payload)
                 same = (hashlib.sha256(binary.cubin).hexdigest(), binary.num_threads, facts[k].programs)
                 if hw is not None and binary.shared_mem > hw.smem:
-                    failures[k] = f"needs {binary.shared_mem} bytes of shared memory; the GPU has {hw.smem}"
+                    fail(k, "shared memory", f"needs {binary.shared_mem} bytes of shared memory; the GPU has {hw.smem}")
                     continue
                 if same in binaries:
-                    failures[k] = f"the same binary as {_show(dict(binaries[same]))}"
+                    fail(k, "same binary", f"the same binary as {_show(dict(binaries[same]))}")
                     continue
                 binaries[same] = k
                 kernel._prebuilt[binkeys[i]] = payload
                 try:
                     trials[k] = make_trial(gpu[i])
                 except Exception as e:  # noqa: BLE001 - dropped with its reason
-                    failures[k] = f"{type(e).__name__}: {e}"
+                    fail(k, "run", f"{type(e).__name__}: {e}")
                     continue
                 if k == base_k:
                     held.insert(0, k)
@@ -1084,7 +1113,10 @@ def tune(launch: _Launch) -> TuneResult:
     base_k = _ckey(launch.base)
     stats = {"space": len(configs), "candidates": len(cands), "compiled": len(trials), "timed": len(search.times),
              "timer_calls": search.calls, "launches_timed": search.reps, "seconds": round(time.monotonic() - t0, 2),
-             "pruned": pruned.dropped, "failed": len(failures)}
+             "pruned": pruned.dropped,
+             # "same binary" is not a failure: two configurations compiled to identical bytes and were timed once
+             "failed": sum(n for kind, (n, _) in failure_kinds.items() if kind != "same binary"),
+             "not_timed": {kind: {"count": n, "first": first} for kind, (n, first) in failure_kinds.items()}}
     default_time = search.times.get(base_k)
     row = {**launch.fields, "key": launch.key, "config": config, "time_s": search.time_s,
            "default_time_s": default_time if default_time is not None and math.isfinite(default_time) else None,

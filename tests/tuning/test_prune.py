@@ -87,6 +87,37 @@ def test_options_a_binary_ignores_are_merged(matmul):
     assert p.dropped["R0 duplicate (option the backend ignores)"] == 24 - 6
 
 
+def test_auto_resolved_to_tile_ir_merges_warps(matmul):
+    """backend "auto" that routes to Tile IR ignores num_warps: the 500-space keeps one config per tile shape
+    (before this, 4 of every 5 compiled to the same Tile IR binary and were counted as failures)."""
+    dims = {"M": 4096, "N": 4096, "K": 4096}
+    auto = run_prune(matmul, SPACE_500, dims, fixed_backend="auto", auto_route="tileir")
+    assert auto.dropped["R0 duplicate (option the backend ignores)"] == 400
+    tiles = [(c["BM"], c["BN"], c["BK"]) for c in auto.kept]
+    assert len(tiles) == len(set(tiles))
+    # the kept one of each group reads num_warps=4, the base's value, not the first value of the space
+    assert {c["num_warps"] for c in auto.kept} == {4}
+    assert auto.kept[0] == BASE
+
+
+def test_auto_resolved_to_triton_keeps_warps(matmul):
+    dims = {"M": 4096, "N": 4096, "K": 4096}
+    auto = run_prune(matmul, SPACE_500, dims, fixed_backend="auto", auto_route="triton")
+    triton = run_prune(matmul, SPACE_500, dims, fixed_backend="triton")
+    assert auto.kept == triton.kept and auto.dropped == triton.dropped
+
+
+def test_route_of_follows_tile_ir_legality(matmul):
+    from tle.lowering.tileir_legality import tileir_blockers
+    module = tle.compiler.compile_kernel(matmul.program, "matmul", {"T": "f16"}, stop="tle").module
+    legal = "triton" if tileir_blockers(module, "sm_90") else "tileir"
+    assert tuning.route_of(matmul.program, "matmul", {"T": "f16"}, "sm_90") == legal
+    erf64 = tle.compile("""kernel erf64<BLOCK: int = 256>(x: tensor<f64>[N], y: tensor<f64>[N]) {
+    store(y, erf(load(x, tile=[BLOCK], at=[program_id(0)])), at=[program_id(0)])
+}""")
+    assert tuning.route_of(erf64.program, "erf64", {}, "sm_90") == "triton"  # erf on f64: no Tile IR lowering
+
+
 def test_num_stages_kept_for_loops_without_pipeline():
     src = """
 kernel mm<BM: int = 64, BN: int = 64, BK: int = 32>(a: tensor<f16>[M, K], b: tensor<f16>[K, N], c: tensor<f16>[M, N]) {
