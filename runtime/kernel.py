@@ -11,12 +11,14 @@ compiler), and launches it: CUDA tensors on a GPU backend, CPU tensors on the in
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import warnings
 from dataclasses import dataclass
 
 from .. import __version__ as TLE_VERSION
+from .. import debug
 from ..abi import Spec, abi, spec_of
 from ..check import Program, check_kernel
 from . import cache
@@ -67,6 +69,8 @@ class Kernel:
         self._entries: dict = {}
         self._checked: dict = {}
         self._plans: dict = {}
+        self._fast: dict = {}  # the C launcher's key -> its plan (runtime/fastlaunch.py); shared with the launchers
+        self._launchers: dict = {}  # grid -> kernel[grid]
         self.last_backend: str | None = None
         self._tune_space = None  # runtime/tuning.py: set through .tune_space
         self._tuned: dict = {}  # tuning key -> best configuration, for the buckets seen by this process
@@ -87,6 +91,7 @@ class Kernel:
             space = TuneSpace.coerce(space).validate(self.decl)
         self._tune_space = space
         self._plans.clear()
+        self._fast.clear()  # in place: the launchers hold this dict
         self._tuned.clear()
 
     def tune(self, grid, *args, force: bool = False, **kwargs):
@@ -99,7 +104,25 @@ class Kernel:
         return f"<tle kernel {self.name} from {self.program.file}>"
 
     def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.launch(grid, *args, **kwargs)
+        try:
+            return self._launchers[grid]
+        except (KeyError, TypeError):  # a new grid, or one that is no dict key (a list)
+            return self._launcher(grid)
+
+    MAX_LAUNCHERS = 1024
+
+    def _launcher(self, grid):
+        """kernel[grid]: the C launcher where it is available (runtime/fastlaunch.py), else the Python path."""
+        from . import fastlaunch
+        ext = fastlaunch.for_launch()
+        launcher = (ext.Launcher(grid, self._fast, self._launch_from_c) if ext is not None
+                    else functools.partial(self.launch, grid))
+        if type(grid) is tuple and len(self._launchers) < self.MAX_LAUNCHERS:
+            try:
+                self._launchers[grid] = launcher
+            except TypeError:
+                pass
+        return launcher
 
     # ---- binding -------------------------------------------------------------------------------------------
     def _bind(self, args, kwargs):
@@ -206,17 +229,32 @@ class Kernel:
     # A launch is planned once per argument signature (dtypes, shapes, strides, alignment, device, constants):
     # the plan holds the binary and knows which arguments to pass as they come and which sizes and strides are
     # fixed for that signature. A repeated launch only computes the signature and looks the plan up, so the host
-    # cost stays close to a raw cuLaunchKernel (issue 5; benchmarks/bench.py measures it).
+    # cost stays close to a raw cuLaunchKernel (issue 5; benchmarks/bench.py measures it). On a GPU plan that
+    # lookup and the launch itself are done in C by kernel[grid] (runtime/fastlaunch.py) from the second launch of
+    # a signature on; kernel.launch(grid, ...) is the pure-Python path.
     MAX_PLANS = 4096
 
     def launch(self, grid, *args, **kwargs):
+        self._planned(grid, args, kwargs)(grid, args, kwargs)
+
+    def _planned(self, grid, args, kwargs):
         key = _signature(args, kwargs)
         plan = self._plans.get(key) if key is not None else None
         if plan is None:
             plan = self._plan(args, kwargs, grid)
             if key is not None and len(self._plans) < self.MAX_PLANS:
                 self._plans[key] = plan
+        return plan
+
+    def _launch_from_c(self, grid, key, args, kwargs):
+        """The C launcher's way back: launch on the Python path; after a successful launch, give the launcher the
+        plan's C half under `key` (the launcher's key of these arguments; None: not one it can describe)."""
+        plan = self._planned(grid, args, kwargs)
         plan(grid, args, kwargs)
+        if key is not None and len(self._fast) < self.MAX_PLANS:
+            fast = plan.fast
+            if fast is not None:
+                self._fast[key] = fast
 
     def _plan(self, args, kwargs, grid=None, tune: bool = True):
         """Bind and check the arguments, compile (or fetch) the binary, and return a launcher for this signature.
@@ -250,6 +288,7 @@ class Kernel:
 
         def gather(args, kwargs):
             return [(args[i] if i < len(args) else kwargs[n]) if i is not None else v for i, n, v in sources]
+        nargs = len(args)
 
         grid_of = self._grid
         if backend == "interp":
@@ -265,6 +304,7 @@ class Kernel:
                             g.copy_(c)
                 else:
                     interpret(entry.runner, grid_of(grid, meta), ordered)
+            run.fast = None
             return run
 
         import torch
@@ -278,6 +318,13 @@ class Kernel:
             else:
                 with torch.cuda.device(index):
                     runner.launch(g, ordered)
+        run.fast = None
+        if all(i is None or i < nargs for i, _, _ in sources):  # parameters passed by name stay in Python
+            try:
+                run.fast = runner.fast_plan([("arg", i) if i is not None else ("fixed", v) for i, _, v in sources],
+                                            nargs)
+            except Exception as exc:  # noqa: BLE001 - only costs speed
+                debug.note(f"kernel '{self.name}': no C launch plan ({type(exc).__name__}: {exc})")
         return run
 
     def _choose_backend(self, backend: str, on_gpu: bool) -> str:
@@ -317,11 +364,11 @@ class Kernel:
             compiled.backend = "interp"
             entry = _Entry(compiled, compiled.module)
         else:
-            entry = _Entry(*self._gpu_binary(kernel, constants, spec, backend, arch, num_warps, num_stages))
+            entry = _Entry(*self._gpu_binary(kernel, constants, spec, backend, arch, num_warps, num_stages, device))
         self._entries[mkey] = entry
         return entry
 
-    def _gpu_binary(self, kernel, constants, spec, backend, arch, num_warps, num_stages):
+    def _gpu_binary(self, kernel, constants, spec, backend, arch, num_warps, num_stages, device=None):
         from ..compiler import Compiled, compile_kernel
         from ..targets.binary import Binary
         from .launch import load
@@ -347,12 +394,19 @@ class Kernel:
             logging.getLogger("tle").info(message)
             if not self.quiet:
                 warnings.warn(message, TleFallbackWarning, stacklevel=4)
-        return compiled, load(binary)
+        if device is None or device.index is None:
+            return compiled, load(binary)
+        import torch
+        with torch.cuda.device(device.index):  # loaded in the context of the tensors' device, not the current one
+            return compiled, load(binary, device.index)
 
     def _binary_key(self, kernel, spec, backend, arch, num_warps, num_stages) -> str:
         """The disk-cache key of a binary: everything that decides its bytes."""
         return cache.key_of(self.fingerprint, self.name, sorted(kernel.constants.items()), spec.key(), backend,
                             arch, num_warps, num_stages, cache.build_id(), _backend_version(backend))
+
+
+_PLAIN = (int, float, bool, str, type(None))
 
 
 def _signature(args, kwargs):
@@ -361,14 +415,17 @@ def _signature(args, kwargs):
     keyword arguments (constants, options, parameters by name) by value. None when something is unhashable."""
     key = []
     for v in args:
-        if hasattr(v, "data_ptr"):
-            key.append((v.dtype, v.shape, v.stride(), v.data_ptr() % 16 == 0, v.device))
-        elif type(v) is int:
+        t = type(v)
+        if t is int:
             key.append((int, v % 16 == 0))
+        elif t in _PLAIN:  # tested before hasattr, which is slow when it fails
+            key.append(t)
+        elif hasattr(v, "data_ptr"):
+            key.append((v.dtype, v.shape, v.stride(), v.data_ptr() % 16 == 0, v.device))
         else:
-            key.append(type(v))
+            key.append(t)
     for k, v in kwargs.items():
-        if hasattr(v, "data_ptr"):
+        if type(v) not in _PLAIN and hasattr(v, "data_ptr"):
             key.append((k, v.dtype, v.shape, v.stride(), v.data_ptr() % 16 == 0, v.device))
         else:
             key.append((k, v))

@@ -11,7 +11,12 @@ in here. The block size is `binary.num_threads`, never guessed: Tile IR cubins f
 The host path is kept lean, because kernel launch latency is a tle goal: the `void*[]` array that cuLaunchKernel
 reads and one ctypes slot per parameter are built once per LoadedKernel; a launch writes the values into the
 slots and passes the array's address. A LoadedKernel is therefore not thread-safe. It belongs to the CUDA device
-that was current when it was loaded.
+(and the CUDA context) that was current when it was loaded.
+
+`mod.k[grid](...)` does not come through here on a repeated launch: `LoadedKernel.fast_plan` describes the
+function, its block and its parameters to the C launcher of runtime/fastlaunch.py, which packs the parameters on
+the C stack and calls cuLaunchKernel itself. Kernels with scratch buffers or cuLaunchKernelEx attributes always
+launch here.
 
 cuda.bindings is imported lazily, so this module imports on machines without CUDA.
 """
@@ -179,6 +184,7 @@ class LoadedKernel:
         # No reference to the Binary itself: launch()'s cache entry is dropped when the Binary is collected.
         self.name, self.params, self.device = binary.name, list(binary.params), device
         _ensure_context(device, self.name)
+        self._context = int(_check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent", self.name))  # the module's context
         self._module = _check(cu.cuModuleLoadData(binary.cubin), "cuModuleLoadData", self.name)
         self._function = _check(cu.cuModuleGetFunction(self._module, binary.name.encode()),
                                 "cuModuleGetFunction", self.name)
@@ -203,6 +209,7 @@ class LoadedKernel:
         self._shared = binary.shared_mem
         attrs = _launch_attributes(binary)
         self._config = None
+        self._fast_plans = weakref.WeakSet()  # C launcher plans of this function (fast_plan), disabled by unload()
         if attrs:  # clusters etc. need cuLaunchKernelEx; the config is built once and mutated per launch
             self._config = cu.CUlaunchConfig()
             self._config.blockDimX, self._config.blockDimY, self._config.blockDimZ = self._block
@@ -272,11 +279,60 @@ class LoadedKernel:
         if err:
             _check((err,), "cuLaunchKernel", self.name)
 
+    def fast_plan(self, sources, nargs: int):
+        """The C launcher's plan for this kernel (runtime/fastlaunch.py), or None where it cannot launch it.
+
+        `sources` gives each explicit parameter's origin: ("arg", i) for the i-th of `nargs` positional arguments,
+        or ("fixed", int) for a value fixed by the launch plan (a size, a stride). Kernels that need scratch
+        buffers or cuLaunchKernelEx attributes (clusters, ...) stay on launch()."""
+        from . import fastlaunch
+        ext = fastlaunch.extension()
+        if ext is None or self._config is not None or self._scratch or self._num_ctas != 1 or self._function is None:
+            return None
+        kinds = list(self.params) + ["ptr"] * (len(self._slots) - self._num_explicit)
+        origins = list(sources) + [("fixed", 0)] * (len(self._slots) - self._num_explicit)  # null scratch pointers
+        if len(sources) != self._num_explicit or len(kinds) > fastlaunch.MAX_SLOTS or \
+                any(k not in fastlaunch.KINDS for k in kinds):
+            return None
+        codes, where, fixed = [], [], []
+        for kind, (origin, value) in zip(kinds, origins):
+            codes.append(fastlaunch.KINDS[kind])
+            if origin == "arg":
+                where.append(value)
+                fixed.append(0)
+            elif type(value) is int and kind in _INT_BITS or (kind == "ptr" and value == 0):
+                where.append(-1)
+                fixed.append(value & 0xFFFFFFFFFFFFFFFF)
+            else:  # fixed floats do not occur (sizes and strides are ints); keep such a kernel on launch()
+                return None
+        import functools
+        import torch
+        ext.load_driver()
+        ext.set_single_device(torch.cuda.device_count() == 1)  # then keys need no tensor.get_device()
+        raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        stream = raw_stream if raw_stream is not None else (lambda d: torch.cuda.current_stream(d).cuda_stream)
+        plan = ext.Plan(int(self._function), self._context, self._block, self._shared, self.device, nargs, codes,
+                        where, fixed, stream, functools.partial(_launch_failed, self.name), self)
+        self._fast_plans.add(plan)
+        return plan
+
     def unload(self) -> None:
         """Free the module now (optional; a module otherwise lives as long as its context)."""
         if self._module is not None:
+            for plan in self._fast_plans:
+                plan.disable()
             _check(_driver().cuModuleUnload(self._module), "cuModuleUnload", self.name)
             self._module = self._function = None
+
+
+def _launch_failed(kernel: str, err: int) -> None:
+    """The C launcher's cuLaunchKernel failed: raise what launch() raises for the same error."""
+    cu = _driver()
+    try:
+        err = cu.CUresult(err)
+    except ValueError:
+        pass
+    _check((err,), "cuLaunchKernel", kernel)
 
 
 def load(binary: Binary, device: int | None = None) -> LoadedKernel:

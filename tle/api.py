@@ -25,6 +25,9 @@ class Module:
         self.program = program
         fp = program_fingerprint(program)
         self.kernels = {name: Kernel(program, name, fp, backend, quiet, arch) for name in program.kernels}
+        for name, kernel in self.kernels.items():  # plain attributes: mod.k costs no __getattr__ call per launch
+            if name not in ("kernels", "program"):
+                self.__dict__[name] = kernel
 
     def __getattr__(self, name):
         kernels = self.__dict__.get("kernels", {})

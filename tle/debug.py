@@ -6,6 +6,7 @@ TLE_CACHE_DIR the on-disk kernel cache (default ~/.cache/tle); TLE_CACHE=0 disab
 TLE_TILEIRAS  the tileiras binary to use (else PATH, else the nvidia-cuda-tileiras package).
 TLE_MLIR      torch_mlir | jaxlib: which MLIR Python bindings to use (default: whichever imports).
 TLE_TUNE_DB   the autotuning database (default ~/.cache/tle/tuning.sqlite); TLE_TUNE_QUIET=1: no progress bar.
+TLE_FAST_LAUNCH=0  no C launcher (runtime/fastlaunch.py): every launch takes the Python path.
 """
 from __future__ import annotations
 
