@@ -32,7 +32,7 @@ import tempfile
 import time
 import traceback
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -48,6 +48,7 @@ def _parse_args(argv=None):
     p.add_argument("--backends", default="triton,tileir",
                    help="tle backends to run, comma-separated; one that raises is recorded with its error")
     p.add_argument("--only", default="", help="only these kernels (comma-separated)")
+    p.add_argument("--decode", action="store_true", help="only the decode matmuls (M <= 128, split-K)")
     p.add_argument("--timer", choices=("events", "do_bench"), default="events",
                    help="events: CUDA events around single launches, inputs rotated, no L2 flush (default); "
                         "do_bench: triton.testing.do_bench (flushes L2 by writing 256 MB before each rep)")
@@ -78,7 +79,7 @@ import triton.language as tl  # noqa: E402
 
 import triton_ref  # noqa: E402
 from reference import CASES as EXAMPLE_CASES  # noqa: E402
-from reference import tolerance  # noqa: E402
+from reference import splitk_workspace, tolerance  # noqa: E402
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
@@ -117,6 +118,8 @@ class Case:
     flops: int  # floating-point operations that must be done (matmul: 2 M N K; else 0)
     quick: bool = False
     group: str = ""  # "decode" for matmuls with M <= 128
+    example: str = ""  # the example tle and the reference launch when it is not `kernel` (decode: matmul_splitk)
+    backend_consts: dict = field(default_factory=dict)  # tle backend -> constants that replace consts on it
 
     @property
     def label(self) -> str:
@@ -126,8 +129,10 @@ class Case:
     def key(self) -> str:
         return f"{self.kernel} {self.label} {self.dtype}"
 
-    def grid(self) -> tuple:
-        c, s = self.consts, self.shape
+    def grid(self, consts=None) -> tuple:
+        c, s = consts or self.consts, self.shape
+        if self.example == "matmul_splitk":
+            return (cdiv(s[1], c["BN"]), c["SPLIT"], cdiv(s[0], c["BM"]))
         if self.kernel == "vector_add":
             return (cdiv(s[0], c["BLOCK"]),)
         if self.kernel in ("softmax", "layernorm", "rmsnorm", "cumsum"):
@@ -136,7 +141,8 @@ class Case:
 
     def config_text(self) -> str:
         c = ",".join(f"{k}={v}" for k, v in self.consts.items())
-        return f"{c} w{self.num_warps} s{self.num_stages}"
+        per = "".join(f" {b}:" + ",".join(f"{k}={v}" for k, v in bc.items()) for b, bc in self.backend_consts.items())
+        return f"{c} w{self.num_warps} s{self.num_stages}{per}"
 
     def make(self, device):
         """(args in tle's order, reference(args) -> [f32 tensors], outputs(args) -> [output tensors])."""
@@ -169,9 +175,6 @@ def swiglu_case(m, n, dtype, quick=False):
 def matmul_config(m, n, k):
     """(BM, BN, BK, num_warps, num_stages), the same for tle and the reference. num_stages is 3 because
     examples/matmul.tle pins `pipeline(stages=3)` on its K loop."""
-    if m <= 128:  # decode: one or two row tiles; the grid is N / BN programs, so BN is small to fill 132 SMs
-        bm = 16 if m <= 16 else (32 if m <= 32 else 64)
-        return bm, (32 if n <= 4096 else 64), 128, 4, 3
     size = min(m, n)
     if size <= 1024:
         return 64, 128, 64, 4, 3
@@ -180,9 +183,50 @@ def matmul_config(m, n, k):
     return 128, 256, 64, 8, 3  # 03-matrix-multiplication's first (best on H100 for f16) configuration
 
 
+# Decode matmuls (M <= 128) run examples/matmul_splitk.tle. Per shape, measured on the H200 by
+# benchmarks/decode_sweep.py (bf16; the f16 kernels are the same code): (BM, BN, BK, SPLIT, num_warps, num_stages)
+# for the native path and the reference, and (BM, BN, BK) for Tile IR, which takes SPLIT=1 only (the one-launch
+# split-K needs ordered atomics, see the example's header).
+DECODE_CONFIGS = {
+    (1, 4096, 4096): ((16, 64, 64, 2, 4, 7), (16, 64, 128)),
+    (16, 4096, 4096): ((16, 64, 64, 4, 4, 5), (16, 32, 128)),
+    (32, 4096, 4096): ((32, 128, 64, 4, 4, 5), (32, 32, 128)),
+    (64, 4096, 4096): ((64, 32, 128, 1, 4, 7), (64, 64, 128)),
+    (128, 4096, 4096): ((128, 64, 64, 2, 8, 7), (128, 32, 128)),
+    (1, 14336, 4096): ((16, 64, 64, 1, 4, 5), (16, 64, 128)),
+    (16, 14336, 4096): ((16, 64, 64, 1, 4, 5), (16, 64, 128)),
+    (32, 14336, 4096): ((32, 64, 64, 1, 4, 5), (32, 64, 128)),
+    (64, 14336, 4096): ((64, 64, 128, 1, 4, 3), (64, 64, 128)),
+    (128, 14336, 4096): ((128, 64, 64, 1, 8, 4), (128, 64, 128)),
+    (1, 4096, 14336): ((16, 128, 128, 4, 4, 3), (16, 64, 128)),
+    (16, 4096, 14336): ((16, 128, 64, 4, 4, 5), (16, 32, 256)),
+    (32, 4096, 14336): ((32, 128, 128, 4, 4, 3), (32, 32, 128)),
+    (64, 4096, 14336): ((64, 64, 64, 2, 4, 7), (64, 32, 256)),
+    (128, 4096, 14336): ((128, 64, 64, 2, 8, 7), (128, 32, 128)),
+}
+
+
+def decode_config(m, n, k):
+    """(native-path config, Tile IR tiles) for a decode matmul: the measured table, else BM = M rounded up to
+    16..128, BN = 64, BK = 64 and K split in two while that keeps the grid within 2 programs per SM (132 SMs) and
+    every split at least 2 K tiles."""
+    if (m, n, k) in DECODE_CONFIGS:
+        return DECODE_CONFIGS[(m, n, k)]
+    bm = min(128, max(16, next_pow2(m)))
+    tiles, split = cdiv(n, 64) * cdiv(m, bm), 1
+    while split < 16 and tiles * split * 2 <= 264 and cdiv(cdiv(k, 64), split * 2) >= 2:
+        split *= 2
+    return (bm, 64, 64, split, 8 if bm >= 128 else 4, 5), (bm, 64, 128)
+
+
 def matmul_case(m, n, k, dtype, quick=False):
-    bm, bn, bk, w, s = matmul_config(m, n, k)
     es = ELEMENT_BYTES[dtype]
+    if m <= 128:
+        (bm, bn, bk, split, w, s), (tm, tn, tk) = decode_config(m, n, k)
+        return Case("matmul", (m, n, k), dtype, {"BM": bm, "BN": bn, "BK": bk, "SPLIT": split}, w, s,
+                    (m * k + k * n + m * n) * es, 2 * m * n * k, quick, "decode", "matmul_splitk",
+                    {"tileir": {"BM": tm, "BN": tn, "BK": tk, "SPLIT": 1}})
+    bm, bn, bk, w, s = matmul_config(m, n, k)
     return Case("matmul", (m, n, k), dtype, {"BM": bm, "BN": bn, "BK": bk}, w, s, (m * k + k * n + m * n) * es,
                 2 * m * n * k, quick, "decode" if m <= 128 else "")
 
@@ -199,7 +243,8 @@ def build_cases(quick: bool, only=()) -> list[Case]:
         for s in (1024, 2048, 4096, 8192):
             cases.append(matmul_case(s, s, s, dt, quick=(s == 4096 and dt == "bf16")))
     for dt in ("bf16", "f16"):
-        for k, n in ((4096, 4096), (4096, 14336)):  # decode: activations M x K against a K x N weight
+        # decode: activations M x K against a K x N weight (up/gate projections, and the down projection)
+        for k, n in ((4096, 4096), (4096, 14336), (14336, 4096)):
             for m in (1, 16, 32, 64, 128):
                 cases.append(matmul_case(m, n, k, dt, quick=(m == 16 and n == 4096 and dt == "bf16")))
     cases += [row_case("cumsum", 4096, 4096, "f32", quick=True), row_case("cumsum", 4096, 4096, "bf16")]
@@ -207,6 +252,8 @@ def build_cases(quick: bool, only=()) -> list[Case]:
         cases = [c for c in cases if c.quick]
     if only:
         cases = [c for c in cases if c.kernel in only]
+    if ARGS.decode:
+        cases = [c for c in cases if c.group == "decode"]
     return cases
 
 
@@ -218,9 +265,12 @@ def dry_cases(only=()) -> list[Case]:
             cases.append(row_case(kernel, 37, 1000, dt))
     cases += [swiglu_case(37, 1000, "bf16"), swiglu_case(40, 600, "f32")]
     for dt in ("f16", "bf16"):
-        cases += [matmul_case(200, 160, 96, dt), matmul_case(1, 96, 130, dt), matmul_case(33, 200, 64, dt)]
+        cases += [matmul_case(200, 160, 96, dt), matmul_case(1, 96, 130, dt), matmul_case(33, 200, 64, dt),
+                  matmul_case(3, 64, 1000, dt)]
     if only:
         cases = [c for c in cases if c.kernel in only]
+    if ARGS.decode:
+        cases = [c for c in cases if c.group == "decode"]
     return cases
 
 
@@ -250,24 +300,43 @@ class Impl:
         return self.applies is None or self.applies(case)
 
 
+def with_workspace(case: Case, consts: dict):
+    """args -> the launch's arguments: a decode matmul's (a, b, c) plus matmul_splitk's workspace (partials and
+    arrival counters), allocated at the first call and reused by every later one, as a caller would."""
+    if case.example != "matmul_splitk":
+        return lambda args: args
+    ws = []
+
+    def extend(args):
+        if not ws:
+            ws.extend(splitk_workspace(args[0].device, case.shape[0], case.shape[1], consts["BM"], consts["BN"],
+                                       consts["SPLIT"]))
+        return (*args, *ws)
+    return extend
+
+
 def tle_impl(backend: str) -> Impl:
     def make(case):
-        k = getattr(tle_module(case.kernel), case.kernel)
-        grid = case.grid()
-        kw = dict(case.consts, backend=backend)
+        name = case.example or case.kernel
+        k = getattr(tle_module(name), name)
+        consts = {**case.consts, **case.backend_consts.get(backend, {})}
+        grid = case.grid(consts)
+        kw = dict(consts, backend=backend)
         for opt in TLE_OPTIONS.get(backend, ()):
             kw[opt] = getattr(case, opt)
-        return lambda args: k[grid](*args, **kw)
+        extend = with_workspace(case, consts)
+        return lambda args: k[grid](*extend(args), **kw)
     return Impl(f"tle:{backend}", make)
 
 
 def ref_impl(group_m: int = 0) -> Impl:
     def make(case):
-        launch = triton_ref.LAUNCHERS[case.kernel]
+        launch = triton_ref.LAUNCHERS[case.example or case.kernel]
         kw = dict(case.consts, num_warps=case.num_warps, num_stages=case.num_stages)
         if group_m:
             kw["GROUP_M"] = group_m
-        return lambda args: launch(*args, **kw)
+        extend = with_workspace(case, case.consts)
+        return lambda args: launch(*extend(args), **kw)
     if group_m:  # the tutorial's grouped order, same tiles: how much tle's plain 2-D grid order costs
         return Impl("ref_grouped", make, lambda c: c.kernel == "matmul" and c.group != "decode")
     return Impl("triton_ref", make)
@@ -497,7 +566,8 @@ class FatalCudaError(RuntimeError):
 
 def run_case(case: Case, impls: list[Impl], ctx: Context) -> dict:
     rec = {"kernel": case.kernel, "shape": list(case.shape), "dtype": case.dtype, "group": case.group,
-           "config": {**case.consts, "num_warps": case.num_warps, "num_stages": case.num_stages},
+           "config": {**case.consts, "num_warps": case.num_warps, "num_stages": case.num_stages,
+                      **({"example": case.example, "per_backend": case.backend_consts} if case.example else {})},
            "bytes": case.bytes, "flops": case.flops, "impls": {}}
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))  # fresh random inputs every run
     args, reference, outputs = case.make(ctx.device)
@@ -638,6 +708,10 @@ def launch_overhead(backends, n_launch=10_000, rounds=5) -> dict:
             res[f"tle:{b} mod.vector_add[grid](...)"] = {"error": first_line(exc)}
             continue
         checked(f"tle:{b} mod.vector_add[grid](...)", lambda: k[(1,)](x, y, out, backend=b))
+        # kernel[grid] launches in C (runtime/fastlaunch.py) where it can; kernel.launch is the Python path.
+        res[f"tle:{b} mod.vector_add[grid](...)"]["c_launcher"] = any(
+            isinstance(key, tuple) and b in key for key in k._fast)  # the key holds the backend=b keyword
+        checked(f"tle:{b} kernel.launch(grid, ...) (Python path)", lambda: k.launch((1,), x, y, out, backend=b))
         try:  # the runtime layer alone, and a bare cuLaunchKernel of the same cubin with pre-packed arguments
             entry = next(e for key, e in k._entries.items() if b in key)
             runner = entry.runner
@@ -648,7 +722,7 @@ def launch_overhead(backends, n_launch=10_000, rounds=5) -> dict:
                 seen["grid"], seen["args"] = grid, list(a)
                 return original(grid, a, stream)
             runner.launch = spy
-            k[(1,)](x, y, out, backend=b)
+            k.launch((1,), x, y, out, backend=b)  # the Python path, which calls runner.launch
             del runner.launch
             grid, ordered = seen["grid"], seen["args"]
             checked(f"tle:{b} LoadedKernel.launch (runtime only)", lambda: runner.launch(grid, ordered))
@@ -760,6 +834,7 @@ def child_startup(impl: str, kernels: list[str]) -> dict:
 def _run_child(child: str, impl: str, kernels: list[str], env: dict, timeout: float = 240) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", child, "--impl", impl, "--kernels", ",".join(kernels)]
     cmd += ["--quick"] if ARGS.quick else []
+    cmd += ["--decode"] if ARGS.decode else []
     t = perf()
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -808,7 +883,8 @@ def _tle_compile_for(case: Case, args, arch="sm_90"):
     """Compile the tle kernel as a launch with these tensors would (same specialisation), without launching."""
     from tle.check import check_kernel
     from tle.compiler import compile_kernel
-    k = getattr(tle_module(case.kernel), case.kernel)
+    name = case.example or case.kernel
+    k = getattr(tle_module(name), name)
     values, constants, _ = k._bind(tuple(args), dict(case.consts))
     kernel = check_kernel(k.program, k.name, constants)
     flat, _, _ = k._check_args(kernel, values)
@@ -830,7 +906,7 @@ def child_compile(quick: bool, only) -> dict:
         key = (case.kernel, case.dtype, case.config_text())
         if key in rows:
             continue
-        args = _empty_args(case)
+        args = with_workspace(case, case.consts)(_empty_args(case))
         row = rows[key] = {"kernel": case.kernel, "dtype": case.dtype, "config": case.config_text(),
                            "shape": case.label}
         try:
@@ -847,7 +923,7 @@ def child_compile(quick: bool, only) -> dict:
         for tag, extra in variants:
             try:
                 t = perf()
-                c = triton_ref.compile_for_target(case.kernel, *args, **case.consts, **extra,
+                c = triton_ref.compile_for_target(case.example or case.kernel, *args, **case.consts, **extra,
                                                   num_warps=case.num_warps, num_stages=case.num_stages)
                 row[f"{tag}_s"], row[f"{tag}_smem"] = perf() - t, c.metadata.shared
                 row[f"{tag}_wgmma"] = "wgmma" in c.asm["ptx"]
@@ -1112,6 +1188,19 @@ def launch_table(res: dict) -> str:
             rel = f"  {v['host_us'] / raw[0]:.2f}x raw" if raw else ""
             lines.append(f"  {name:52s} {v['host_us']:7.2f} {v['host_min_us']:7.2f}{rel}"
                          f"   (with drain {v['wall_us']:.2f})")
+    # issue 5: the full call within 1.5x of a raw cuLaunchKernel (of the same path's cubin) and below Triton's launcher
+    triton = next((v.get("host_us") for k, v in res.items() if k.startswith("triton launcher")), None)
+    for name, v in res.items():
+        if not (name.startswith("tle:") and name.endswith("[grid](...)")) or "host_us" not in v:
+            continue
+        b = name[4:].split(" ")[0]
+        base = res.get(f"raw cuLaunchKernel ({b} cubin, pre-packed)", {}).get("host_us")
+        if base is None:
+            continue
+        ok = v["host_us"] <= 1.5 * base and (triton is None or v["host_us"] < triton)
+        lines.append(f"  target {b}: full call {v['host_us']:.2f} us = {v['host_us'] / base:.2f}x raw (<= 1.5x)"
+                     + (f", Triton's launcher {triton:.2f} us" if triton is not None else "")
+                     + f"; C launcher {'on' if v.get('c_launcher') else 'OFF'}: {'met' if ok else 'MISSED'}")
     return "\n".join(lines)
 
 

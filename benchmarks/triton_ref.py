@@ -9,6 +9,7 @@ same configuration and compare the compilers, not the configurations:
     triton_ref.softmax(x, y, BLOCK=1024, num_warps=4)
     triton_ref.matmul(a, b, c, BM=128, BN=128, BK=64, num_warps=4, num_stages=3)            # 2-D grid, as tle
     triton_ref.matmul(a, b, c, BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=3)  # grouped order
+    triton_ref.matmul_splitk(a, b, c, part, count, BM=16, BN=64, BK=128, SPLIT=4, num_warps=4, num_stages=4)
 
 Correctness check, on the CPU through Triton's interpreter (small and ragged shapes, every dtype):
 
@@ -122,6 +123,70 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 
 
 @triton.jit
+def matmul_splitk_kernel(a_ptr, b_ptr, c_ptr, part_ptr, count_ptr, M, N, K,
+                         stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                         stride_ps, stride_pm, stride_pn,
+                         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT: tl.constexpr,
+                         FUSED: tl.constexpr):
+    """examples/matmul_splitk.tle: program (pid_n, s, pid_m) sums the s-th of SPLIT runs of BK-wide K tiles of
+    the (BM, BN) tile. FUSED: the partial goes to part[s], an acq_rel atomic counts the tile's arrivals, and the
+    last program to arrive sums part over s into C and sets the counter back to 0 (SPLIT == 1: straight to C).
+    Not FUSED: only part[s] is written (splitk_reduce_kernel sums it)."""
+    pid_n = tl.program_id(0)
+    s = tl.program_id(1)
+    pid_m = tl.program_id(2)
+    tiles = tl.cdiv(K, BK)
+    per = tl.cdiv(tiles, SPLIT)
+    k_lo = s * per
+    k_hi = tl.minimum(k_lo + per, tiles)
+    # Rows and columns past M and N wrap around (loads stay in bounds, the stores are masked); K is masked.
+    offs_am = (pid_m * BM + tl.arange(0, BM)) % M
+    offs_bn = (pid_n * BN + tl.arange(0, BN)) % N
+    offs_k = k_lo * BK + tl.arange(0, BK)
+    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(k_lo, k_hi):
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - (k - k_lo) * BK, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - (k - k_lo) * BK, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BK * stride_ak
+        b_ptrs += BK * stride_bk
+    offs_cm = pid_m * BM + tl.arange(0, BM)
+    offs_cn = pid_n * BN + tl.arange(0, BN)
+    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+    if SPLIT == 1 and FUSED:
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+    else:
+        p_ptrs = part_ptr + offs_cm[:, None] * stride_pm + offs_cn[None, :] * stride_pn
+        tl.store(p_ptrs + s * stride_ps, acc, mask=c_mask)
+        if FUSED:
+            tile = pid_m * tl.num_programs(0) + pid_n
+            tl.debug_barrier()  # every thread's partial stores come before the (one-thread) release below
+            if tl.atomic_add(count_ptr + tile, 1, sem="acq_rel") == SPLIT - 1:
+                total = tl.zeros((BM, BN), dtype=tl.float32)
+                for j in range(SPLIT):
+                    total += tl.load(p_ptrs + j * stride_ps, mask=c_mask, other=0.0)
+                tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=c_mask)
+                tl.store(count_ptr + tile, 0)
+
+
+@triton.jit
+def splitk_reduce_kernel(part_ptr, c_ptr, M, N, stride_ps, stride_pm, stride_pn, stride_cm, stride_cn,
+                         RM: tl.constexpr, RN: tl.constexpr, SPLIT: tl.constexpr):
+    offs_m = tl.program_id(1) * RM + tl.arange(0, RM)
+    offs_n = tl.program_id(0) * RN + tl.arange(0, RN)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    p_ptrs = part_ptr + offs_m[:, None] * stride_pm + offs_n[None, :] * stride_pn
+    total = tl.zeros((RM, RN), dtype=tl.float32)
+    for j in range(SPLIT):
+        total += tl.load(p_ptrs + j * stride_ps, mask=mask, other=0.0)
+    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, total.to(c_ptr.dtype.element_ty),
+             mask=mask)
+
+
+@triton.jit
 def cumsum_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
@@ -190,6 +255,26 @@ def _prep_matmul(a, b, c, *, BM=128, BN=128, BK=64, GROUP_M=0, num_warps=4, num_
             {"BM": BM, "BN": BN, "BK": BK, "GROUP_M": GROUP_M, **_opts(num_warps, num_stages)})
 
 
+def _prep_matmul_splitk(a, b, c, part, count, *, BM=16, BN=64, BK=128, SPLIT=4, FUSED=True, num_warps=4,
+                        num_stages=4):
+    m, k = a.shape
+    k2, n = b.shape
+    assert k == k2 and tuple(c.shape) == (m, n) and tuple(part.shape) == (SPLIT, m, n)
+    assert count.numel() >= triton.cdiv(m, BM) * triton.cdiv(n, BN)
+    return (matmul_splitk_kernel, (triton.cdiv(n, BN), SPLIT, triton.cdiv(m, BM)),
+            (a, b, c, part, count, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+             c.stride(1), part.stride(0), part.stride(1), part.stride(2)),
+            {"BM": BM, "BN": BN, "BK": BK, "SPLIT": SPLIT, "FUSED": FUSED, **_opts(num_warps, num_stages)})
+
+
+def _prep_splitk_reduce(part, c, *, RM=16, RN=256, SPLIT=4, num_warps=4, num_stages=1):
+    split, m, n = part.shape
+    assert split == SPLIT and tuple(c.shape) == (m, n)
+    return (splitk_reduce_kernel, (triton.cdiv(n, RN), triton.cdiv(m, RM)),
+            (part, c, m, n, part.stride(0), part.stride(1), part.stride(2), c.stride(0), c.stride(1)),
+            {"RM": RM, "RN": RN, "SPLIT": SPLIT, **_opts(num_warps, num_stages)})
+
+
 def _prep_cumsum(x, y, *, BLOCK, num_warps=4, num_stages=3):
     m, n = x.shape
     assert BLOCK >= n
@@ -197,7 +282,8 @@ def _prep_cumsum(x, y, *, BLOCK, num_warps=4, num_stages=3):
 
 
 _PREPARE = {"vector_add": _prep_vector_add, "softmax": _prep_softmax, "layernorm": _prep_layernorm,
-            "rmsnorm": _prep_rmsnorm, "swiglu": _prep_swiglu, "matmul": _prep_matmul, "cumsum": _prep_cumsum}
+            "rmsnorm": _prep_rmsnorm, "swiglu": _prep_swiglu, "matmul": _prep_matmul, "cumsum": _prep_cumsum,
+            "matmul_splitk": _prep_matmul_splitk, "splitk_reduce": _prep_splitk_reduce}
 
 
 def prepare(name, *args, **config):
@@ -220,9 +306,11 @@ rmsnorm = _launcher("rmsnorm")
 swiglu = _launcher("swiglu")
 matmul = _launcher("matmul")
 cumsum = _launcher("cumsum")
+matmul_splitk = _launcher("matmul_splitk")
+splitk_reduce = _launcher("splitk_reduce")
 
 LAUNCHERS = {"vector_add": vector_add, "softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
-             "swiglu": swiglu, "matmul": matmul, "cumsum": cumsum}
+             "swiglu": swiglu, "matmul": matmul, "cumsum": cumsum, "matmul_splitk": matmul_splitk}
 
 
 def compile_for_target(name, *args, arch: int = 90, **config):
@@ -265,7 +353,7 @@ def _fix_interpreter_for_numpy2() -> None:
 # Triton's interpreter keeps bf16 as raw uint16 and does arithmetic on the bits, so a kernel that adds or dots
 # bf16 values without converting them to f32 first (vector_add, matmul) gives garbage there (relative errors of
 # 1e9 seen); on the GPU they are right. Those two are skipped under the interpreter; their f16 runs cover the code.
-INTERPRETER_UNSUPPORTED = {("vector_add", "bfloat16"), ("matmul", "bfloat16")}
+INTERPRETER_UNSUPPORTED = {("vector_add", "bfloat16"), ("matmul", "bfloat16"), ("matmul_splitk", "bfloat16")}
 
 
 if os.environ.get("TRITON_INTERPRET", "0") == "1":
@@ -286,6 +374,8 @@ def check(device: str = "cpu", verbose: bool = True) -> list[str]:
         variants = [{}]
         if name == "matmul":  # also the grouped order, and tiles bigger than the matrix
             variants = [{}, {"GROUP_M": 8}]
+        if name == "matmul_splitk":  # also no split (straight to C), an uneven split, and the two-launch form
+            variants = [{}, {"SPLIT": 1}, {"SPLIT": 3}, {"FUSED": False}]
         for dtype in case.dtypes:
             if interpreted and (name, str(dtype)[6:]) in INTERPRETER_UNSUPPORTED:
                 if verbose:
@@ -297,13 +387,23 @@ def check(device: str = "cpu", verbose: bool = True) -> list[str]:
                     torch.manual_seed(hash((name, shape, str(dtype))) % 2**31)
                     if name == "matmul":
                         args, _, consts, ref, outputs = case.make(device, dtype, shape, tiles=(32, 32, 16))
+                    elif name == "matmul_splitk":
+                        args, _, consts, ref, outputs = case.make(device, dtype, shape,
+                                                                  split=extra.get("SPLIT", 4))
+                        consts = {**consts, **extra}
+                        extra = {}
                     else:
                         args, _, consts, ref, outputs = case.make(device, dtype, shape)
                     launch(*args, **consts, **extra)
+                    if name == "matmul_splitk" and not consts.get("FUSED", True):
+                        splitk_reduce(args[3], args[2], SPLIT=consts["SPLIT"])
+                    if name == "matmul_splitk":
+                        assert int(args[4].abs().sum()) == 0, "matmul_splitk left a counter set"
                     for got, want in zip(outputs(args), ref(args)):
                         err = relative_error(got, want)
                         ok = err <= tolerance(name, dtype)
-                        label = f"{name:10s} {str(dtype)[6:]:8s} {str(shape):16s} {extra or ''}"
+                        shown = extra or {k: v for k, v in consts.items() if k in ("SPLIT", "FUSED")}
+                        label = f"{name:10s} {str(dtype)[6:]:8s} {str(shape):16s} {shown or ''}"
                         if verbose:
                             print(f"{label:60s} rel err {err:.2e}  {'ok' if ok else 'FAIL'}")
                         if not ok:

@@ -39,6 +39,7 @@ class Case:
     make: Callable
     shapes: list  # small shapes (ragged ones included) for correctness tests
     dtypes: tuple = (torch.float32, torch.float16, torch.bfloat16)
+    backends: tuple = ("triton", "tileir")  # the GPU paths the example is correct on, as make() launches it
 
     @staticmethod
     def tol(dtype) -> float:
@@ -96,6 +97,23 @@ def _matmul_grouped(device, dtype, shape=(100, 70, 90), noncontig=False, tiles=(
             lambda t: [t[0].float() @ t[1].float()], lambda t: [t[2]])
 
 
+def splitk_workspace(device, m, n, bm, bn, split):
+    """matmul_splitk's workspace: the f32 partial tiles and the per-tile arrival counters (zeros; every launch
+    leaves them zeroed), allocated once and reused by later launches of the same shape."""
+    part = torch.empty((split, m, n), device=device, dtype=torch.float32)
+    count = torch.zeros(cdiv(m, bm) * cdiv(n, bn), device=device, dtype=torch.int32)
+    return part, count
+
+
+def _matmul_splitk(device, dtype, shape=(5, 70, 300), noncontig=False, tiles=(16, 32, 32), split=4):
+    m, n, k = shape
+    bm, bn, bk = tiles
+    a, b, c = rand((m, k), device, dtype, noncontig), rand((k, n), device, dtype), poison((m, n), device, dtype)
+    part, count = splitk_workspace(device, m, n, bm, bn, split)
+    return ([a, b, c, part, count], (cdiv(n, bn), split, cdiv(m, bm)), {"BM": bm, "BN": bn, "BK": bk, "SPLIT": split},
+            lambda t: [t[0].float() @ t[1].float()], lambda t: [t[2]])
+
+
 def _swiglu(device, dtype, shape=(37, 300), noncontig=False):
     m, n = shape
     g, u, o = rand((m, n), device, dtype, noncontig), rand((m, n), device, dtype), poison((m, n), device, dtype)
@@ -120,6 +138,9 @@ CASES = {
                    dtypes=(torch.float16, torch.bfloat16)),
     "matmul_grouped": Case("matmul_grouped", _matmul_grouped, [(16, 16, 16), (100, 70, 90), (130, 257, 65)],
                            dtypes=(torch.float16, torch.bfloat16)),
+    # One launch with SPLIT > 1 needs ordered atomics, which only the native path gives (see the example's header).
+    "matmul_splitk": Case("matmul_splitk", _matmul_splitk, [(1, 16, 16), (5, 70, 300), (33, 100, 257), (16, 64, 512)],
+                          dtypes=(torch.float16, torch.bfloat16), backends=("triton",)),
     "swiglu": Case("swiglu", _swiglu, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
     "cumsum": Case("cumsum", _cumsum, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
 }

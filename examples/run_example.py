@@ -39,9 +39,10 @@ def main(argv: list[str]) -> int:
     mod = tle.compile(path)
     case = CASES[name]
     torch.manual_seed(0)
-    dtype = torch.float16 if name == "matmul" else torch.float32
+    dtype = torch.float32 if torch.float32 in case.dtypes else case.dtypes[0]
     args, grid, consts, ref, outputs = case.make(device, dtype)
-    getattr(mod, name)[grid](*args, **consts)
+    options = {"backend": case.backends[0]} if device == "cuda" and len(case.backends) == 1 else {}
+    getattr(mod, name)[grid](*args, **consts, **options)
     where = "GPU (" + torch.cuda.get_device_name() + ")" if device == "cuda" else "CPU interpreter"
     ok = True
     for got, want in zip(outputs(args), ref(args)):

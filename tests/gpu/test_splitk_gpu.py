@@ -1,0 +1,58 @@
+"""examples/matmul_splitk.tle on the GPU: the one-launch split-K is race-free on the native path. The last-arriving
+program sums the partials in a fixed order (0 .. SPLIT-1), so every launch must give the same bits whatever order
+the programs finish in; a partial read before it was written (a missing barrier or fence) changes them. Each
+configuration is launched many times on one workspace and checked bit for bit, and against torch."""
+import os
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path[:0] = [os.path.join(ROOT, "examples"), os.path.join(ROOT, "benchmarks")]
+
+import tle  # noqa: E402
+from reference import relative_error, splitk_workspace, tolerance  # noqa: E402
+
+CONFIGS = [  # (M, N, K), (BM, BN, BK, SPLIT, num_warps, num_stages): decode shapes of benchmarks/bench.py
+    ((1, 4096, 4096), (16, 64, 64, 2, 4, 7)),
+    ((16, 4096, 4096), (16, 64, 64, 4, 4, 5)),
+    ((32, 4096, 4096), (32, 128, 64, 4, 4, 5)),
+    ((128, 4096, 4096), (128, 64, 64, 2, 8, 7)),
+    ((1, 4096, 14336), (16, 128, 128, 4, 4, 3)),
+    ((64, 4096, 14336), (64, 64, 64, 2, 4, 7)),
+    ((5, 1000, 3000), (16, 64, 64, 16, 4, 4)),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("impl", ["tle", "triton_ref"])
+@pytest.mark.parametrize("shape,cfg", CONFIGS, ids=[f"{s[0]}x{s[1]}x{s[2]}-S{c[3]}" for s, c in CONFIGS])
+def test_same_bits_every_launch(shape, cfg, impl):
+    m, n, k = shape
+    bm, bn, bk, split, warps, stages = cfg
+    torch.manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    part, count = splitk_workspace("cuda", m, n, bm, bn, split)
+    consts = {"BM": bm, "BN": bn, "BK": bk, "SPLIT": split}
+    if impl == "tle":
+        kernel = tle.compile(os.path.join(ROOT, "examples", "matmul_splitk.tle")).matmul_splitk
+        grid = (-(-n // bn), split, -(-m // bm))
+
+        def launch(c):
+            kernel[grid](a, b, c, part, count, backend="triton", num_warps=warps, num_stages=stages, **consts)
+    else:
+        import triton_ref
+
+        def launch(c):
+            triton_ref.matmul_splitk(a, b, c, part, count, num_warps=warps, num_stages=stages, **consts)
+    outs = [torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(200)]
+    for c in outs:
+        launch(c)
+    torch.cuda.synchronize()
+    assert not count.any(), "a counter was left set"
+    first = outs[0]
+    assert relative_error(first, a.float() @ b.float()) <= tolerance("matmul_splitk", torch.bfloat16)
+    differ = [i for i, c in enumerate(outs) if not torch.equal(c.view(torch.int16), first.view(torch.int16))]
+    assert not differ, f"{len(differ)} of {len(outs)} launches gave other bits (first: launch {differ[0]})"
