@@ -309,8 +309,18 @@ cumsum = _launcher("cumsum")
 matmul_splitk = _launcher("matmul_splitk")
 splitk_reduce = _launcher("splitk_reduce")
 
+
+
+def matmul_grouped(a, b, c, *, BM=128, BN=256, BK=64, GROUP_M=8, STAGES=3, num_warps=4, num_stages=None):
+    """examples/matmul_grouped.tle's twin: the matmul kernel with the grouped order (a 1-D grid); the tle kernel's
+    STAGES constant is the pipeline depth, Triton's num_stages."""
+    matmul(a, b, c, BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M, num_warps=num_warps,
+           num_stages=STAGES if num_stages is None else num_stages)
+
+
 LAUNCHERS = {"vector_add": vector_add, "softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
-             "swiglu": swiglu, "matmul": matmul, "cumsum": cumsum, "matmul_splitk": matmul_splitk}
+             "swiglu": swiglu, "matmul": matmul, "cumsum": cumsum, "matmul_splitk": matmul_splitk,
+             "matmul_grouped": matmul_grouped}
 
 
 def compile_for_target(name, *args, arch: int = 90, **config):
@@ -353,7 +363,8 @@ def _fix_interpreter_for_numpy2() -> None:
 # Triton's interpreter keeps bf16 as raw uint16 and does arithmetic on the bits, so a kernel that adds or dots
 # bf16 values without converting them to f32 first (vector_add, matmul) gives garbage there (relative errors of
 # 1e9 seen); on the GPU they are right. Those two are skipped under the interpreter; their f16 runs cover the code.
-INTERPRETER_UNSUPPORTED = {("vector_add", "bfloat16"), ("matmul", "bfloat16"), ("matmul_splitk", "bfloat16")}
+INTERPRETER_UNSUPPORTED = {("vector_add", "bfloat16"), ("matmul", "bfloat16"), ("matmul_splitk", "bfloat16"),
+                           ("matmul_grouped", "bfloat16")}
 
 
 if os.environ.get("TRITON_INTERPRET", "0") == "1":

@@ -24,7 +24,7 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
 - tle.load / tle.store -> `load_view_tko` / `store_view_tko` at the same tile coordinates (Tile IR's indices are
   tile coordinates too, read as unsigned: a negative index is out of bounds, as in tle).
 - tle.gather / scatter / atomic -> tiles of pointers `base + sum(idx_i * stride_i)` (offsets in i64) and
-  `load_ptr_tko` (masked lanes read `other`) / `store_ptr_tko` / `atomic_rmw_tko` (relaxed, device scope; masked
+  `load_ptr_tko` (masked lanes read `other`) / `store_ptr_tko` / `atomic_rmw_tko` (acq_rel, device scope; masked
   lanes return 0, as the interpreter's). Float atomic max/min have no Tile IR mode: they use integer atomics on
   the bit pattern, signed max (min) for values with the sign bit clear and unsigned min (max) for values with it
   set, which orders -0.0 below +0.0 (NaN operands are undefined in tle).
@@ -61,7 +61,8 @@ access writes them (they are `restrict`), so accesses to different tensors are n
 and loads of a tensor the kernel never writes take no token at all. For each tensor the kernel writes (store,
 scatter, atomic), a token chain orders every access after the previous write to it and every write after every
 access since the previous write: state W (token of the last write) and A (tokens of the accesses since and
-including it); a load takes W and joins A; a write takes join(A) and resets both to its own token. Loops and ifs
+including it); a load takes W and joins A; a write takes join(A) and resets both to its own token. An atomic is a
+fence across tensors (docs/language.md): it takes the join of every chain's A and becomes every chain's W. Loops and ifs
 that access a written tensor carry (W, join(A)) as extra `for` iter values / `if` results of type token.
 """
 from __future__ import annotations
@@ -751,6 +752,20 @@ class _Kernel:
     def after_write(self, view: _View, token):
         self.tokens[view.name] = _Tokens(token, [token])
 
+    def fence_token(self):
+        """What an atomic waits for: every access so far to every tensor the kernel writes (docs/language.md: an
+        atomic orders all of the program's memory accesses, so a program that sees its result also sees what the
+        program wrote before it, e.g. the partial sums of a split-K arrival counter)."""
+        deps = []
+        for state in self.tokens.values():
+            deps += state.a or ([state.w] if state.w is not None else [])
+        return self.join(deps) if deps else None
+
+    def after_fence(self, token):
+        """After an atomic, every written tensor's accesses wait for it."""
+        for name in self.tokens:
+            self.tokens[name] = _Tokens(token, [token])
+
     @staticmethod
     def join(tokens: list):
         unique = list(dict.fromkeys(tokens))
@@ -834,17 +849,17 @@ class _Kernel:
         kind = ir.StringAttr(op.attributes["kind"]).value
         shape, elem = self.shape(value), self.elem(value)
         ptrs = self.pointers(view, idx, shape)
-        token = self.write_token(view)
+        token = self.fence_token()
         flt = elem not in INT_ELEMS
         if kind == "add":
-            old, out = ct.atomic_rmw_tko(ptrs, value, "addf" if flt else "add", mask, token)
+            old, out = ct.atomic_rmw_tko(ptrs, value, "addf" if flt else "add", mask, token, ordering="acq_rel")
         elif kind in ("max", "min") and not flt:
-            old, out = ct.atomic_rmw_tko(ptrs, value, kind, mask, token)
+            old, out = ct.atomic_rmw_tko(ptrs, value, kind, mask, token, ordering="acq_rel")
         elif kind in ("max", "min") and elem in ("f32", "f64"):
             old, out = self.float_atomic_extreme(ptrs, value, kind, mask, token)
         else:
             self.fail(op, f"atomic {kind} of {elem} has no Tile IR lowering")
-        self.after_write(view, out)
+        self.after_fence(out)
         if mask is not None:  # masked-off lanes return 0
             old = ct.select(mask, old, self.const(0, shape, elem))
         self.set(op.result, old)
@@ -860,8 +875,8 @@ class _Kernel:
         if mask is not None:
             negative, positive = ct.andi(negative, mask), ct.andi(positive, mask)
         pos_mode, neg_mode = ("max", "umin") if kind == "max" else ("min", "umax")
-        old_p, t_p = ct.atomic_rmw_tko(iptrs, bits, pos_mode, positive, token)
-        old_n, t_n = ct.atomic_rmw_tko(iptrs, bits, neg_mode, negative, token)
+        old_p, t_p = ct.atomic_rmw_tko(iptrs, bits, pos_mode, positive, token, ordering="acq_rel")
+        old_n, t_n = ct.atomic_rmw_tko(iptrs, bits, neg_mode, negative, token, ordering="acq_rel")
         old = ct.bitcast(ct.select(negative, old_n, old_p), elem)
         return old, ct.join_tokens([t_p, t_n])
 
@@ -870,7 +885,9 @@ class _Kernel:
         """The written tensors that op's regions access: their token chains flow through op."""
         names = set()
         for inner in _walk(op):
-            if inner.name in ("tle.load", "tle.store", "tle.gather", "tle.scatter", "tle.atomic"):
+            if inner.name == "tle.atomic":  # an atomic waits for, and orders, every written tensor's chain
+                return sorted(self.written)
+            if inner.name in ("tle.load", "tle.store", "tle.gather", "tle.scatter"):
                 names.add(self.view_name(inner.operands[0]))
         return sorted(names & self.written)
 
