@@ -11,11 +11,12 @@ Every op created for a tle op gets that op's location, so Triton's diagnostics a
 
 Lowering choices (the semantics are the ones dialects/tle.py states):
 - tle.make_view produces no code; loads and stores address (ptr, sizes, strides) directly.
-- tle.load / tle.store: masked tensors of pointers. The tile's base is `ptr + sum(index_i * tile_i * stride_i)`,
-  computed as a scalar in i64 (no overflow for tensors over 2**31 elements); offsets inside the tile are i32
-  (`(tile_i - 1) * stride_i` must fit in i32). The mask is `0 <= index_i * tile_i + k < size_i` for every axis,
-  one unsigned compare per axis; an axis is left unmasked only when its index and size are both constants that
-  put the tile inside. Masked-off elements read `padding` (tt.load's `other`).
+- tle.load / tle.store: masked tensors of pointers, `ptr + sum((index_i * tile_i + k_i) * stride_i)`, all in i32
+  as hand-written Triton computes them: the runtime refuses tensors that span more than 2**31 - 1 elements
+  (runtime/kernel.py), so every element inside a view has an i32 offset. The mask is `0 <= index_i * tile_i + k
+  < size_i` for every axis, one compare per axis (unsigned, signed where the start is a constant >= 0); an axis
+  is left unmasked only when its index and size are both constants that put the tile inside. Masked-off elements
+  read `padding` (tt.load's `other`). `_Lowering.tile_pointers` says which part is scalar and which per element.
   mode="descriptor" loads and stores 2-D tiles whose padding is 0 through tensor descriptors (Hopper TMA), see
   `_descriptor`; everything else keeps pointers.
 - gather / scatter / atomic: pointers `ptr + sum(idx_i * stride_i)` in i32 (the whole offset must fit in i32).
@@ -25,9 +26,10 @@ Lowering choices (the semantics are the ones dialects/tle.py states):
   sign bit is clear (max) or set (min).
 - reduce max/min: arith.maximumf/minimumf (NaN-propagating); argmax/argmin: a two-operand tt.reduce over
   (value, index) whose combine prefers the larger (smaller) value, then NaN, then the lower index.
-- Division and sqrt are IEEE (correctly rounded, as torch): tt.precise_divf / tt.precise_sqrt for f32, and f16/bf16
-  through them in f32. Triton's own arith.divf / math.sqrt of f32 are approximations (div.full, sqrt.approx.ftz)
-  and arith.divf of f16/bf16 does not compile. Negation flips the sign bit (Triton 3.6 rejects arith.negf).
+- f32 division is Triton's own `/` (arith.divf: div.full.f32, within 2 ulp; docs/numerics.md), so a tile divided
+  by one value per row costs one reciprocal, not a correctly rounded division per element. f16/bf16 division
+  (arith.divf of them does not compile) and sqrt are IEEE: tt.precise_divf / tt.precise_sqrt, f16/bf16 through
+  f32 (Triton's math.sqrt of f32 is sqrt.approx.ftz). Negation flips the sign bit (Triton 3.6 rejects arith.negf).
   math.tanh and math.powf call libdevice. Every other arith/math op passes through: Triton lowers it itself
   (exp, exp2, log, log2 and rsqrt of f32 with its fast approximations, as Triton's own tl.exp etc.).
 - tle.undef becomes a zero constant: reading a `var` before its first assignment is an error the interpreter
@@ -154,6 +156,30 @@ def _bits_as_signed(bits: int, width: int) -> int:
     return bits - (1 << width) if bits >= 1 << (width - 1) else bits
 
 
+def _wrap32(v: int) -> int:
+    """v as i32 arithmetic gives it (two's complement wrap-around)."""
+    return _bits_as_signed(v & 0xFFFFFFFF, 32)
+
+
+def _loop_variant(v: "ir.Value") -> bool:
+    """Whether v may change from one iteration of an enclosing loop to the next: a loop's induction variable or
+    iteration argument, or a value computed in a loop body from one (or by an op other than a constant, a program
+    id or arith arithmetic). Conservative: True when unsure."""
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return owner.owner.name != "tt.func"
+    op, parent = owner, owner.parent
+    while parent is not None and parent.name not in ("scf.for", "scf.while", "tt.func"):
+        parent = parent.parent
+    if parent is None or parent.name == "tt.func":
+        return False
+    if op.name in ("arith.constant", "tt.get_program_id", "tt.get_num_programs"):
+        return False
+    if op.name.startswith("arith.") and len(op.regions) == 0:
+        return any(_loop_variant(x) for x in op.operands)
+    return True
+
+
 @dataclass
 class _View:
     ptr: "ir.Value"  # !tt.ptr<elem>
@@ -278,53 +304,71 @@ class _Lowering:
 
     # -- memory addressing --
     def tile_pointers(self, view: _View, indices, shape):
-        """Pointers to the tile at tile index `indices` and the mask of its elements inside the view."""
-        # Scalar base in i64: index * tile * stride can exceed 2**31 for large tensors.
-        offset = None
-        for idx, t, stride in zip(indices, shape, view.strides):
+        """Pointers to the tile at tile index `indices` and the mask of its elements inside the view.
+
+        All offsets are i32: the runtime refuses tensors that span more than 2**31 - 1 elements, so the offset of
+        every element inside the view fits (an element outside may wrap, but it is masked off). Per axis, with
+        start = index * tile and k = 0 .. tile-1:
+        - a 1-wide axis adds index * stride to a scalar base and is masked by one scalar `index <u size`;
+        - a masked axis whose index does not change inside its loop (if any) adds (start + k) * stride, the same
+          `start + k` its mask compares (as Triton's `offs = pid * B + arange(B)` serves pointer and mask);
+        - any other axis adds start * stride to the scalar base and k * stride per element, so that inside a loop
+          only the scalar base changes from one iteration to the next.
+        The mask compares `start + k < size` unsigned (a negative start reads as huge), or signed where start is
+        a constant >= 0 (the compare user code writes, `arange(0, B) < N`, so Triton can reuse one for the other).
+        An axis is left unmasked only when its index and size are constants that put the tile inside."""
+        i32 = _i(32)
+        masked = []
+        for idx, t, size in zip(indices, shape, view.sizes):
+            c_idx, c_size = _const_int(idx), _const_int(size)
+            masked.append(not (c_idx is not None and c_size is not None and 0 <= c_idx * t
+                               and (c_idx + 1) * t <= c_size))
+        offset = None  # scalar, i32
+        inner = None  # tensor of the tile's shape, i32
+        pos = {}  # axis -> start + k, tensor<t x i32>
+        for i, (idx, t, stride) in enumerate(zip(indices, shape, view.strides)):
             c_idx, c_stride = _const_int(idx), _const_int(stride)
-            if c_idx == 0:
-                continue
-            if c_idx is not None and c_stride is not None:
-                term = self.const(_i(64), c_idx * t * c_stride)
-            else:
-                term = self.val("arith.extsi", _i(64), [idx])
-                scale = t * (c_stride if c_stride is not None else 1)
-                if scale != 1:
-                    term = self.binop("arith.muli", term, self.const(_i(64), scale))
-                if c_stride is None:
-                    term = self.binop("arith.muli", term, self.val("arith.extsi", _i(64), [stride]))
-            offset = term if offset is None else self.binop("arith.addi", offset, term)
-        base = view.ptr if offset is None else self.val("tt.addptr", view.ptr.type, [view.ptr, offset])
-        # Offsets inside the tile, i32.
-        inner = None
-        ranges = {}
-        for i, (t, stride) in enumerate(zip(shape, view.strides)):
+            shared = t > 1 and c_idx is None and masked[i] and not _loop_variant(idx)
+            if not shared and c_idx != 0:  # start * stride into the scalar base
+                if c_idx is not None and c_stride is not None:
+                    term = self.const(i32, _wrap32(c_idx * t * c_stride))
+                else:
+                    term = idx
+                    scale = t * (c_stride if c_stride is not None else 1)
+                    if scale != 1:
+                        term = self.binop("arith.muli", term, self.const(i32, _wrap32(scale)))
+                    if c_stride is None:
+                        term = self.binop("arith.muli", term, stride)
+                offset = term if offset is None else self.binop("arith.addi", offset, term)
             if t == 1:
                 continue
-            ranges[i] = r = self.arange(t)
-            c_stride = _const_int(stride)
+            r = self.arange(t)
+            if masked[i]:
+                start = self.binop("arith.muli", idx, self.const(i32, t)) if c_idx is None else (
+                    None if c_idx == 0 else self.const(i32, _wrap32(c_idx * t)))
+                pos[i] = r if start is None else self.binop("arith.addi", self.splat(start, [t]), r)
+                if shared:
+                    r = pos[i]
             if c_stride != 1:
                 st = self.const(r.type, c_stride) if c_stride is not None else self.splat(stride, [t])
                 r = self.binop("arith.muli", r, st)
             r = self.along(r, i, shape)
             inner = r if inner is None else self.binop("arith.addi", inner, r)
+        base = view.ptr if offset is None else self.val("tt.addptr", view.ptr.type, [view.ptr, offset])
         ptrs = self.splat(base, shape)
         if inner is not None:
             ptrs = self.val("tt.addptr", ptrs.type, [ptrs, inner])
-        # Mask: 0 <= index * tile + k < size, as one unsigned compare; scalar where the tile is 1 wide.
+        # Mask: 0 <= start + k < size per masked axis; a scalar compare where the tile is 1 wide.
         scalar, tensor = [], []
         for i, (idx, t, size) in enumerate(zip(indices, shape, view.sizes)):
-            c_idx, c_size = _const_int(idx), _const_int(size)
-            if c_idx is not None and c_size is not None and 0 <= c_idx * t and (c_idx + 1) * t <= c_size:
-                continue  # provably inside
-            start = self.const(_i(32), c_idx * t) if c_idx is not None else (
-                idx if t == 1 else self.binop("arith.muli", idx, self.const(_i(32), t)))
+            if not masked[i]:
+                continue
             if t == 1:
-                scalar.append(self.cmpi(_ULT, start, size))
-            else:
-                pos = self.binop("arith.addi", self.splat(start, [t]), ranges[i])
-                tensor.append(self.along(self.cmpi(_ULT, pos, self.splat(size, [t])), i, shape))
+                scalar.append(self.cmpi(_ULT, idx, size))
+                continue
+            c_idx = _const_int(idx)
+            signed = c_idx is not None and 0 <= c_idx * t and (c_idx + 1) * t <= 2 ** 31 - 1
+            tensor.append(self.along(self.cmpi(_SLT if signed else _ULT, pos[i], self.splat(size, [t])), i, shape))
         mask = self.and_all(tensor)
         if scalar:
             s = self.splat(self.and_all(scalar), shape)
@@ -636,13 +680,14 @@ def _via_f32(L: _Lowering, op, compute):
 
 
 def _divf(L: _Lowering, op):
-    """IEEE division (Triton's arith.divf is div.full.f32, 2 ulp; f16/bf16 are not lowered at all). f16 and bf16
-    divide in f32: a correctly rounded f32 quotient rounded again is still correctly rounded (24 >= 2*11 + 2)."""
-    def compute(args, t):
-        if str(_elem(t)) == "f64":
-            return L.val("arith.divf", t, args)
-        return L.val("tt.precise_divf", t, args)
-    _via_f32(L, op, compute)
+    """f32: arith.divf, which Triton lowers to div.full.f32 (at most 2 ulp from the IEEE quotient): Triton's own `/`.
+    The correctly rounded div.rn.f32 costs a MUFU.RCP, five FFMAs and a range check per element even when the
+    divisor is one value for the whole tile, where div.full's reciprocal is computed once (softmax's `e / sum`:
+    measured 2x the SASS of Triton's kernel, benchmarks/ptx_compare.py). f64: arith.divf (div.rn.f64, IEEE).
+    f16 and bf16 (Triton does not lower arith.divf of them) stay correctly rounded: tt.precise_divf in f32, then
+    one rounding, which is still correctly rounded (24 >= 2*11 + 2)."""
+    narrow = str(_elem(op.result.type)) in ("f16", "bf16")
+    _via_f32(L, op, lambda args, t: L.val("tt.precise_divf" if narrow else "arith.divf", t, args))
 
 
 def _sqrt(L: _Lowering, op):

@@ -336,6 +336,25 @@ entry(file="cumsum_scan.tle", kernel="cs", make=_cs_make, grid=lambda c, k: (c["
       note="the tile is [1, 64] at column 0: N=100 leaves columns 64.. unwritten")
 
 
+# div_f32_full.tle ---------------------------------------------------------------------------------------------------
+def _divn_make(c, k, g):
+    m, n = c["M"], c["N"]
+    return {"x": uniform((m, n), g, 0.5, 2.0), "y": poison((m, n))}  # positive: the row sums are well away from 0
+
+
+def _divn_ref(a, c, k):
+    w = min(c["N"], 64)  # tile [1, 64] at column 0, padded with 0: the sum covers the first 64 columns
+    y = a["y"].double().clone()
+    t = a["x"].double()[:, :w]
+    y[:, :w] = t / t.sum(dim=1, keepdim=True)
+    return {"y": y}
+
+
+entry(file="div_f32_full.tle", kernel="norm", make=_divn_make, grid=lambda c, k: (c["M"],), ref=_divn_ref,
+      tol={"y": reduction(64, 2)}, cases=[{"M": 5, "N": 50}, {"M": 3, "N": 100}],
+      note="the Triton path divides with div.full.f32 (within 2 ulp); the interpreter divides exactly")
+
+
 # dot_precision.tle --------------------------------------------------------------------------------------------------
 def _dp_make(c, k, g):
     return {"a": randn((32, 32), g), "c": poison((32, 32)), "q": randint((32, 32), g, -128, 128, torch.int8),
@@ -510,6 +529,23 @@ entry(file="math_funcs.tle", kernel="m",
       note="x > 0 so that log and sqrt are defined; 12 functions, 11 adds and sigmoid's 4 ops: d = 27")
 
 
+# mask_signed_constant_start.tle -------------------------------------------------------------------------------------
+def _center_make(c, k, g):
+    m, n = c["M"], c["N"]
+    return {"x": randn((m, n), g), "y": poison((m, n))}
+
+
+def _center_ref(a, c, k):
+    w = min(c["N"], 64)  # tile [1, 64] at column 0: every column it writes is < N, so `inside` holds there
+    y = a["y"].double().clone()
+    y[:, :w] = a["x"].double()[:, :w] - 1.0
+    return {"y": y}
+
+
+entry(file="mask_signed_constant_start.tle", kernel="center", make=_center_make, grid=lambda c, k: (c["M"],),
+      ref=_center_ref, tol={"y": chain(1)}, cases=[{"M": 4, "N": 50}, {"M": 3, "N": 80}])
+
+
 # matmul_dot.tle -----------------------------------------------------------------------------------------------------
 def _mm_make(c, k, g):
     m, n, kk = c["M"], c["N"], c["K"]
@@ -636,6 +672,34 @@ entry(file="static_if.tle", kernel="act", make=_act_make, grid=lambda c, k: (cdi
       ref=lambda a, c, k: {"y": torch.maximum(a["x"].double(), torch.tensor(0.0)) if k["RELU"]
                            else a["x"].double()},
       tol={"y": EXACT}, cases=[{"N": 150}], consts=[{"RELU": True}, {"RELU": False}])
+
+
+# tile_base_i32.tle --------------------------------------------------------------------------------------------------
+def _rows_make(c, k, g):
+    m, n = c["M"], c["N"]
+    return {"x": randn((m, n + 7), g)[:, :n], "y": poison((m, n))}  # x's rows are N + 7 elements apart
+
+
+def _rows_ref(a, c, k):
+    w = min(c["N"], 64)
+    y = a["y"].double().clone()
+    y[:, :w] = a["x"].double()[:, :w] * 2.0
+    return {"y": y}
+
+
+entry(file="tile_base_i32.tle", kernel="rows", make=_rows_make, grid=lambda c, k: (c["M"],), ref=_rows_ref,
+      tol={"y": chain(1)}, cases=[{"M": 5, "N": 50}, {"M": 3, "N": 100}])
+
+
+# tile_offsets_shared_with_mask.tle ----------------------------------------------------------------------------------
+def _scale_make(c, k, g):
+    n = c["N"]
+    return {"x": randn((n,), g), "y": poison((n,))}
+
+
+entry(file="tile_offsets_shared_with_mask.tle", kernel="scale", make=_scale_make,
+      grid=lambda c, k: (cdiv(c["N"], 128),), ref=lambda a, c, k: {"y": a["x"].double() * 3.0},
+      tol={"y": chain(1)}, cases=[{"N": 1000}, {"N": 128}])
 
 
 # two_kernels.tle ----------------------------------------------------------------------------------------------------

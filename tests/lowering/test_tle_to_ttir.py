@@ -129,19 +129,20 @@ kernel softmax<BLOCK: int = 1024>(x: tensor<f32>[M, N], y: tensor<f32>[M, N]) {
 
 def test_load_masks_every_ragged_axis_with_padding(tmp_path):
     text = ttir(SOFTMAX)
-    # Row axis (tile 1): a scalar unsigned compare `row <u M` splatted; column axis: `0 + k <u N` per element.
-    # The tile base is computed in i64: row * stride0.
+    # Row axis (tile 1): a scalar unsigned compare `row <u M` splatted; column axis (tile index 0): `k <s N` per
+    # element, the compare user code writes. The tile base is computed in i32: row * stride0 (the runtime refuses
+    # tensors spanning more than 2**31 - 1 elements).
     filecheck(text, r"""
 CHECK: ^bb0(%[[X:[a-z0-9]+]]: !tt.ptr<f32> {{[^,]*}}, %[[M:[a-z0-9]+]]: i32 {{[^,]*}}, %[[N:[a-z0-9]+]]: i32 {{[^,]*}}, %[[S0:[a-z0-9]+]]: i32
 CHECK: %[[ROW:.*]] = "tt.get_program_id"
-CHECK: %[[R64:.*]] = "arith.extsi"(%[[ROW]]) : (i32) -> i64
-CHECK: %[[S64:.*]] = "arith.extsi"(%[[S0]]) : (i32) -> i64
-CHECK: %[[OFF:.*]] = "arith.muli"(%[[R64]], %[[S64]]) {{.*}} : (i64, i64) -> i64
-CHECK: %[[BASE:.*]] = "tt.addptr"(%[[X]], %[[OFF]]) : (!tt.ptr<f32>, i64) -> !tt.ptr<f32>
+CHECK-NOT: "arith.extsi"
+CHECK: %[[OFF:.*]] = "arith.muli"(%[[ROW]], %[[S0]]) {{.*}} : (i32, i32) -> i32
+CHECK: %[[K:.*]] = "tt.make_range"() {end = 1024 : i32, start = 0 : i32}
+CHECK: %[[BASE:.*]] = "tt.addptr"(%[[X]], %[[OFF]]) : (!tt.ptr<f32>, i32) -> !tt.ptr<f32>
 CHECK: "tt.splat"(%[[BASE]])
 CHECK: %[[IN_ROWS:.*]] = "arith.cmpi"(%[[ROW]], %[[M]]) <{predicate = 6 : i64}> : (i32, i32) -> i1
 CHECK: %[[SN:.*]] = "tt.splat"(%[[N]]) : (i32) -> tensor<1024xi32>
-CHECK: "arith.cmpi"({{.*}}, %[[SN]]) <{predicate = 6 : i64}> : (tensor<1024xi32>, tensor<1024xi32>) -> tensor<1024xi1>
+CHECK: "arith.cmpi"(%[[K]], %[[SN]]) <{predicate = 2 : i64}> : (tensor<1024xi32>, tensor<1024xi32>) -> tensor<1024xi1>
 CHECK: "tt.splat"(%[[IN_ROWS]]) : (i1) -> tensor<1x1024xi1>
 CHECK: %[[MASK:.*]] = "arith.andi"
 CHECK: %[[PAD:.*]] = "arith.constant"() <{value = dense<0xFF800000> : tensor<1x1024xf32>}>
@@ -200,10 +201,39 @@ kernel k<B: int = 16>(x: tensor<f32>[A, M, N], o: tensor<f32>[A, M, N]) {
     let t = load(x, tile=[2, B, B], at=[program_id(0), program_id(1), 0])
     store(o, t * 2.0, at=[program_id(0), program_id(1), 0])
 }""", spec="generic")
-    # Three axes, three masks (none provably inside), strides of all three axes used.
+    # Three axes, three masks (none provably inside), strides of all three axes used. The two program_id axes
+    # compare unsigned; the third starts at the constant 0 and compares signed.
     load = ops(text, "tt.load")[0]
     assert "array<i32: 1, 1, 1>" in load and "tensor<2x16x16x!tt.ptr<f32>>" in load
-    assert len([l for l in ops(text, "arith.cmpi") if "predicate = 6" in l]) == 2 * 3
+    assert len([l for l in ops(text, "arith.cmpi") if "predicate = 6" in l]) == 2 * 2
+    assert len([l for l in ops(text, "arith.cmpi") if "predicate = 2" in l]) == 2 * 1
+    cubin(text)
+
+
+def test_tile_index_from_a_loop_goes_to_the_scalar_base(tmp_path):
+    # A tile indexed by the loop variable adds j * 128 to a scalar base, so the per-element offsets (the arange)
+    # stay loop-invariant, as a hand-written K loop advances one pointer. The row index, computed outside the
+    # loop, is shared by the offsets and the mask (`pid * 16 + k`); the tile's column mask uses `j * 128 + k`.
+    text = ttir("""
+kernel rowsum<B: int = 128>(x: tensor<f32>[M, N], y: tensor<f32>[M, 1]) {
+    var s = zeros<f32>[16, B]
+    for j in range(cdiv(N, B)) {
+        s += load(x, tile=[16, B], at=[program_id(0), j])
+    }
+    store(y, sum(s, axis=1, keepdims=true), at=[program_id(0), 0])
+}""")
+    filecheck(text, r"""
+CHECK: ^bb0(%[[X:[a-z0-9]+]]: !tt.ptr<f32>
+CHECK: "scf.for"
+CHECK: ^bb0(%[[J:[a-z0-9]+]]: i32
+CHECK: %[[ROWS:.*]] = "arith.addi"({{.*}}) {{.*}} -> tensor<16xi32>
+CHECK: "arith.muli"(%[[ROWS]], %{{.*}}) {{.*}} : (tensor<16xi32>, tensor<16xi32>) -> tensor<16xi32>
+CHECK: %[[OFF:.*]] = "arith.muli"(%[[J]], %{{.*}}) {{.*}} : (i32, i32) -> i32
+CHECK: %[[BASE:.*]] = "tt.addptr"(%[[X]], %[[OFF]]) : (!tt.ptr<f32>, i32) -> !tt.ptr<f32>
+CHECK: "tt.splat"(%[[BASE]]) : (!tt.ptr<f32>) -> tensor<16x128x!tt.ptr<f32>>
+CHECK: "arith.cmpi"(%[[ROWS]], %{{.*}}) <{predicate = 6 : i64}> : (tensor<16xi32>, tensor<16xi32>) -> tensor<16xi1>
+CHECK: "tt.load"
+""", tmp_path)
     cubin(text)
 
 
@@ -478,11 +508,16 @@ def test_elementwise_ops_compile(t):
     assert f"__nv_tanh{suffix}" in symbols and f"__nv_pow{suffix}" in symbols
     if t == "f64":
         assert ops(text, "arith.divf") and ops(text, "math.sqrt")
-    else:  # IEEE division and sqrt (f16/bf16 computed in f32 and rounded once)
+    elif t == "f32":  # Triton's `/` (div.full.f32, <= 2 ulp); IEEE sqrt
+        assert ops(text, "arith.divf") and not ops(text, "tt.precise_divf")
+        assert ops(text, "tt.precise_sqrt") and not ops(text, "math.sqrt")
+    else:  # IEEE division and sqrt, computed in f32 and rounded once
         assert not ops(text, "arith.divf") and not ops(text, "math.sqrt")
         assert ops(text, "tt.precise_divf") and ops(text, "tt.precise_sqrt")
     ptx = cubin(text).stages["ptx"]
-    if t != "f64":
+    if t == "f32":  # (`%` keeps a div.rn.f32: Triton's own lowering of arith.remf)
+        assert "div.full.f32" in ptx and "sqrt.rn.f32" in ptx
+    elif t != "f64":
         assert "div.rn.f32" in ptx and "sqrt.rn.f32" in ptx and "div.full.f32" not in ptx
 
 
