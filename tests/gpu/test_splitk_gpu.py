@@ -26,7 +26,7 @@ CONFIGS = [  # (M, N, K), (BM, BN, BK, SPLIT, num_warps, num_stages): decode sha
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("impl", ["tle", "triton_ref"])
+@pytest.mark.parametrize("impl", ["tle", "tle-tileir", "triton_ref"])
 @pytest.mark.parametrize("shape,cfg", CONFIGS, ids=[f"{s[0]}x{s[1]}x{s[2]}-S{c[3]}" for s, c in CONFIGS])
 def test_same_bits_every_launch(shape, cfg, impl):
     m, n, k = shape
@@ -36,12 +36,15 @@ def test_same_bits_every_launch(shape, cfg, impl):
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     part, count = splitk_workspace("cuda", m, n, bm, bn, split)
     consts = {"BM": bm, "BN": bn, "BK": bk, "SPLIT": split}
-    if impl == "tle":
+    if impl.startswith("tle"):
         kernel = tle.compile(os.path.join(ROOT, "examples", "matmul_splitk.tle")).matmul_splitk
         grid = (-(-n // bn), split, -(-m // bm))
+        # Tile IR: the atomic's token joins every written tensor's chain (docs/tileir.md), so it must not race either
+        options = {"backend": "tileir"} if impl == "tle-tileir" else \
+            {"backend": "triton", "num_warps": warps, "num_stages": stages}
 
         def launch(c):
-            kernel[grid](a, b, c, part, count, backend="triton", num_warps=warps, num_stages=stages, **consts)
+            kernel[grid](a, b, c, part, count, **options, **consts)
     else:
         import triton_ref
 
