@@ -185,8 +185,9 @@ def matmul_config(m, n, k):
 
 # Decode matmuls (M <= 128) run examples/matmul_splitk.tle. Per shape, measured on the H200 by
 # benchmarks/decode_sweep.py (bf16; the f16 kernels are the same code): (BM, BN, BK, SPLIT, num_warps, num_stages)
-# for the native path and the reference, and (BM, BN, BK) for Tile IR, which takes SPLIT=1 only (the one-launch
-# split-K needs ordered atomics, see the example's header).
+# for the native path and the reference, and (BM, BN, BK) for Tile IR, which runs SPLIT=1: the split
+# configurations were swept on the native path only (Tile IR's atomics got the ordering the one-launch split-K
+# needs after that sweep; tests/gpu/test_splitk_gpu.py checks it on both paths).
 DECODE_CONFIGS = {
     (1, 4096, 4096): ((16, 64, 64, 2, 4, 7), (16, 64, 128)),
     (16, 4096, 4096): ((16, 64, 64, 4, 4, 5), (16, 32, 128)),

@@ -973,7 +973,8 @@ def test_examples_on_the_gpu():
         path = os.path.join(ROOT, "examples", f"{name}.tle")
         src = open(path).read()
         pnames = [p.name for p in check_kernel(load_program(src, path), name, {}).params]
-        big = [(4096, 4096, 4096), (333, 1000, 257)] if name == "matmul" else \
+        big = [(4096, 4096, 4096), (333, 1000, 257)] if name in ("matmul", "matmul_grouped") else \
+            [(1, 4096, 4096), (128, 4096, 14336)] if name == "matmul_splitk" else \
             [(1 << 20,)] if name == "vector_add" else [(4096, 1024), (3, 1000)]
         torch.manual_seed(0)
         for dtype in case.dtypes:
