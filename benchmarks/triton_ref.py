@@ -290,6 +290,26 @@ def prepare(name, *args, **config):
     return _PREPARE[name](*args, **config)
 
 
+@triton.jit
+def weight_read_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, ITERS: tl.constexpr):
+    """Each program sums ITERS consecutive blocks of x: the tensor read once from HBM and nothing else. Not an
+    example's twin: the bench times it on a decode matmul's weight as the floor any kernel that reads the weight
+    must pay in the same harness (launch and ramp-up included)."""
+    base = tl.program_id(0) * BLOCK * ITERS
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for i in range(ITERS):
+        offs = base + i * BLOCK + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+    tl.store(out_ptr + tl.program_id(0), tl.sum(acc))
+
+
+def weight_read(x, out, BLOCK=4096, ITERS=8):
+    """Read contiguous `x` once (out: f32, at least cdiv(x.numel(), BLOCK * ITERS) elements)."""
+    n = x.numel()
+    weight_read_kernel[(triton.cdiv(n, BLOCK * ITERS),)](x, out, n, BLOCK=BLOCK, ITERS=ITERS, num_warps=8,
+                                                          num_stages=4)
+
+
 def _launcher(name):
     def launch(*args, **config):
         kernel, grid, kargs, kkw = _PREPARE[name](*args, **config)
