@@ -195,27 +195,6 @@ def timer(device):
     return cpu
 
 
-def floor_kernel():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def read_all(x_ptr, out_ptr, n, BLOCK: tl.constexpr, ITERS: tl.constexpr):
-        """Each program sums ITERS consecutive blocks of x: the weight read once, nothing else."""
-        base = tl.program_id(0) * BLOCK * ITERS
-        acc = tl.zeros((BLOCK,), dtype=tl.float32)
-        for i in range(ITERS):
-            offs = base + i * BLOCK + tl.arange(0, BLOCK)
-            acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
-        tl.store(out_ptr + tl.program_id(0), tl.sum(acc))
-
-    def launch(b, out):
-        n = b.numel()
-        block, iters = 4096, 8
-        read_all[(cdiv(n, block * iters),)](b, out, n, BLOCK=block, ITERS=iters, num_warps=8, num_stages=4)
-    return launch
-
-
 def time_shape(shape, dtype, device, impls, rotate_bytes):
     """{impl: {cfg: us}} plus torch and the floor, on one set of rotated inputs."""
     import torch
@@ -229,7 +208,8 @@ def time_shape(shape, dtype, device, impls, rotate_bytes):
     out = {"bytes": nbytes, "sets": nsets}
     out["torch"] = t(lambda i: torch.matmul(sets[i][0], sets[i][1], out=sets[i][2]), nsets)
     if device == "cuda":
-        fl, partial = floor_kernel(), torch.empty(1 << 16, device=device)
+        import triton_ref
+        fl, partial = triton_ref.weight_read, torch.empty(1 << 16, device=device)
         out["floor"] = t(lambda i: fl(sets[i][1], partial), nsets)
     times = out["times"] = []
     for impl, cfg in impls:

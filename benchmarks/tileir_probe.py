@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 import traceback
@@ -127,29 +126,11 @@ def fake_tensors(kernel_name, shape, dtype, tiles):
 # ---- timing ----------------------------------------------------------------------------------------------------
 
 def time_us(run, nsets: int, rep_ms: float = 60.0) -> dict:
-    import torch
-    torch.cuda.synchronize()
-    run(0)
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for i in range(5):
-        run(i % nsets)
-    e.record()
-    torch.cuda.synchronize()
-    est_ms = max(s.elapsed_time(e) / 5, 1e-3)
-    n_rep = int(min(max(rep_ms / (est_ms + 0.05), 10), 400))
-    cycles = 150_000  # ~75 us at 2 GHz: covers the host's enqueueing of one launch
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
-    for r in range(n_rep):
-        torch.cuda._sleep(cycles)
-        starts[r].record()
-        run(r % nsets)
-        ends[r].record()
-    torch.cuda.synchronize()
-    ts = sorted(a.elapsed_time(b) * 1e3 for a, b in zip(starts, ends))
-    return {"us": statistics.median(ts), "p20": ts[len(ts) // 5], "p80": ts[4 * len(ts) // 5], "reps": n_rep}
+    """bench.py's event timer (spin kernel, events around one launch, median), so the probe and the benchmark
+    measure alike."""
+    import bench
+    t = bench.time_events(run, nsets, warmup_ms=10.0, rep_ms=rep_ms)
+    return {"us": t["us"], "p20": t["p20_us"], "p80": t["p80_us"], "reps": t["reps"]}
 
 
 def main():
