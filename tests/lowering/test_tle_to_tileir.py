@@ -709,7 +709,7 @@ def test_kernels_without_dot_turn_tma_off_and_load_16bit_elements_through_pointe
     assert math.isinf(ir.FloatAttr(ir.DenseElementsAttr(pad.attributes["value"]).get_splat_value()).value)
     (store,) = ops(m, "store_view_tko")
     assert _allow_tma(store) is False
-    assert _entry_hint(m, "num_worker_warps") is None and _entry_hint(m, "occupancy") is None
+    assert _entry_hint(m, "num_worker_warps") is None
     # f32 loads stay view loads (tileiras predicates them), without TMA.
     m = _example_module("softmax", {"BLOCK": 4096, "T": "f32"})
     assert not ops(m, "load_ptr_tko")
@@ -739,6 +739,21 @@ def test_worker_warps_follow_the_values_per_thread():
     assert warps("softmax", {"BLOCK": 8192, "T": "f32"}) == 8
     assert warps("swiglu", {"BM": 16, "BN": 256, "T": "bf16"}) is None
     assert warps("vector_add", {"BLOCK": 1024}) is None
+
+
+def test_occupancy_8_for_16bit_row_kernels_only():
+    """docs/tileir.md, Performance: 8 CTAs per SM for dot-free kernels whose tiles are all loaded and stored in 16
+    bits and hold at most 4096 elements; f32 rows, bigger tiles and dots get no hint."""
+    def occupancy(name, consts):
+        return _entry_hint(_example_module(name, consts), "occupancy")
+    assert occupancy("softmax", {"BLOCK": 4096, "T": "bf16"}) == 8
+    assert occupancy("layernorm", {"BLOCK": 1024, "T": "f16"}) == 8
+    assert occupancy("swiglu", {"BM": 16, "BN": 256, "T": "bf16"}) == 8
+    assert occupancy("softmax", {"BLOCK": 8192, "T": "bf16"}) is None  # 64 registers cannot hold 8192 values
+    assert occupancy("softmax", {"BLOCK": 4096, "T": "f32"}) is None
+    assert occupancy("matmul", {"BM": 64, "BN": 64, "BK": 64, "T": "bf16"}) is None
+    forced = _example_module("softmax", {"BLOCK": 4096, "T": "bf16"}, options=lowering.TileirOptions(occupancy=None))
+    assert _entry_hint(forced, "occupancy") is None
 
 
 def test_options_force_each_choice():
