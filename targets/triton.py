@@ -209,6 +209,28 @@ def _parse(source: _TtirFile, context):
     raise _backend_error(failure, log.getvalue(), source, stage="parse") from RuntimeError(log.getvalue())
 
 
+_GENERIC_FUNC = re.compile(r'function_type = \(([^\n()]*)\) -> \(\), sym_name = "([A-Za-z_][\w$.]*)"')
+_SCALAR_TYPES = {"i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64"}
+
+
+def _generic_entry(ttir: str):
+    """(name, Binary.params) of the only tt.func of generic-form TTIR, as tle prints it; None for anything else
+    (pretty form, several functions, a type this reader does not know): the caller parses the text then."""
+    funcs = _GENERIC_FUNC.findall(ttir)
+    if len(funcs) != 1 or ttir.count('"tt.func"()') != 1:
+        return None
+    types, name = funcs[0]
+    params = []
+    for t in (t.strip() for t in types.split(",")) if types.strip() else ():
+        if re.fullmatch(r"!tt\.ptr<[a-z0-9]+(, \d+)?>", t):
+            params.append("ptr")
+        elif t in _SCALAR_TYPES:
+            params.append(t)
+        else:
+            return None
+    return name, params
+
+
 def _source_name(ttir: str, filename_hint: str | None) -> str:
     if filename_hint:
         return os.path.basename(filename_hint) + ("" if filename_hint.endswith(".ttir") else ".ttir")
@@ -270,11 +292,16 @@ def compile_ttir(ttir: str, arch: str = "sm_90", *, num_warps: int = 4, num_stag
     capability = _capability(arch)
     source = _TtirFile(ttir, _source_name(ttir, filename_hint))
     try:
-        # Parse once up front: the entry name is needed before Triton parses, and malformed TTIR fails here cleanly.
-        context = _new_context()  # kept in a variable: the module does not keep its context alive
-        module = _parse(source, context)
-        name = module.get_entry_func_name()
-        params = [_param_type(t) for t in module.get_function_signature(module.get_function(name))]
+        # The entry's name and parameter types are needed before Triton parses the text. tle's generic TTIR states
+        # them in one line (read here: a Triton context and a second parse cost milliseconds of every cold compile);
+        # other text is parsed up front, which also makes malformed TTIR fail cleanly here.
+        entry = _generic_entry(ttir)
+        if entry is None:
+            context = _new_context()  # kept in a variable: the module does not keep its context alive
+            module = _parse(source, context)
+            name = module.get_entry_func_name()
+            entry = name, [_param_type(t) for t in module.get_function_signature(module.get_function(name))]
+        name, params = entry
         src = _ttir_source_class()(source, name)
         options = {"num_warps": num_warps, "num_stages": num_stages, "num_ctas": num_ctas}
         failure = None
