@@ -7,7 +7,7 @@ Two providers ship the same upstream API:
   are built as unregistered ops there (the checker and the CI verification still cover them).
 
 `TLE_MLIR=torch_mlir|jaxlib` forces one. Everything else in tle imports `ir`, `func`, `arith`, `scf`, `math`
-and `new_context` from here.
+and `new_context` from here, and walk IR with `nested_ops`.
 """
 from __future__ import annotations
 
@@ -35,6 +35,16 @@ if not PROVIDER:
         raise ImportError(
             "tle needs the MLIR Python bindings: pip install torch-mlir==20261001 (or have jaxlib installed)"
         ) from e
+
+
+def nested_ops(op: "ir.Operation"):
+    """Every op nested in op's regions, in order (pre-order: an op before the ops of its own regions)."""
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                child = child.operation
+                yield child
+                yield from nested_ops(child)
 
 
 def new_context() -> "ir.Context":

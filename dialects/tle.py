@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .mlir import PROVIDER, ir, irdl
+from .mlir import PROVIDER, ir, irdl, nested_ops
 
 # Operand/result constraints: "any", "i32", "i1", "tensor" (a builtin ranked tensor), "ptr", "view";
 # prefixed "variadic " or "optional " where that applies.
@@ -169,14 +169,7 @@ def load_tle(ctx: "ir.Context") -> bool:
 
 def verify_tle(module: "ir.Module") -> None:
     """Check every tle op against OPS (for bindings without IRDL); raises ValueError naming the op."""
-    def walk(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    yield inner.operation
-                    yield from walk(inner.operation)
-
-    for op in walk(module.operation):
+    for op in nested_ops(module.operation):
         name = op.name
         if not name.startswith("tle."):
             continue

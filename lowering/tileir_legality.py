@@ -20,8 +20,8 @@ import subprocess
 from dataclasses import dataclass
 
 from ..diagnostics import Span, TleError, span_of_location
-from ..dialects.mlir import ir
-from .tle_to_tileir import HALF, LOWERED_OPS, _walk, tle_type, tle_to_tileir
+from ..dialects.mlir import ir, nested_ops
+from .tle_to_tileir import HALF, LOWERED_OPS, tle_type, tle_to_tileir
 
 __all__ = ["Blocker", "tileir_blockers", "tileiras_archs"]
 
@@ -48,7 +48,7 @@ def tileir_blockers(module: "ir.Module", arch: str) -> list[Blocker]:
     blockers = _tool_blockers(arch, where)
     op_blockers = []
     for kernel in kernels:
-        for op in _walk(kernel):
+        for op in nested_ops(kernel):
             reason = _op_reason(op, arch)
             if reason is not None:
                 op_blockers.append(Blocker(span_of_location(op.location), reason))

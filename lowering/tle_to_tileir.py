@@ -76,7 +76,7 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
-from ..dialects.mlir import ir
+from ..dialects.mlir import ir, nested_ops
 
 __all__ = ["tle_to_tileir", "TileirOptions", "LOWERED_OPS"]
 
@@ -213,16 +213,6 @@ _CMPI = {0: ("equal", True), 1: ("not_equal", True), 2: ("less_than", True), 3: 
 _STRUCTURAL = ("func.return", "scf.yield")
 
 
-def _walk(op: "ir.Operation"):
-    """Every op nested in op's regions, in order."""
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                child = child.operation
-                yield child
-                yield from _walk(child)
-
-
 def _is_const_int(v: "ir.Value") -> int | None:
     owner = v.owner
     if isinstance(owner, ir.Block) or owner.name != "arith.constant":
@@ -283,7 +273,7 @@ class _Kernel:
         self.values: dict = {}  # tle value -> cuda_tile value
         self.views: dict = {}  # tle view value -> _View
         body = func.regions[0].blocks[0]
-        self.ops = list(_walk(func))
+        self.ops = list(nested_ops(func))
         self.choose(options)
         # Which tensors the kernel writes (by view name), and per view the partition views its loads/stores need.
         self.written = {self.view_name(op.operands[0]) for op in self.ops
@@ -898,7 +888,7 @@ class _Kernel:
     def carried_tensors(self, op) -> list[str]:
         """The written tensors that op's regions access: their token chains flow through op."""
         names = set()
-        for inner in _walk(op):
+        for inner in nested_ops(op):
             if inner.name == "tle.atomic":  # an atomic waits for, and orders, every written tensor's chain
                 return sorted(self.written)
             if inner.name in ("tle.load", "tle.store", "tle.gather", "tle.scatter"):

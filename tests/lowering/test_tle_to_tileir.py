@@ -22,7 +22,7 @@ from tle.abi import spec_of as abi_spec_of  # noqa: E402
 from tle.check import check_kernel, load_program
 from tle.diagnostics import TleError, span_of_location
 from tle.dialects import cuda_tile as ct
-from tle.dialects.mlir import ir
+from tle.dialects.mlir import ir, nested_ops
 from tle.lowering import tle_to_tileir as lowering
 from tle.lowering.ast_to_tle import ast_to_tle
 from tle.lowering.tileir_legality import Blocker, tileir_blockers
@@ -69,15 +69,7 @@ def example(path: str):
 
 
 def walk(module):
-    def rec(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    yield child.operation
-                    yield from rec(child.operation)
-    for op in module.body.operations:
-        yield op.operation
-        yield from rec(op.operation)
+    return nested_ops(module.operation)
 
 
 def ops(module, name: str) -> list:

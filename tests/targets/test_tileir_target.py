@@ -12,7 +12,7 @@ import pytest
 
 from tle.diagnostics import TleError, register_source, render
 from tle.dialects import cuda_tile as ct
-from tle.dialects.mlir import ir, new_context
+from tle.dialects.mlir import ir, nested_ops, new_context
 from tle.targets import tileir
 
 
@@ -270,18 +270,7 @@ def test_type_helpers_check_their_arguments():
 # --------------------------------------------------------------------------------------------------------------
 
 def _mnemonics(module: ir.Module) -> set[str]:
-    found = set()
-
-    def walk(op):
-        found.add(op.name.removeprefix("cuda_tile."))
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    walk(child.operation)
-
-    for op in module.body.operations:
-        walk(op.operation)
-    return found
+    return {op.name.removeprefix("cuda_tile.") for op in nested_ops(module.operation)}
 
 
 @needs_encoder
