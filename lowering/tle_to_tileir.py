@@ -247,6 +247,15 @@ def _worker_warps(accumulators, largest_tile: int) -> int | None:
     return 8 if largest_tile > _TILE_VALUES_PER_THREAD * 4 * 32 else None
 
 
+def _occupancy(accumulators, io_elems: list, largest_tile: int) -> int | None:
+    """The occupancy hint: 8 CTAs per SM for a 16-bit row kernel (no dot, every tile loaded and stored in 16 bits,
+    a largest tile that 4 warps hold without extra warps), so more rows are in flight (docs/tileir.md,
+    "Performance": layernorm bf16 8192x4096 0.81x -> 0.99x of Triton). f32 rows and larger tiles lose with it."""
+    sixteen = bool(io_elems) and all(e in ("f16", "bf16", "i16") for e in io_elems)
+    fits = largest_tile <= _TILE_VALUES_PER_THREAD * 4 * 32
+    return 8 if not accumulators and sixteen and fits else None
+
+
 @dataclass
 class _View:
     """A lowered tle.make_view: the tensor's base, sizes and strides (ints where static), its partition views."""
@@ -306,23 +315,15 @@ class _Kernel:
         self.pointer_loads = ("none" if accumulators else "16bit") if loads == "auto" else loads
         if self.pointer_loads not in ("none", "16bit", "all"):
             raise ValueError(f"pointer_loads = {loads!r} is not one of auto, none, 16bit, all")
+        largest = max((math.prod(tle_type(r.type)[1] or ()) for op in self.ops for r in op.results
+                       if str(r.type).startswith("tensor<")), default=1)
         warps = options.num_worker_warps
-        if warps == "auto":
-            largest = max((math.prod(tle_type(r.type)[1] or ()) for op in self.ops for r in op.results
-                           if str(r.type).startswith("tensor<")), default=1)
-            warps = _worker_warps(accumulators, largest)
-        self.num_worker_warps = warps
+        self.num_worker_warps = _worker_warps(accumulators, largest) if warps == "auto" else warps
         occupancy = options.occupancy
         if occupancy == "auto":
-            # 16-bit row kernels (no dot, every tile loaded and stored 16-bit, at most 4096 elements a tile): 8 CTAs
-            # per SM, so more rows are in flight (docs/tileir.md, "Performance": layernorm bf16 8192x4096 47.4 ->
-            # 38.6 us, softmax 49.8 -> 46.1). f32 rows and larger tiles lose with it, so they get no hint.
             io = [tle_type(op.results[0].type if op.name == "tle.load" else op.operands[1].type)[0]
                   for op in self.ops if op.name in ("tle.load", "tle.store")]
-            largest = max((math.prod(tle_type(r.type)[1] or ()) for op in self.ops for r in op.results
-                           if str(r.type).startswith("tensor<")), default=1)
-            sixteen = bool(io) and all(e in ("f16", "bf16", "i16") for e in io)
-            occupancy = 8 if not accumulators and sixteen and largest <= 4096 else None
+            occupancy = _occupancy(accumulators, io, largest)
         self.occupancy = occupancy
         self.num_cta_in_cga = None if options.num_cta_in_cga == "auto" else options.num_cta_in_cga
 
