@@ -179,7 +179,6 @@ class LoadedKernel:
     """A Binary's function loaded into the current CUDA context, with its argument packing built once."""
 
     def __init__(self, binary: Binary, device: int):
-        import torch
         cu = _driver()
         # No reference to the Binary itself: launch()'s cache entry is dropped when the Binary is collected.
         self.name, self.params, self.device = binary.name, list(binary.params), device
@@ -218,10 +217,8 @@ class LoadedKernel:
             self._config.numAttrs = len(attrs)
         self._launch_kernel = cu.cuLaunchKernel
         self._launch_kernel_ex = cu.cuLaunchKernelEx
-        # torch's own current-stream query (what Triton's launcher uses); the public one builds a Stream object.
-        raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        self._current_stream = ((lambda: raw_stream(device)) if raw_stream is not None
-                                else (lambda: torch.cuda.current_stream(device).cuda_stream))
+        stream_of = _stream_query()
+        self._current_stream = lambda: stream_of(device)
 
     def _check_limits(self, binary: Binary) -> None:
         cu, name = _driver(), self.name
@@ -309,10 +306,8 @@ class LoadedKernel:
         import torch
         ext.load_driver()
         ext.set_single_device(torch.cuda.device_count() == 1)  # then keys need no tensor.get_device()
-        raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        stream = raw_stream if raw_stream is not None else (lambda d: torch.cuda.current_stream(d).cuda_stream)
         plan = ext.Plan(int(self._function), self._context, self._block, self._shared, self.device, nargs, codes,
-                        where, fixed, stream, functools.partial(_launch_failed, self.name), self)
+                        where, fixed, _stream_query(), functools.partial(_launch_failed, self.name), self)
         self._fast_plans.add(plan)
         return plan
 
@@ -323,6 +318,14 @@ class LoadedKernel:
                 plan.disable()
             _check(_driver().cuModuleUnload(self._module), "cuModuleUnload", self.name)
             self._module = self._function = None
+
+
+def _stream_query():
+    """device index -> torch's current raw stream on it: torch's own query (what Triton's launcher uses; the public
+    one builds a Stream object), else the public one."""
+    import torch
+    raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw_stream if raw_stream is not None else (lambda d: torch.cuda.current_stream(d).cuda_stream)
 
 
 def _launch_failed(kernel: str, err: int) -> None:
