@@ -18,22 +18,11 @@ from pathlib import Path
 import pytest
 
 from tle.check import check_kernel, load_program
+from tle.cli import _scalar  # a constant as `tlec -D` gives it
 from tle.diagnostics import Span, TleError, register_source, render
 
 CHECK = Path(__file__).parent / "check"
 CASES = sorted(CHECK.glob("*.tle"))
-
-
-def _value(text: str):
-    """A constant as `tlec -D` would give it."""
-    if text in ("true", "false"):
-        return text == "true"
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
 
 
 def _expectations(text: str):
@@ -42,7 +31,7 @@ def _expectations(text: str):
     notes = re.findall(r"^// NOTE: (.+)$", text, re.M)
     consts = re.search(r"^// CONSTANTS: (.+)$", text, re.M)
     constants = dict(kv.split("=", 1) for kv in consts.group(1).split()) if consts else {}
-    return int(m.group(1)), int(m.group(2)), m.group(3), notes, {k: _value(v) for k, v in constants.items()}
+    return int(m.group(1)), int(m.group(2)), m.group(3), notes, {k: _scalar(v) for k, v in constants.items()}
 
 
 def _check_file(path: str, text: str, constants: dict) -> None:

@@ -8,16 +8,8 @@ import torch
 import tle
 from tle.runtime import tuning
 from tle.runtime.tuning import TuneError, TuneSpace
-from tuning_helpers import EXAMPLES, FakeTimer, cdiv, matmul_grid
+from tuning_helpers import EXAMPLES, HISTOGRAM, FakeTimer, cdiv, matmul_grid
 
-HISTOGRAM = """
-kernel histogram<BLOCK: int = 64>(values: tensor<i32>[N], bins: tensor<i32>[B]) {
-    let offs = program_id(0) * BLOCK + arange(0, BLOCK)
-    let inside = offs < N
-    let v = gather(values, offs, mask=inside, other=0)
-    atomic_add(bins, v % B, 1, mask=inside)
-}
-"""
 
 
 class ResettingTimer(FakeTimer):

@@ -14,7 +14,7 @@ import torch
 import tle
 from tle.runtime import tuning
 from tle.runtime.tuning import TuneSpace
-from tuning_helpers import EXAMPLES, cdiv, matmul_grid
+from tuning_helpers import EXAMPLES, HISTOGRAM, cdiv, matmul_grid
 
 SPACE_500 = {"BM": [16, 32, 64, 128, 256], "BN": [16, 32, 64, 128, 256], "BK": [16, 32, 64, 128],
              "num_warps": [1, 2, 4, 8, 16]}
@@ -90,15 +90,7 @@ def test_matmul_500_configs_4096_within_120_s():
 
 @pytest.mark.gpu
 def test_atomics_on_gpu_leave_no_side_effect():
-    src = """
-kernel histogram<BLOCK: int = 64>(values: tensor<i32>[N], bins: tensor<i32>[B]) {
-    let offs = program_id(0) * BLOCK + arange(0, BLOCK)
-    let inside = offs < N
-    let v = gather(values, offs, mask=inside, other=0)
-    atomic_add(bins, v % B, 1, mask=inside)
-}
-"""
-    mod = tle.compile(src, tune={"histogram": {"BLOCK": [128, 256, 512, 1024], "num_warps": [2, 4, 8],
+    mod = tle.compile(HISTOGRAM, tune={"histogram": {"BLOCK": [128, 256, 512, 1024], "num_warps": [2, 4, 8],
                                                "budget_s": 60}})
     values = torch.randint(0, 1 << 20, (1 << 22,), dtype=torch.int32, device="cuda")
     bins = torch.full((1000,), 3, dtype=torch.int32, device="cuda")

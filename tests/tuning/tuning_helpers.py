@@ -5,6 +5,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 EXAMPLES = os.path.join(ROOT, "examples")
 
 
+# A kernel that accumulates into its output with atomics: tuning must restore it before every timed launch.
+HISTOGRAM = """
+kernel histogram<BLOCK: int = 64>(values: tensor<i32>[N], bins: tensor<i32>[B]) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK)
+    let inside = offs < N
+    let v = gather(values, offs, mask=inside, other=0)
+    atomic_add(bins, v % B, 1, mask=inside)
+}
+"""
+
+
 def cdiv(a, b):
     return -(-a // b)
 
