@@ -625,7 +625,7 @@ def run_case(case: Case, impls: list[Impl], ctx: Context) -> dict:
             # The floor for a decode matmul in this harness: reading its weight once and nothing else (launch and
             # ramp-up included). torch / floor is the most any kernel could beat cuBLAS by here.
             try:
-                partial = torch.empty(cdiv(sets[0][1].numel(), 4096 * 8), device="cuda")
+                partial = triton_ref.weight_read_out(sets[0][1])
                 rec["weight_read_us"] = ctx.time(lambda i: triton_ref.weight_read(sets[i][1], partial), nsets)["us"]
             except Exception as exc:  # noqa: BLE001
                 rec["weight_read_error"] = first_line(exc)

@@ -303,8 +303,14 @@ def weight_read_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, ITERS: tl.constex
     tl.store(out_ptr + tl.program_id(0), tl.sum(acc))
 
 
+def weight_read_out(x, BLOCK=4096, ITERS=8):
+    """The f32 buffer weight_read(x, out) writes its per-program sums to."""
+    import torch
+    return torch.empty(triton.cdiv(x.numel(), BLOCK * ITERS), device=x.device, dtype=torch.float32)
+
+
 def weight_read(x, out, BLOCK=4096, ITERS=8):
-    """Read contiguous `x` once (out: f32, at least cdiv(x.numel(), BLOCK * ITERS) elements)."""
+    """Read contiguous `x` once (out: weight_read_out(x), or any f32 buffer at least that long)."""
     n = x.numel()
     weight_read_kernel[(triton.cdiv(n, BLOCK * ITERS),)](x, out, n, BLOCK=BLOCK, ITERS=ITERS, num_warps=8,
                                                           num_stages=4)
