@@ -48,6 +48,9 @@ ROW = {
     "auto": O(),
 }
 SMALL = {k: ROW[k] for k in ("old", "view_notma", "ptr16", "ptr16_w8", "auto")}
+# Rows wider than the occupancy rule's 4096 elements (8 worker warps by the warps rule): occupancy hints on top.
+WIDE = {"auto": O(), "occ2": O(occupancy=2), "occ4": O(occupancy=4), "w4_occ4": O(num_worker_warps=4, occupancy=4),
+        "w4_occ8": O(num_worker_warps=4, occupancy=8), "w16": O(num_worker_warps=16)}
 MATMUL = {
     "old": OLD,
     "w8": O(tma=None, pointer_loads="none", num_worker_warps=8),
@@ -61,7 +64,10 @@ def row_warps(block: int) -> int:
 
 
 # (kernel, shape, dtype, tle consts, tiles for matmul, triton num_warps, variants)
-def cases(quick: bool):
+def cases(quick: bool, wide: bool = False):
+    if wide:
+        return [(kernel, (16384, 8192), "bf16", {"BLOCK": 8192}, None, row_warps(8192), WIDE)
+                for kernel in ("softmax", "layernorm", "rmsnorm")]
     out = []
     for kernel, m, n, dt in (("softmax", 8192, 4096, "bf16"), ("softmax", 8192, 4096, "f32"),
                              ("layernorm", 8192, 4096, "bf16"), ("rmsnorm", 8192, 4096, "bf16"),
@@ -138,6 +144,7 @@ def main():
     ap.add_argument("--compile-only", action="store_true")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--arch", default=None)
+    ap.add_argument("--wide", action="store_true", help="only 16-bit rows of 8192 (occupancy hints beyond the rule)")
     args = ap.parse_args()
     t0 = time.time()
     gpu = not args.compile_only
@@ -151,7 +158,7 @@ def main():
     # Lower every variant (main thread), dedupe by bytecode, compile in parallel.
     jobs = []  # (case index, variant name, bytecode key)
     modules = {}  # bytecode -> module
-    all_cases = cases(args.quick)
+    all_cases = cases(args.quick, args.wide)
     specs = []
     for ci, (kname, shape, dtype, consts, tiles, _, variants) in enumerate(all_cases):
         kernel = typed_kernel(kname, consts, dtype)

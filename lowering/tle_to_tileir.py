@@ -248,12 +248,15 @@ def _worker_warps(accumulators, largest_tile: int) -> int | None:
 
 
 def _occupancy(accumulators, io_elems: list, largest_tile: int) -> int | None:
-    """The occupancy hint: 8 CTAs per SM for a 16-bit row kernel (no dot, every tile loaded and stored in 16 bits,
-    a largest tile that 4 warps hold without extra warps), so more rows are in flight (docs/tileir.md,
-    "Performance": layernorm bf16 8192x4096 0.81x -> 0.99x of Triton). f32 rows and larger tiles lose with it."""
+    """The occupancy hint for a 16-bit row kernel (no dot, every tile loaded and stored in 16 bits): 32 warps per SM,
+    so more rows are in flight. That is 8 CTAs of 4 warps for a largest tile 4 warps hold without extra warps, and 4
+    CTAs of the 8 worker warps _worker_warps gives a tile up to twice that (docs/tileir.md, "Performance": layernorm
+    bf16 8192x4096 0.81x -> 0.99x of Triton, 16384x8192 0.73x -> 0.96x). f32 rows and larger tiles lose with it."""
     sixteen = bool(io_elems) and all(e in ("f16", "bf16", "i16") for e in io_elems)
-    fits = largest_tile <= _TILE_VALUES_PER_THREAD * 4 * 32
-    return 8 if not accumulators and sixteen and fits else None
+    if accumulators or not sixteen:
+        return None
+    four_warps = _TILE_VALUES_PER_THREAD * 4 * 32
+    return 8 if largest_tile <= four_warps else (4 if largest_tile <= 2 * four_warps else None)
 
 
 @dataclass
@@ -521,7 +524,13 @@ class _Kernel:
         self.set(op.result, r)
 
     def unary(self, op):
-        self.set(op.result, _UNARY[op.name](self.get(op.operands[0])))
+        x = self.get(op.operands[0])
+        if op.name == "math.exp" and self.elem(x) == "f32":
+            # f32 exp is the fast approximation, as on the native path (Triton's exp is ex2.approx.f32 of x * log2 e;
+            # docs/numerics.md). The accurate "full" exp costs a bf16 softmax about a fifth of its bandwidth here.
+            self.set(op.result, ct.exp(x, rounding="approx"))
+            return
+        self.set(op.result, _UNARY[op.name](x))
 
     def op_math_fma(self, op):
         self.set(op.result, ct.fma(*(self.get(v) for v in op.operands)))

@@ -733,15 +733,18 @@ def test_worker_warps_follow_the_values_per_thread():
     assert warps("vector_add", {"BLOCK": 1024}) is None
 
 
-def test_occupancy_8_for_16bit_row_kernels_only():
-    """docs/tileir.md, Performance: 8 CTAs per SM for dot-free kernels whose tiles are all loaded and stored in 16
-    bits and hold at most 4096 elements; f32 rows, bigger tiles and dots get no hint."""
+def test_occupancy_32_warps_for_16bit_row_kernels_only():
+    """docs/tileir.md, Performance: 32 warps per SM for dot-free kernels whose tiles are all loaded and stored in 16
+    bits: 8 CTAs of 4 warps up to 4096 elements, 4 CTAs of 8 up to 8192; f32 rows, bigger tiles and dots get no
+    hint."""
     def occupancy(name, consts):
         return _entry_hint(_example_module(name, consts), "occupancy")
     assert occupancy("softmax", {"BLOCK": 4096, "T": "bf16"}) == 8
     assert occupancy("layernorm", {"BLOCK": 1024, "T": "f16"}) == 8
     assert occupancy("swiglu", {"BM": 16, "BN": 256, "T": "bf16"}) == 8
-    assert occupancy("softmax", {"BLOCK": 8192, "T": "bf16"}) is None  # 64 registers cannot hold 8192 values
+    assert occupancy("softmax", {"BLOCK": 8192, "T": "bf16"}) == 4  # 8192 values take the 8 worker warps
+    assert occupancy("layernorm", {"BLOCK": 8192, "T": "bf16"}) == 4
+    assert occupancy("softmax", {"BLOCK": 16384, "T": "bf16"}) is None
     assert occupancy("softmax", {"BLOCK": 4096, "T": "f32"}) is None
     assert occupancy("matmul", {"BM": 64, "BN": 64, "BK": 64, "T": "bf16"}) is None
     forced = _example_module("softmax", {"BLOCK": 4096, "T": "bf16"}, options=lowering.TileirOptions(occupancy=None))
