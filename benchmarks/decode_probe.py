@@ -71,6 +71,7 @@ def decode_mm(a_ptr, b_ptr, c_ptr, ws_ptr, count_ptr, M, N, K,
             tl.atomic_add(ws_ptr + coffs, acc, mask=cm, sem=SEM)
         else:
             tl.store(ws_ptr + s * M * N + coffs, acc, mask=cm)
+        tl.debug_barrier()  # every thread's partial stores / adds come before the (one-thread) release below
         old = tl.atomic_add(count_ptr + t, 1, sem="acq_rel")
         if old == SPLIT - 1:
             if ATOM:

@@ -31,19 +31,9 @@ def empty_kernel(out_ptr):
 
 
 @triton.jit
-def read_loop(x_ptr, out_ptr, n, BLOCK: tl.constexpr, ITERS: tl.constexpr):
-    """triton_ref.weight_read's shape: ITERS consecutive blocks per program, a runtime loop."""
-    base = tl.program_id(0) * BLOCK * ITERS
-    acc = tl.zeros((BLOCK,), dtype=tl.float32)
-    for i in range(ITERS):
-        offs = base + i * BLOCK + tl.arange(0, BLOCK)
-        acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
-    tl.store(out_ptr + tl.program_id(0), tl.sum(acc))
-
-
-@triton.jit
 def read_unrolled(x_ptr, out_ptr, n, BLOCK: tl.constexpr, ITERS: tl.constexpr):
-    """The same blocks, unrolled: every load of the program is issued before the first add."""
+    """triton_ref.weight_read_kernel's blocks (ITERS consecutive blocks per program, a runtime loop), unrolled: every
+    load of the program is issued before the first add."""
     base = tl.program_id(0) * BLOCK * ITERS
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
     for i in tl.static_range(ITERS):
@@ -113,7 +103,7 @@ def main():
                 if progs > (1 << 20) or progs < sms // 2:
                     continue
                 for warps in (4, 8):
-                    for kern, tag in ((read_loop, "loop"), (read_unrolled, "unrolled")):
+                    for kern, tag in ((triton_ref.weight_read_kernel, "loop"), (read_unrolled, "unrolled")):
                         if tag == "unrolled" and iters > 8:
                             continue
                         add(f"{tag} BLOCK={block} ITERS={iters} w{warps}",
