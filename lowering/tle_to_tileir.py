@@ -511,7 +511,10 @@ class _Kernel:
     def binary(self, op):
         name = op.name
         a, b = (self.get(v) for v in op.operands)
-        if name in _FLOAT_BINARY:
+        if name == "arith.divf" and self.elem(a) == "f32":
+            # f32 `/` is div.full (within 2 ulp), as on the native path (docs/numerics.md).
+            r = ct.divf(a, b, rounding="full")
+        elif name in _FLOAT_BINARY:
             r = _FLOAT_BINARY[name](a, b)
         elif name in _FLOAT_MINMAX:
             fn, nan = _FLOAT_MINMAX[name]

@@ -352,7 +352,7 @@ def _divn_ref(a, c, k):
 
 entry(file="div_f32_full.tle", kernel="norm", make=_divn_make, grid=lambda c, k: (c["M"],), ref=_divn_ref,
       tol={"y": reduction(64, 2)}, cases=[{"M": 5, "N": 50}, {"M": 3, "N": 100}],
-      note="the Triton path divides with div.full.f32 (within 2 ulp); the interpreter divides exactly")
+      note="both GPU paths divide with div.full.f32 (within 2 ulp); the interpreter divides exactly")
 
 
 # dot_precision.tle --------------------------------------------------------------------------------------------------

@@ -1188,3 +1188,16 @@ def teardown_module(module):
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "tileir_gpu_results.txt"), "w") as f:
             f.write("\n".join(rows) + "\n")
+
+
+@pytest.mark.parametrize("t, div, exp", [("f32", "full", "approx"), ("f64", "nearest_even", "full")])
+def test_f32_div_and_exp_are_the_native_paths_fast_forms(t, div, exp):
+    """docs/numerics.md: f32 `/` is div.full (within 2 ulp) and f32 exp the fast approximation on both GPU paths, as
+    in hand-written Triton; f64 (and f16/bf16, computed in f32 by tileiras from their own ops) stay IEEE / full."""
+    src = f"""kernel k(x: tensor<{t}>[N], y: tensor<{t}>[N]) {{
+    let v = load(x, tile=[64], at=[program_id(0)])
+    store(y, exp(v) / (v + 1.0), at=[program_id(0)])
+}}"""
+    m = lower(src, "k")
+    assert [str(op.attributes["rounding_mode"]).strip('"') for op in ops(m, "divf")] == [div]
+    assert [str(op.attributes["rounding_mode"]).strip('"') for op in ops(m, "exp")] == [exp]
