@@ -821,10 +821,15 @@ class Search:
 
 
 def successive_halving(configs, measure, *, reps: int = 10, keep: int = 3, max_reps: int = 100,
-                       deadline: float | None = None, on_time=None) -> Search:
+                       final_rounds: int = 4, deadline: float | None = None, on_time=None) -> Search:
     """Time every configuration with `reps` launches (measure(ckey, reps) -> seconds, inf for a failure), keep the
-    fastest third, double the launches, and repeat until one is left or the deadline passes. `configs` may be a
-    generator (configurations arriving as they compile). Returns the fastest of the last round."""
+    fastest third, double the launches, and repeat until at most `keep` are left or the deadline passes. `configs`
+    may be a generator (configurations arriving as they compile).
+
+    The finalists are then timed against each other in `final_rounds` interleaved rounds of max_reps / 2 launches,
+    in alternating order (A B C, C B A, ...), and ranked by their mean over the rounds. Timed one after another, as
+    the earlier rounds are, near-equal finalists are ranked by the GPU's clock drift as much as by their code
+    (docs/tuning.md); with an even number of alternating rounds a drift linear in time adds the same to each."""
     times: dict = {}
     alive: list = []
     calls = total = 0
@@ -838,17 +843,33 @@ def successive_halving(configs, measure, *, reps: int = 10, keep: int = 3, max_r
             on_time(c, t)
         return t
 
+    def over():
+        return deadline is not None and time.monotonic() >= deadline
+
     for c in configs:
         if math.isfinite(timed(c, reps)):
             alive.append(c)
-    while len(alive) > 1 and (deadline is None or time.monotonic() < deadline):
+    while len(alive) > keep and not over():
         alive.sort(key=times.get)
         alive = alive[:max(1, math.ceil(len(alive) / keep))]
+        if len(alive) <= keep:
+            break
         reps = min(max_reps, reps * 2)
         for c in alive:
-            if deadline is not None and time.monotonic() >= deadline:
+            if over():
                 break
             timed(c, reps)
+        alive = [c for c in alive if math.isfinite(times[c])]
+    if len(alive) > 1 and not over():
+        samples: dict = {c: [] for c in alive}
+        for r in range(final_rounds):
+            for c in (alive if r % 2 == 0 else alive[::-1]):
+                if over():
+                    break
+                samples[c].append(timed(c, max(1, max_reps // 2)))
+        for c in alive:
+            if samples[c]:
+                times[c] = statistics.fmean(samples[c]) if all(map(math.isfinite, samples[c])) else math.inf
         alive = [c for c in alive if math.isfinite(times[c])]
     if not alive:
         return Search(None, math.inf, times, calls, total)
