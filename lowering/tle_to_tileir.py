@@ -530,7 +530,8 @@ class _Kernel:
         x = self.get(op.operands[0])
         if op.name == "math.exp" and self.elem(x) == "f32":
             # f32 exp is the fast approximation, as on the native path (Triton's exp is ex2.approx.f32 of x * log2 e;
-            # docs/numerics.md). The accurate "full" exp costs a bf16 softmax about a fifth of its bandwidth here.
+            # docs/numerics.md). With the accurate "full" exp, bf16 softmax 8192x4096 took 49.8 us on the H200; with
+            # "approx" 41.4 (Triton: 36.9).
             self.set(op.result, ct.exp(x, rounding="approx"))
             return
         self.set(op.result, _UNARY[op.name](x))
