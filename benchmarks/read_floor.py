@@ -26,11 +26,6 @@ import triton_ref  # noqa: E402
 
 
 @triton.jit
-def empty_kernel(out_ptr):
-    pass
-
-
-@triton.jit
 def read_unrolled(x_ptr, out_ptr, n, BLOCK: tl.constexpr, ITERS: tl.constexpr):
     """triton_ref.weight_read_kernel's blocks (ITERS consecutive blocks per program, a runtime loop), unrolled: every
     load of the program is issued before the first add."""
@@ -78,8 +73,8 @@ def main():
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     out = torch.empty(1 << 20, device=dev, dtype=torch.float32)
     timer = (lambda run, nsets: bench.time_events(run, nsets, 10, 60)["us"])
-    print(f"empty kernel, 1 program: {timer(lambda i: empty_kernel[(1,)](out), 1):.2f} us; "
-          f"{sms} programs: {timer(lambda i: empty_kernel[(sms,)](out), 1):.2f} us")
+    print(f"empty kernel, 1 program: {timer(lambda i: triton_ref.empty_kernel[(1,)](out), 1):.2f} us; "
+          f"{sms} programs: {timer(lambda i: triton_ref.empty_kernel[(sms,)](out), 1):.2f} us")
     for k, n in ((4096, 4096), (4096, 14336)):
         nbytes = k * n * 2
         nsets = max(2, -(-(240 << 20) // nbytes))
