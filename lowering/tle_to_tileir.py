@@ -211,6 +211,10 @@ _CMPI = {0: ("equal", True), 1: ("not_equal", True), 2: ("less_than", True), 3: 
          4: ("greater_than", True), 5: ("greater_than_or_equal", True), 6: ("less_than", False),
          7: ("less_than_or_equal", False), 8: ("greater_than", False), 9: ("greater_than_or_equal", False)}
 _STRUCTURAL = ("func.return", "scf.yield")
+# f32 ops that take the native path's fast form (docs/numerics.md): `/` is div.full.f32 (within 2 ulp; with IEEE
+# division tileiras gives every element a checked slow path) and exp is ex2.approx.f32 of x * log2 e (with the
+# accurate "full" exp, bf16 softmax 8192x4096 took 49.8 us on the H200, with "approx" 41.4; Triton: 36.9).
+_F32_ROUNDING = {"arith.divf": "full", "math.exp": "approx"}
 
 
 def _is_const_int(v: "ir.Value") -> int | None:
@@ -511,11 +515,8 @@ class _Kernel:
     def binary(self, op):
         name = op.name
         a, b = (self.get(v) for v in op.operands)
-        if name == "arith.divf" and self.elem(a) == "f32":
-            # f32 `/` is div.full (within 2 ulp), as on the native path (docs/numerics.md).
-            r = ct.divf(a, b, rounding="full")
-        elif name in _FLOAT_BINARY:
-            r = _FLOAT_BINARY[name](a, b)
+        if name in _FLOAT_BINARY:
+            r = _FLOAT_BINARY[name](a, b, **self.f32_rounding(name, a))
         elif name in _FLOAT_MINMAX:
             fn, nan = _FLOAT_MINMAX[name]
             r = fn(a, b, propagate_nan=nan)
@@ -528,13 +529,11 @@ class _Kernel:
 
     def unary(self, op):
         x = self.get(op.operands[0])
-        if op.name == "math.exp" and self.elem(x) == "f32":
-            # f32 exp is the fast approximation, as on the native path (Triton's exp is ex2.approx.f32 of x * log2 e;
-            # docs/numerics.md). With the accurate "full" exp, bf16 softmax 8192x4096 took 49.8 us on the H200; with
-            # "approx" 41.4 (Triton: 36.9).
-            self.set(op.result, ct.exp(x, rounding="approx"))
-            return
-        self.set(op.result, _UNARY[op.name](x))
+        self.set(op.result, _UNARY[op.name](x, **self.f32_rounding(op.name, x)))
+
+    def f32_rounding(self, name: str, x) -> dict:
+        """The rounding keyword of the native path's fast form (_F32_ROUNDING) when `x` is f32, else none."""
+        return {"rounding": _F32_ROUNDING[name]} if name in _F32_ROUNDING and self.elem(x) == "f32" else {}
 
     def op_math_fma(self, op):
         self.set(op.result, ct.fma(*(self.get(v) for v in op.operands)))
