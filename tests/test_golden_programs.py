@@ -45,6 +45,7 @@ from golden_runs import run_lines as _run_commands  # the RUN lines exactly as t
 import torch
 
 import tle
+from tle.cli import _scalar  # a constant as `tlec -D` gives it, so the RUN lines mean what tlec reads
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN_DIR = os.path.join(HERE, "filecheck")
@@ -950,17 +951,6 @@ def golden_files() -> list[str]:
     return out
 
 
-def _constant(text: str):
-    if text in ("true", "false"):
-        return text == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
 def run_constant_sets(path: str) -> list[dict]:
     """The -D sets of the RUN lines that compile successfully (not `not tlec ...`)."""
     sets = []
@@ -973,10 +963,10 @@ def run_constant_sets(path: str) -> list[dict]:
         for i, w in enumerate(words):
             if w == "-D" and i + 1 < len(words):
                 name, _, value = words[i + 1].partition("=")
-                consts[name] = _constant(value)
+                consts[name] = _scalar(value)
             elif w.startswith("-D") and len(w) > 2:
                 name, _, value = w[2:].partition("=")
-                consts[name] = _constant(value)
+                consts[name] = _scalar(value)
         if consts not in sets:
             sets.append(consts)
     return sets
