@@ -49,8 +49,10 @@ def _parse_args(argv=None):
                    help="tle backends to run, comma-separated; one that raises is recorded with its error")
     p.add_argument("--only", default="", help="only these kernels (comma-separated)")
     p.add_argument("--decode", action="store_true", help="only the decode matmuls (M <= 128, split-K)")
-    p.add_argument("--timer", choices=("events", "do_bench"), default="events",
+    p.add_argument("--timer", choices=("events", "graph", "do_bench"), default="events",
                    help="events: CUDA events around single launches, inputs rotated, no L2 flush (default); "
+                        "graph: events around replays of a CUDA graph of back-to-back launches, inputs rotated, "
+                        "per-launch time (how a graph-captured decode step runs); "
                         "do_bench: triton.testing.do_bench (flushes L2 by writing 256 MB before each rep)")
     p.add_argument("--rep-ms", type=float, default=None, help="time spent timing each implementation (ms)")
     p.add_argument("--budget-s", type=float, default=None,
@@ -500,6 +502,52 @@ def time_events(run, nsets: int, warmup_ms: float, rep_ms: float) -> dict:
             "host_us": host_us, "samples": ts}
 
 
+def time_graph(run, nsets: int, warmup_ms: float, rep_ms: float) -> dict:
+    """Median GPU time (us) per launch of run(i), from replays of one CUDA graph that holds `per` launches back to
+    back (i cycling over the nsets input sets), with events around each replay.
+
+    This is how a serving loop that captures its decode step in a graph runs these kernels, and the method the
+    device's METHOD.md gives for small launches: each launch's start-up overlaps the previous one's tail, which
+    events around single launches (time_events) count in full, about 3.5 us on an H200. The graph holds at least
+    200 us of work, so its own launch is amortised; samples are replay time / per."""
+    cur = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    side.wait_stream(cur)
+    with torch.cuda.stream(side):  # warm-up on the capture stream: lazy initialisation stays out of the graph
+        for i in range(3):
+            run(i % nsets)
+    cur.wait_stream(side)
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for i in range(2 * nsets):
+        run(i % nsets)
+    e.record()
+    torch.cuda.synchronize()
+    est_us = max(s.elapsed_time(e) * 1e3 / (2 * nsets), 1.0)
+    per = nsets * max(1, min(64, int(200 / (est_us * nsets)) + 1))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for j in range(per):
+            run(j % nsets)
+    replay_ms = est_us * per * 1e-3
+    for _ in range(int(min(max(warmup_ms / replay_ms, 2), 50))):
+        graph.replay()
+    n_rep = int(min(max(rep_ms / replay_ms, 10), 500))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    for r in range(n_rep):
+        starts[r].record()
+        graph.replay()
+        ends[r].record()
+    torch.cuda.synchronize()
+    del graph
+    ts = sorted(a.elapsed_time(b) * 1e3 / per for a, b in zip(starts, ends))
+    q = lambda f: ts[min(len(ts) - 1, int(f * len(ts)))]  # noqa: E731
+    return {"us": statistics.median(ts), "p20_us": q(0.2), "p80_us": q(0.8), "reps": n_rep, "sets": nsets,
+            "per_graph": per, "samples": ts}
+
+
 def time_do_bench(run, nsets: int, warmup_ms: float, rep_ms: float) -> dict:
     counter = [0]
 
@@ -522,11 +570,18 @@ class Context:
     rounds: int = 3  # each implementation is timed in this many rounds, interleaved with the others (run_case)
     copy_Bps: float | None = None
     empty_us: float | None = None  # an empty launch timed in this harness (decode bound)
+    empty_graph_us: float | None = None  # the same, per launch in a graph replay (time_graph)
     mm_flops: float | None = None
 
     def time(self, run, nsets, share: float = 1.0):
-        f = time_do_bench if self.timer == "do_bench" else time_events
+        f = {"do_bench": time_do_bench, "graph": time_graph}.get(self.timer, time_events)
         return f(run, nsets, self.warmup_ms, self.rep_ms * share)
+
+    def time_ceiling(self, run):
+        """The ceilings are single long launches, where a graph saves nothing; and a device-to-device copy_
+        captured in a graph becomes a memcpy node on the copy engines (2.8 TB/s on the H200, not 4.2)."""
+        f = time_do_bench if self.timer == "do_bench" else time_events
+        return f(run, 1, self.warmup_ms, self.rep_ms)
 
 
 def combine_rounds(rounds: list) -> dict:
@@ -626,27 +681,55 @@ def run_case(case: Case, impls: list[Impl], ctx: Context) -> dict:
             r.update(combine_rounds(rs))
             _rates(case, r, ctx)
         if case.group == "decode" and ctx.device == "cuda":
-            # The floor for a decode matmul in this harness: reading its weight once and nothing else (launch and
-            # ramp-up included), the fastest of a few read kernels. torch / floor is the most any kernel we know
-            # could beat cuBLAS by here. Below it, a bound no kernel can pass: an empty launch in this harness plus
-            # the weight at the HBM's datasheet rate (H200: 4.8 TB/s).
-            try:
-                partial = triton_ref.weight_read_out(sets[0][1])
-                rec["weight_read_us"] = min(
-                    ctx.time(lambda i: triton_ref.weight_read(sets[i][1], partial, BLOCK=b, ITERS=it, num_warps=w),
-                             nsets, 1 / 3)["us"] for b, it, w in triton_ref.WEIGHT_READ_CONFIGS)
-                peak = HBM_PEAK_BPS.get(torch.cuda.get_device_name())
-                if peak:
-                    if ctx.empty_us is None:
-                        ctx.empty_us = ctx.time(lambda i: triton_ref.empty(partial), 1)["us"]
-                    wbytes = sets[0][1].numel() * sets[0][1].element_size()
-                    rec.update(empty_us=ctx.empty_us, hbm_peak_Bps=peak,
-                               hbm_bound_us=ctx.empty_us + wbytes / peak * 1e6)
-            except Exception as exc:  # noqa: BLE001
-                rec["weight_read_error"] = first_line(exc)
+            rec.update(decode_floors(sets, nsets, ctx, ctx.time))
+            if ctx.timer == "events":
+                # A decode step is usually replayed from a CUDA graph (serving loops capture it), and METHOD.md
+                # times small launches that way: the same implementations and floors again, as graph replays.
+                graph = rec["graph"] = {"impls": {}}
+                grounds: dict = {name: [] for name in rounds}
+                for _ in range(max(1, ctx.rounds)):
+                    for name in list(grounds):
+                        try:
+                            grounds[name].append(time_graph(lambda i: timed[name](sets[i]), nsets, ctx.warmup_ms,
+                                                            ctx.rep_ms / max(1, ctx.rounds)))
+                        except Exception as exc:  # noqa: BLE001
+                            rec["impls"][name]["graph_error"] = first_line(exc)
+                            del grounds[name]
+                            if not _cuda_alive():
+                                raise FatalCudaError(f"{name} on {case.key}: {first_line(exc)}") from exc
+                for name, rs in grounds.items():
+                    g = combine_rounds(rs)
+                    graph["impls"][name] = {k: g[k] for k in ("us", "p20_us", "p80_us", "spread", "per_graph")}
+                graph.update(decode_floors(sets, nsets, ctx, lambda run, n, share=1.0: time_graph(
+                    run, n, ctx.warmup_ms, ctx.rep_ms * share), empty_key="empty_graph_us"))
         del sets
     del args
     return rec
+
+
+def decode_floors(sets, nsets: int, ctx: Context, time, empty_key: str = "empty_us") -> dict:
+    """The floors of a decode matmul under one timer (time(run, nsets, share) -> {"us": ...}).
+
+    weight_read_us: reading its weight once and nothing else (launch and ramp-up included), the fastest of a few
+    read kernels; torch / that is the most any kernel we know could beat cuBLAS by here. hbm_bound_us, a bound no
+    kernel can pass: an empty launch under the same timer plus the weight at the HBM's datasheet rate (H200:
+    4.8 TB/s). The empty launch is timed once per run and timer (ctx.<empty_key>)."""
+    out = {}
+    try:
+        partial = triton_ref.weight_read_out(sets[0][1])
+        out["weight_read_us"] = min(
+            time(lambda i: triton_ref.weight_read(sets[i][1], partial, BLOCK=b, ITERS=it, num_warps=w),
+                 nsets, 1 / 3)["us"] for b, it, w in triton_ref.WEIGHT_READ_CONFIGS)
+        peak = HBM_PEAK_BPS.get(torch.cuda.get_device_name())
+        if peak:
+            if getattr(ctx, empty_key) is None:
+                setattr(ctx, empty_key, time(lambda i: triton_ref.empty(partial), 1)["us"])
+            wbytes = sets[0][1].numel() * sets[0][1].element_size()
+            out.update(empty_us=getattr(ctx, empty_key), hbm_peak_Bps=peak,
+                       hbm_bound_us=getattr(ctx, empty_key) + wbytes / peak * 1e6)
+    except Exception as exc:  # noqa: BLE001
+        out["weight_read_error"] = first_line(exc)
+    return out
 
 
 def _rates(case: Case, r: dict, ctx: Context) -> None:
@@ -663,7 +746,7 @@ def _rates(case: Case, r: dict, ctx: Context) -> None:
 def _copy_ceiling(ctx: Context, n: int) -> dict:
     src = torch.randn(n, device="cuda")
     dst = torch.empty_like(src)
-    t = ctx.time(lambda i: dst.copy_(src), 1)
+    t = ctx.time_ceiling(lambda i: dst.copy_(src))
     assert torch.equal(dst, src), "copy ceiling: the copy is wrong"
     return {"copy_GBps": 2 * n * 4 / (t["us"] * 1e-6) / 1e9, "copy_us": t["us"], "copy_bytes": 2 * n * 4}
 
@@ -672,7 +755,7 @@ def _matmul_ceiling(ctx: Context, s: int) -> dict:
     a = torch.randn(s, s, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(s, s, device="cuda", dtype=torch.bfloat16)
     c = torch.empty(s, s, device="cuda", dtype=torch.bfloat16)
-    t = ctx.time(lambda i: torch.matmul(a, b, out=c), 1)
+    t = ctx.time_ceiling(lambda i: torch.matmul(a, b, out=c))
     err = rel_err(c[:128, :128], a[:128].float() @ b[:, :128].float())
     return {"matmul_bf16_TFLOPs": 2 * s ** 3 / (t["us"] * 1e-6) / 1e12, "matmul_us": t["us"], "matmul_rel_err": err}
 
@@ -1156,6 +1239,27 @@ def main_table(records: list, impl_names: list, main_tle: list) -> str:
     return "\n".join(lines)
 
 
+def decode_graph_table(records: list, impl_names: list) -> str:
+    """The decode cases timed again as CUDA-graph replays (run_case), per launch: each implementation, the
+    fastest weight read, the physical bound, and the best tle path over torch. Empty when none was."""
+    rows = [rec for rec in records if rec.get("graph", {}).get("impls")]
+    if not rows:
+        return ""
+    names = [n for n in impl_names if any(n in rec["graph"]["impls"] for rec in rows)]
+    head = (f"{'decode as CUDA-graph replays (us/launch)':40s}" + "".join(f"{n:>12s}" for n in names)
+            + f"{'read':>8s}{'bound':>8s}  best tle / torch")
+    lines = [head, "-" * len(head)]
+    for rec in rows:
+        g = rec["graph"]["impls"]
+        cells = "".join(f"{g[n]['us']:12.1f}" if n in g else f"{'-':>12s}" for n in names)
+        tle = [g[n]["us"] for n in g if n.startswith("tle:")]
+        ratio = f"{g['torch']['us'] / min(tle):.2f}x" if tle and "torch" in g else "-"
+        floors = "".join(f"{rec['graph'][k]:8.1f}" if rec["graph"].get(k) else f"{'-':>8s}"
+                         for k in ("weight_read_us", "hbm_bound_us"))
+        lines.append(f"{'matmul ' + 'x'.join(map(str, rec['shape'])) + ' ' + rec['dtype']:40s}{cells}{floors}  {ratio}")
+    return "\n".join(lines)
+
+
 def targets_summary(records: list, tle_names: list, ctx: Context) -> str:
     """Issue 5's targets, checked on what this run measured."""
     out = []
@@ -1192,8 +1296,15 @@ def targets_summary(records: list, tle_names: list, ctx: Context) -> str:
                    f"{len(rows) - len(miss)}/{len(rows)}" + (f"; below: {', '.join(miss[:12])}" if miss else ""))
     sq = [rec for rec in records if rec["kernel"] == "matmul" and rec["group"] != "decode" and rec["shape"][0] >= 4096]
     dec = [rec for rec in records if rec["kernel"] == "matmul" and rec["group"] == "decode"]
+    # Decode twice where the run has both: as timed in the table, and as graph replays (run_case).
+    graphed = [{**rec, **rec["graph"]} for rec in dec if rec.get("graph", {}).get("impls")]
     for name, recs, goal in (("matmul 4096-8192 vs cuBLAS, best tle path", sq, 0.95),
-                             ("decode matmul (M <= 128) vs cuBLAS, best tle path", dec, 1.2)):
+                             ("decode matmul (M <= 128) vs cuBLAS, best tle path", dec, 1.2),
+                             ("decode matmul (M <= 128) vs cuBLAS, best tle path, timed as CUDA-graph replays",
+                              graphed, 1.2)):
+        if not recs and recs is graphed:
+            continue
+        decode = recs is not sq
         rows = [(rec, best_tle(rec)[0], us(rec, "torch")) for rec in recs]
         rows = [(rec, a, b) for rec, a, b in rows if a and b]
 
@@ -1208,15 +1319,15 @@ def targets_summary(records: list, tle_names: list, ctx: Context) -> str:
         reachable = [r for r, a, b in rows if r.get("weight_read_us") and b / r["weight_read_us"] >= goal]
         possible = [r for r, a, b in rows if r.get("hbm_bound_us") and b / r["hbm_bound_us"] >= goal]
         floors = ""
-        if recs is dec and any(r.get("weight_read_us") for r, _, _ in rows):
+        if decode and any(r.get("weight_read_us") for r, _, _ in rows):
             floors = f"; {len(reachable)}/{len(rows)} could reach it at all (torch / fastest weight read >= {goal})"
-        if recs is dec and any(r.get("hbm_bound_us") for r, _, _ in rows):
+        if decode and any(r.get("hbm_bound_us") for r, _, _ in rows):
             r0 = next(r for r, _, _ in rows if r.get("hbm_bound_us"))
             floors += (f"; {len(possible)}/{len(rows)} within physics (torch / (an empty launch, "
                        f"{r0['empty_us']:.1f} us here, + the weight at {r0['hbm_peak_Bps'] / 1e12:.1f} TB/s) >= {goal})")
         out.append(f"{name} >= {goal}x: {len(rows) - len(miss)}/{len(rows)}" + floors
                    + (f"; below: {', '.join(miss)}" if miss else ""))
-    return "targets (issue 5), on this run:\n  " + "\n  ".join(out)
+    return f"targets (issue 5), on this run (timer: {ctx.timer}):\n  " + "\n  ".join(out)
 
 
 def launch_table(res: dict) -> str:
@@ -1488,13 +1599,15 @@ def main() -> int:
         text_blocks.append(tuned_table())
         report["tuned"] = {key: {"config": r.config, "time_s": r.time_s, "default_time_s": r.default_time_s,
                                  "from_db": r.from_db, "stats": r.stats} for key, r in TUNED.items()}
+    graph_table = decode_graph_table(records, impl_names)
     summary = targets_summary(records, tle_names, ctx)
     report["elapsed_s"] = perf() - t_start
     save()
     legend = ("cells: median us, GB/s (G) or TFLOP/s (T), % of the roofline from the measured ceilings; "
               "tri/ref, tri/tch (til/.. for tileir) = time(triton_ref or torch) / time(that tle path): > 1 means tle "
               "is faster")
-    final = "\n\n".join(text_blocks + [f"{chart_msg}; json: {json_path}", ceil_line, legend + "\n" + table, summary])
+    final = "\n\n".join(text_blocks + [f"{chart_msg}; json: {json_path}", ceil_line, legend + "\n" + table]
+                         + ([graph_table] if graph_table else []) + [summary])
     final += f"\nelapsed {report['elapsed_s']:.0f} s" + (f"; STOPPED EARLY: {fatal}" if fatal else "")
     with open(os.path.join(out_dir, "bench.txt"), "w") as f:
         f.write(final + "\n")

@@ -7,8 +7,9 @@ hand-written Triton twin (benchmarks/triton_ref.py) and a read-only stream of th
 
 Phase 1 compiles and checks every configuration in worker processes (one launch each on fresh random inputs
 against torch in f32, a second launch to check the arrival counters were left zeroed). Phase 2 times what passed
-in this process with bench.time_events (CUDA events around single launches, inputs rotated through enough copies
-that 240 MB separate two uses of one, so the weight is never in the 60 MB L2), shape by shape, every workspace
+in this process with bench.time_events (CUDA events around single launches; --timer graph: bench.time_graph, replays
+of a graph of back-to-back launches), inputs rotated through enough copies that 240 MB separate two uses of one, so
+the weight is never in the 60 MB L2, shape by shape, every workspace
 allocated once outside the timing. Phase 3 retimes the best two per shape with other pipeline depths and warps,
 with the Triton twin at each configuration, and their two-launch forms.
 Variants: fused = matmul_splitk (one launch; native CUDA path only when SPLIT > 1), two = matmul_splitk_partial +
@@ -69,10 +70,14 @@ def candidates(m, n, k):
 
 
 def tileir_candidates(m, n, k):
-    """Tile IR takes no warps/stages: SPLIT=1 of the fused kernel (no atomics) and the two-launch form."""
+    """Tile IR takes no warps/stages: the fused kernel unsplit and split (its atomics are ordered: docs/language.md)
+    and the two-launch form."""
     bm = bm_for(m)
     out = [("fused", (bm, bn, bk, 1, 4, 3)) for bn, bk in ((32, 128), (32, 256), (64, 128), (16, 256))
            if cdiv(n, bn) * cdiv(m, bm) >= 64]
+    out += [("fused", (bm, bn, bk, split, 4, 3)) for bn, bk in ((32, 128), (64, 128), (64, 64), (128, 64))
+            for split in (2, 4, 8) if 120 <= cdiv(n, bn) * cdiv(m, bm) * split <= 600
+            and cdiv(cdiv(k, bk), split) >= 4]
     for bn, bk, split in ((64, 128, 2), (64, 128, 4), (128, 128, 4), (128, 64, 8), (256, 64, 8)):
         if 120 <= cdiv(n, bn) * cdiv(m, bm) * split <= 600:
             out.append(("two", (bm, bn, bk, split, 4, 3)))
@@ -183,10 +188,11 @@ def run_checks(tasks, jobs):
 
 # ---- timing ------------------------------------------------------------------------------------------------------
 
-def timer(device):
+def timer(device, kind="events"):
     if device == "cuda":
         import bench
-        return lambda run, nsets: bench.time_events(run, nsets, warmup_ms=5, rep_ms=25)["us"]
+        f = bench.time_graph if kind == "graph" else bench.time_events
+        return lambda run, nsets: f(run, nsets, warmup_ms=5, rep_ms=25)["us"]
 
     def cpu(run, nsets):
         t = time.perf_counter()
@@ -195,7 +201,7 @@ def timer(device):
     return cpu
 
 
-def time_shape(shape, dtype, device, impls, rotate_bytes):
+def time_shape(shape, dtype, device, impls, rotate_bytes, kind="events"):
     """{impl: {cfg: us}} plus torch and the floor, on one set of rotated inputs."""
     import torch
     m, n, k = shape
@@ -204,7 +210,7 @@ def time_shape(shape, dtype, device, impls, rotate_bytes):
     nbytes = (m * k + k * n + m * n) * es
     nsets = max(2, cdiv(rotate_bytes, nbytes)) if device == "cuda" else 1
     sets = [make_inputs(m, n, k, dt, device) for _ in range(nsets)]
-    t = timer(device)
+    t = timer(device, kind)
     out = {"bytes": nbytes, "sets": nsets}
     out["torch"] = t(lambda i: torch.matmul(sets[i][0], sets[i][1], out=sets[i][2]), nsets)
     if device == "cuda":
@@ -257,6 +263,8 @@ def main():
     p.add_argument("--out", default=os.environ.get("OUT") or "decode_sweep_out")
     p.add_argument("--cpu", action="store_true", help="tiny shapes on the interpreters (tests this script)")
     p.add_argument("--shapes", default="", help="MxNxK,... (default: the decode set)")
+    p.add_argument("--timer", choices=("events", "graph"), default="events",
+                   help="bench.time_events (events around single launches) or bench.time_graph (graph replays)")
     args = p.parse_args()
     if args.cpu:
         os.environ["TRITON_INTERPRET"] = "1"
@@ -318,7 +326,7 @@ def main():
             print(f"deadline: {shape} not timed", flush=True)
             continue
         impls = sorted(ok.get(shape, []))
-        res = results[shape] = time_shape(shape, dtype, device, impls, 240 << 20)
+        res = results[shape] = time_shape(shape, dtype, device, impls, 240 << 20, args.timer)
         print(report(shape, res, copy_Bps) + f"   [{elapsed():.0f} s]", flush=True)
         log["shapes"]["x".join(map(str, shape))] = res
         with open(report_path, "w") as f:
@@ -351,7 +359,7 @@ def main():
         for shape in shapes:
             if shape not in ok3 or elapsed() > args.deadline_s:
                 continue
-            res = time_shape(shape, dtype, device, sorted(ok3[shape]), 240 << 20)
+            res = time_shape(shape, dtype, device, sorted(ok3[shape]), 240 << 20, args.timer)
             results[shape]["times"] += res["times"]
             results[shape]["torch3"] = res["torch"]
             print(report(shape, results[shape], copy_Bps) + f"   [phase 3, torch now {res['torch']:.1f} us, "

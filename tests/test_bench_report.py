@@ -1,0 +1,46 @@
+"""benchmarks/bench.py's report on the CPU: the targets summary and the decode graph table from records shaped as
+run_case writes them (a GPU run is the only other place these lines execute, after minutes of timing)."""
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(ROOT, "benchmarks"), os.path.join(ROOT, "examples")]
+bench = pytest.importorskip("bench")
+
+
+def decode_record(tle_us, torch_us, graph_tle_us, graph_torch_us):
+    impls = {"tle:triton": {"us": tle_us, "spread": 0.01}, "triton_ref": {"us": tle_us, "spread": 0.01},
+             "torch": {"us": torch_us}}
+    graph = {"impls": {"tle:triton": {"us": graph_tle_us}, "torch": {"us": graph_torch_us}},
+             "weight_read_us": 9.4, "empty_us": 1.6, "hbm_peak_Bps": 4.8e12, "hbm_bound_us": 8.6}
+    return {"kernel": "matmul", "shape": [1, 4096, 4096], "dtype": "bf16", "group": "decode", "bytes": 1, "flops": 1,
+            "impls": impls, "weight_read_us": 11.8, "empty_us": 3.5, "hbm_peak_Bps": 4.8e12, "hbm_bound_us": 10.5,
+            "graph": graph}
+
+
+def test_decode_target_is_counted_under_both_timers():
+    records = [decode_record(13.6, 15.3, 11.0, 13.5), decode_record(13.0, 14.0, 11.5, 12.0)]
+    ctx = bench.Context(device="cuda", timing=True)
+    text = bench.targets_summary(records, ["tle:triton"], ctx)
+    events, graph = [line for line in text.splitlines() if "decode matmul" in line]
+    assert "best tle path >= 1.2x: 0/2" in events and "an empty launch, 3.5 us" in events
+    assert "CUDA-graph replays >= 1.2x: 1/2" in graph and "an empty launch, 1.6 us" in graph
+    assert "1x4096x4096 bf16 1.04x" in graph  # 12.0 / 11.5, the one below
+
+
+def test_decode_graph_table_lists_each_case_with_its_floors():
+    table = bench.decode_graph_table([decode_record(13.6, 15.3, 11.0, 13.5)], ["tle:triton", "triton_ref", "torch"])
+    head, _, row = table.splitlines()
+    assert "tle:triton" in head and "triton_ref" not in head  # only what was timed as a graph
+    assert row.startswith("matmul 1x4096x4096 bf16")
+    assert row.split()[-5:] == ["11.0", "13.5", "9.4", "8.6", "1.23x"]  # tle, torch, read, bound, 13.5 / 11.0
+
+
+def test_no_graph_table_without_graph_timings():
+    rec = decode_record(13.6, 15.3, 11.0, 13.5)
+    del rec["graph"]
+    assert bench.decode_graph_table([rec], ["tle:triton", "torch"]) == ""
+    text = bench.targets_summary([rec], ["tle:triton"], bench.Context(device="cuda", timing=True))
+    assert "CUDA-graph" not in text
