@@ -70,14 +70,16 @@ def candidates(m, n, k):
 
 
 def tileir_candidates(m, n, k):
-    """Tile IR takes no warps/stages: the fused kernel unsplit and split (its atomics are ordered: docs/language.md)
-    and the two-launch form."""
+    """Tile IR takes no warps/stages: the fused kernel unsplit and split (its atomics are ordered: docs/language.md),
+    64 to 600 programs, at least 4 K tiles per split; and the two-launch form."""
     bm = bm_for(m)
-    out = [("fused", (bm, bn, bk, 1, 4, 3)) for bn, bk in ((32, 128), (32, 256), (64, 128), (16, 256))
-           if cdiv(n, bn) * cdiv(m, bm) >= 64]
-    out += [("fused", (bm, bn, bk, split, 4, 3)) for bn, bk in ((32, 128), (64, 128), (64, 64), (128, 64))
-            for split in (2, 4, 8) if 120 <= cdiv(n, bn) * cdiv(m, bm) * split <= 600
-            and cdiv(cdiv(k, bk), split) >= 4]
+    out = []
+    for bn in (16, 32, 64, 128):
+        for bk in (64, 128, 256):
+            for split in (1, 2, 4, 8):
+                progs = cdiv(n, bn) * cdiv(m, bm) * split
+                if 64 <= progs <= 600 and cdiv(cdiv(k, bk), split) >= 4 and (bm * bk + bk * bn) * 2 <= 65536:
+                    out.append(("fused", (bm, bn, bk, split, 4, 3)))
     for bn, bk, split in ((64, 128, 2), (64, 128, 4), (128, 128, 4), (128, 64, 8), (256, 64, 8)):
         if 120 <= cdiv(n, bn) * cdiv(m, bm) * split <= 600:
             out.append(("two", (bm, bn, bk, split, 4, 3)))
@@ -386,7 +388,7 @@ def main():
         print(f"{'x'.join(map(str, shape)):18s} {tt:7.1f} {res.get('floor', 0):7.1f} | "
               f"{(cell(f) + ' ' + cfg_text(f[1])) if f else '-':42s} | {(f'{ref[2]:7.1f}') if ref else '-':>12s} | "
               f"{(f'{two[2]:7.1f}') if two else '-':>15s} | "
-              f"{(cell(tir) + ' ' + tir[0].split(':')[0]) if tir else '-':>26s}")
+              f"{(cell(tir) + ' ' + tir[0].split(':')[0] + ' ' + cfg_text(tir[1])[:-6]) if tir else '-':>26s}")
     log["elapsed_s"] = elapsed()
     with open(report_path, "w") as f:
         json.dump(log, f, indent=1, default=str)
