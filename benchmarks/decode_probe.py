@@ -11,7 +11,7 @@ and two ways to add up the SPLIT partial tiles of C:
           reads the sum, writes C and zeroes the workspace tile (no memset between launches)
 The atomic adds are either relaxed (`red`) with one acq_rel counter after them, or acq_rel each (tle's rule).
 
-    python benchmarks/decode_probe.py [--m 1,16,32] [--deadline-s 240]
+    python benchmarks/decode_probe.py [--m 1,16,32] [--deadline-s 240] [--timer graph] [--no-fma]
 """
 from __future__ import annotations
 
@@ -115,11 +115,15 @@ def main():
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--deadline-s", type=float, default=240)
     p.add_argument("--top", type=int, default=10)
+    p.add_argument("--timer", choices=("events", "graph"), default="events",
+                   help="bench.time_events (events around single launches) or bench.time_graph (graph replays)")
+    p.add_argument("--no-fma", action="store_true", help="tensor-core tiles only (M = 1)")
     args = p.parse_args()
     t0 = time.perf_counter()
     dev, dt = "cuda", getattr(torch, args.dtype)
     k = n = args.n
-    timer = (lambda run, nsets: bench.time_events(run, nsets, 5, 30)["us"])
+    time_fn = bench.time_graph if args.timer == "graph" else bench.time_events
+    timer = (lambda run, nsets: time_fn(run, nsets, 5, 30)["us"])
     nsets = 8
     ws_b = [torch.randn(k, n, device=dev).to(dt) for _ in range(nsets)]
     out = torch.empty(1 << 20, device=dev, dtype=torch.float32)
@@ -137,6 +141,8 @@ def main():
         count = torch.zeros(4096, device=dev, dtype=torch.int32)
         rows, bad = [], 0
         for cfg in configs(m):
+            if args.no_fma and cfg["FMA"]:
+                continue
             if time.perf_counter() - t_m > per_m:
                 break
             grid = (n // cfg["BN"], cfg["SPLIT"], triton.cdiv(m, max(1, cfg["BM"])))
