@@ -191,7 +191,7 @@ def matmul_config(m, n, k):
 # benchmarks/decode_sweep.py (bf16; the f16 kernels are the same code): (BM, BN, BK, SPLIT, num_warps, num_stages)
 # for the native path and the reference, from the sweep with per-launch events, except M = 1 on 4096x4096
 # (decode_probe.py's 'dot part' variant, the same algorithm); and (BM, BN, BK, SPLIT) for Tile IR, from
-# `decode_sweep.py --timer graph` (third session: 29-38 configurations per shape, Tile IR's split-K swept for the
+# `decode_sweep.py --timer graph` (fourth session: 18-38 configurations per shape, Tile IR's split-K swept for the
 # first time; e.g. 128x14336x4096 went from 40.8 to 32.3 us, 32x4096x14336 from 41.5 to 31.7).
 DECODE_CONFIGS = {
     (1, 4096, 4096): ((16, 64, 64, 4, 4, 4), (16, 64, 128, 2)),
