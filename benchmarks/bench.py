@@ -464,6 +464,12 @@ def _cycles_per_us() -> float:
     return _SLEEP["cycles_per_us"]
 
 
+def sample_stats(ts: list) -> dict:
+    """Median, 20th and 80th percentile (us) of sorted per-launch samples."""
+    q = lambda f: ts[min(len(ts) - 1, int(f * len(ts)))]  # noqa: E731
+    return {"us": statistics.median(ts), "p20_us": q(0.2), "p80_us": q(0.8)}
+
+
 def time_events(run, nsets: int, warmup_ms: float, rep_ms: float) -> dict:
     """Median GPU time (us) of run(i), i cycling over nsets input sets.
 
@@ -497,9 +503,7 @@ def time_events(run, nsets: int, warmup_ms: float, rep_ms: float) -> dict:
         ends[r].record()
     torch.cuda.synchronize()
     ts = sorted(a.elapsed_time(b) * 1e3 for a, b in zip(starts, ends))
-    q = lambda f: ts[min(len(ts) - 1, int(f * len(ts)))]  # noqa: E731
-    return {"us": statistics.median(ts), "p20_us": q(0.2), "p80_us": q(0.8), "reps": n_rep, "sets": nsets,
-            "host_us": host_us, "samples": ts}
+    return {**sample_stats(ts), "reps": n_rep, "sets": nsets, "host_us": host_us, "samples": ts}
 
 
 def time_graph(run, nsets: int, warmup_ms: float, rep_ms: float) -> dict:
@@ -543,9 +547,7 @@ def time_graph(run, nsets: int, warmup_ms: float, rep_ms: float) -> dict:
     torch.cuda.synchronize()
     del graph
     ts = sorted(a.elapsed_time(b) * 1e3 / per for a, b in zip(starts, ends))
-    q = lambda f: ts[min(len(ts) - 1, int(f * len(ts)))]  # noqa: E731
-    return {"us": statistics.median(ts), "p20_us": q(0.2), "p80_us": q(0.8), "reps": n_rep, "sets": nsets,
-            "per_graph": per, "samples": ts}
+    return {**sample_stats(ts), "reps": n_rep, "sets": nsets, "per_graph": per, "samples": ts}
 
 
 def time_do_bench(run, nsets: int, warmup_ms: float, rep_ms: float) -> dict:
@@ -556,6 +558,9 @@ def time_do_bench(run, nsets: int, warmup_ms: float, rep_ms: float) -> dict:
         counter[0] += 1
     q = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
     return {"us": q[0] * 1e3, "p20_us": q[1] * 1e3, "p80_us": q[2] * 1e3, "sets": nsets}
+
+
+TIMERS = {"events": time_events, "graph": time_graph, "do_bench": time_do_bench}  # --timer: f(run, nsets, warmup, rep)
 
 
 @dataclass
@@ -569,19 +574,17 @@ class Context:
     max_sets: int = 64
     rounds: int = 3  # each implementation is timed in this many rounds, interleaved with the others (run_case)
     copy_Bps: float | None = None
-    empty_us: float | None = None  # an empty launch timed in this harness (decode bound)
-    empty_graph_us: float | None = None  # the same, per launch in a graph replay (time_graph)
+    empty_us: dict = field(default_factory=dict)  # timer -> an empty launch timed so in this harness (decode bound)
     mm_flops: float | None = None
 
-    def time(self, run, nsets, share: float = 1.0):
-        f = {"do_bench": time_do_bench, "graph": time_graph}.get(self.timer, time_events)
-        return f(run, nsets, self.warmup_ms, self.rep_ms * share)
+    def time(self, run, nsets, share: float = 1.0, timer: str | None = None):
+        """run timed by `timer` (default: this run's --timer) for share x --rep-ms."""
+        return TIMERS[timer or self.timer](run, nsets, self.warmup_ms, self.rep_ms * share)
 
     def time_ceiling(self, run):
         """The ceilings are single long launches, where a graph saves nothing; and a device-to-device copy_
         captured in a graph becomes a memcpy node on the copy engines (2.8 TB/s on the H200, not 4.2)."""
-        f = time_do_bench if self.timer == "do_bench" else time_events
-        return f(run, 1, self.warmup_ms, self.rep_ms)
+        return self.time(run, 1, timer="do_bench" if self.timer == "do_bench" else "events")
 
 
 def combine_rounds(rounds: list) -> dict:
@@ -592,8 +595,7 @@ def combine_rounds(rounds: list) -> dict:
     out = dict(rounds[-1])
     samples = sorted(t for r in rounds for t in r.get("samples", []))
     if samples:
-        q = lambda f: samples[min(len(samples) - 1, int(f * len(samples)))]  # noqa: E731
-        out.update(us=statistics.median(samples), p20_us=q(0.2), p80_us=q(0.8), reps=len(samples))
+        out.update(sample_stats(samples), reps=len(samples))
     else:  # do_bench gives no samples: the median of the round medians
         out["us"] = statistics.median(r["us"] for r in rounds)
     meds = [r["us"] for r in rounds]
@@ -664,69 +666,69 @@ def run_case(case: Case, impls: list[Impl], ctx: Context) -> dict:
     if ctx.timing and timed:
         nsets = 1 if case.bytes >= ctx.rotate_bytes else min(ctx.max_sets, cdiv(ctx.rotate_bytes, case.bytes))
         sets = [args] + [case.make(ctx.device)[0] for _ in range(nsets - 1)]
-        rounds: dict = {name: [] for name in timed}
-        for _ in range(max(1, ctx.rounds)):  # round-robin, so that every implementation sees the same clock drift
-            for name, fn in timed.items():
-                if name not in rounds:
-                    continue
-                try:
-                    rounds[name].append(ctx.time(lambda i: fn(sets[i]), nsets, 1 / max(1, ctx.rounds)))
-                except Exception as exc:  # noqa: BLE001
-                    rec["impls"][name].update(status="ERR", error="timing: " + first_line(exc))
-                    del rounds[name]
-                    if not _cuda_alive():
-                        raise FatalCudaError(f"{name} on {case.key}: {first_line(exc)}") from exc
-        for name, rs in rounds.items():
-            r = rec["impls"][name]
-            r.update(combine_rounds(rs))
-            _rates(case, r, ctx)
+
+        def timing_failed(name, message):
+            rec["impls"][name].update(status="ERR", error="timing: " + message)
+        results = timed_rounds(case, timed, sets, nsets, ctx, None, timing_failed)
+        for name, r in results.items():
+            rec["impls"][name].update(r)
+            _rates(case, rec["impls"][name], ctx)
         if case.group == "decode" and ctx.device == "cuda":
-            rec.update(decode_floors(sets, nsets, ctx, ctx.time))
+            rec.update(decode_floors(sets, nsets, ctx))
             if ctx.timer == "events":
                 # A decode step is usually replayed from a CUDA graph (serving loops capture it), and METHOD.md
                 # times small launches that way: the same implementations and floors again, as graph replays.
-                graph = rec["graph"] = {"impls": {}}
-                grounds: dict = {name: [] for name in rounds}
-                for _ in range(max(1, ctx.rounds)):
-                    for name in list(grounds):
-                        try:
-                            grounds[name].append(time_graph(lambda i: timed[name](sets[i]), nsets, ctx.warmup_ms,
-                                                            ctx.rep_ms / max(1, ctx.rounds)))
-                        except Exception as exc:  # noqa: BLE001
-                            rec["impls"][name]["graph_error"] = first_line(exc)
-                            del grounds[name]
-                            if not _cuda_alive():
-                                raise FatalCudaError(f"{name} on {case.key}: {first_line(exc)}") from exc
-                for name, rs in grounds.items():
-                    g = combine_rounds(rs)
-                    graph["impls"][name] = {k: g[k] for k in ("us", "p20_us", "p80_us", "spread", "per_graph")}
-                graph.update(decode_floors(sets, nsets, ctx, lambda run, n, share=1.0: time_graph(
-                    run, n, ctx.warmup_ms, ctx.rep_ms * share), empty_key="empty_graph_us"))
+                def graph_failed(name, message):
+                    rec["impls"][name]["graph_error"] = message
+                graphed = timed_rounds(case, {n: timed[n] for n in results}, sets, nsets, ctx, "graph", graph_failed)
+                rec["graph"] = {"impls": {name: {k: g[k] for k in ("us", "p20_us", "p80_us", "spread", "per_graph")}
+                                          for name, g in graphed.items()},
+                                **decode_floors(sets, nsets, ctx, "graph")}
         del sets
     del args
     return rec
 
 
-def decode_floors(sets, nsets: int, ctx: Context, time, empty_key: str = "empty_us") -> dict:
-    """The floors of a decode matmul under one timer (time(run, nsets, share) -> {"us": ...}).
+def timed_rounds(case: Case, timed: dict, sets, nsets: int, ctx: Context, timer: str | None, failed) -> dict:
+    """{name: combine_rounds(...)} of each implementation in `timed` (name -> fn(args)), timed by `timer` (default:
+    --timer) in ctx.rounds round-robin rounds, so that every implementation sees the same clock drift. One that
+    raises is dropped and reported to failed(name, message); a dead CUDA context stops the run."""
+    rounds: dict = {name: [] for name in timed}
+    for _ in range(max(1, ctx.rounds)):
+        for name, fn in timed.items():
+            if name not in rounds:
+                continue
+            try:
+                rounds[name].append(ctx.time(lambda i: fn(sets[i]), nsets, 1 / max(1, ctx.rounds), timer))
+            except Exception as exc:  # noqa: BLE001
+                failed(name, first_line(exc))
+                del rounds[name]
+                if not _cuda_alive():
+                    raise FatalCudaError(f"{name} on {case.key}: {first_line(exc)}") from exc
+    return {name: combine_rounds(rs) for name, rs in rounds.items()}
+
+
+def decode_floors(sets, nsets: int, ctx: Context, timer: str | None = None) -> dict:
+    """The floors of a decode matmul under one timer (default: --timer).
 
     weight_read_us: reading its weight once and nothing else (launch and ramp-up included), the fastest of a few
     read kernels; torch / that is the most any kernel we know could beat cuBLAS by here. hbm_bound_us, a bound no
     kernel can pass: an empty launch under the same timer plus the weight at the HBM's datasheet rate (H200:
-    4.8 TB/s). The empty launch is timed once per run and timer (ctx.<empty_key>)."""
+    4.8 TB/s). The empty launch is timed once per run and timer (ctx.empty_us)."""
     out = {}
+    timer = timer or ctx.timer
     try:
         partial = triton_ref.weight_read_out(sets[0][1])
         out["weight_read_us"] = min(
-            time(lambda i: triton_ref.weight_read(sets[i][1], partial, BLOCK=b, ITERS=it, num_warps=w),
-                 nsets, 1 / 3)["us"] for b, it, w in triton_ref.WEIGHT_READ_CONFIGS)
+            ctx.time(lambda i: triton_ref.weight_read(sets[i][1], partial, BLOCK=b, ITERS=it, num_warps=w),
+                     nsets, 1 / 3, timer)["us"] for b, it, w in triton_ref.WEIGHT_READ_CONFIGS)
         peak = HBM_PEAK_BPS.get(torch.cuda.get_device_name())
         if peak:
-            if getattr(ctx, empty_key) is None:
-                setattr(ctx, empty_key, time(lambda i: triton_ref.empty(partial), 1)["us"])
+            if timer not in ctx.empty_us:
+                ctx.empty_us[timer] = ctx.time(lambda i: triton_ref.empty(partial), 1, timer=timer)["us"]
             wbytes = sets[0][1].numel() * sets[0][1].element_size()
-            out.update(empty_us=getattr(ctx, empty_key), hbm_peak_Bps=peak,
-                       hbm_bound_us=getattr(ctx, empty_key) + wbytes / peak * 1e6)
+            out.update(empty_us=ctx.empty_us[timer], hbm_peak_Bps=peak,
+                       hbm_bound_us=ctx.empty_us[timer] + wbytes / peak * 1e6)
     except Exception as exc:  # noqa: BLE001
         out["weight_read_error"] = first_line(exc)
     return out

@@ -122,8 +122,7 @@ def main():
     t0 = time.perf_counter()
     dev, dt = "cuda", getattr(torch, args.dtype)
     k = n = args.n
-    time_fn = bench.time_graph if args.timer == "graph" else bench.time_events
-    timer = (lambda run, nsets: time_fn(run, nsets, 5, 30)["us"])
+    timer = (lambda run, nsets: bench.TIMERS[args.timer](run, nsets, 5, 30)["us"])
     nsets = 8
     ws_b = [torch.randn(k, n, device=dev).to(dt) for _ in range(nsets)]
     out = torch.empty(1 << 20, device=dev, dtype=torch.float32)

@@ -193,8 +193,7 @@ def run_checks(tasks, jobs):
 def timer(device, kind="events"):
     if device == "cuda":
         import bench
-        f = bench.time_graph if kind == "graph" else bench.time_events
-        return lambda run, nsets: f(run, nsets, warmup_ms=5, rep_ms=25)["us"]
+        return lambda run, nsets: bench.TIMERS[kind](run, nsets, 5, 25)["us"]
 
     def cpu(run, nsets):
         t = time.perf_counter()

@@ -5,7 +5,7 @@ The third and fourth sessions saw the tuner pick Tile IR 128x256x32 for matmul 4
 and the benchmark then time it 5-8% behind the untuned Triton 128x256x64 w8, late in a full run with the GPU hot.
 This times the two finalists (examples/matmul_grouped.tle) and cuBLAS, after heating the GPU, three ways, in
 interleaved rounds:
-  tuner  : runtime/tuning.cuda_timer's method: a 256 MiB L2 flush before each launch, events around the launch
+  tuner  : runtime/tuning.cuda_timer: a 256 MiB L2 flush before each launch, events around the launch
   burst  : events around 20 back-to-back launches, no flush (sustained throughput, the GPU never idles)
   bench  : bench.time_events: a spin kernel, events around one launch, inputs rotated through 3 copies
 
@@ -18,6 +18,7 @@ import os
 import statistics
 import sys
 import time
+import types
 
 import torch
 
@@ -25,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "examples")]
 import bench  # noqa: E402
 import tle  # noqa: E402
+from tle.runtime.tuning import cuda_timer  # noqa: E402
 
 CONFIGS = {  # name: (backend, consts, options)
     "tileir 128x256x32 s4": ("tileir", dict(BM=128, BN=256, BK=32, STAGES=4, GROUP_M=8), {}),
@@ -33,17 +35,9 @@ CONFIGS = {  # name: (backend, consts, options)
 
 
 def tuner_way(run, reps=50):
-    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    torch.cuda._sleep(int(2e5 * reps))
-    for s, e in zip(starts, ends):
-        flush.zero_()
-        s.record()
-        run(0)
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) * 1e3
+    """runtime/tuning.cuda_timer itself, on a trial that launches `run` on the first input set (us)."""
+    trial = types.SimpleNamespace(device=torch.device("cuda"), run=lambda: run(0), reset=lambda: None)
+    return cuda_timer({}, trial, reps) * 1e6
 
 
 def burst_way(run, bursts=5, per=20):

@@ -44,3 +44,31 @@ def test_no_graph_table_without_graph_timings():
     assert bench.decode_graph_table([rec], ["tle:triton", "torch"]) == ""
     text = bench.targets_summary([rec], ["tle:triton"], bench.Context(device="cuda", timing=True))
     assert "CUDA-graph" not in text
+
+
+def test_timed_rounds_interleaves_and_drops_what_raises(monkeypatch):
+    """run_case's round-robin timing (both timers go through it): every implementation once per round, in order;
+    one that raises is reported and not timed again, and the others' rounds are combined."""
+    calls = []
+
+    def fake_timer(run, nsets, warmup_ms, rep_ms):
+        run(0)
+        return {"us": 10.0 + len(calls), "samples": [10.0 + len(calls)]}
+    monkeypatch.setitem(bench.TIMERS, "fake", fake_timer)
+    monkeypatch.setattr(bench, "_cuda_alive", lambda: True)
+
+    def ok(name):
+        return lambda args: calls.append(name)
+
+    def flaky(args):
+        calls.append("flaky")
+        if calls.count("flaky") == 2:
+            raise RuntimeError("second round fails\nmore")
+    failed = []
+    ctx = bench.Context(device="cuda", timing=True, timer="fake", rounds=3)
+    case = bench.vector_add_case(1 << 10)
+    out = bench.timed_rounds(case, {"a": ok("a"), "flaky": flaky, "b": ok("b")}, [None], 1, ctx, None,
+                             lambda name, msg: failed.append((name, msg)))
+    assert calls == ["a", "flaky", "b", "a", "flaky", "b", "a", "b"]
+    assert failed == [("flaky", "RuntimeError: second round fails")]
+    assert sorted(out) == ["a", "b"] and out["a"]["round_us"] == [11.0, 14.0, 17.0]  # 10 + calls so far
