@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from ..abi import Spec, abi
+from ..abi import GridTile, Spec, abi
 from .. import typed as T
 from ..dialects.mlir import ir, new_context
 from ..dialects.tle import load_tle
@@ -339,13 +339,26 @@ class _KernelBuilder:
     def x_load(self, e):
         view = self.views[e.tensor.name]
         idx = [self.expr(a) for a in e.args]
-        pad = scalar_attr(e.type.dtype, e.attrs["padding"])
-        return self.value("tle.load", ir_type(e.type), [view, *idx], {"padding": pad}, e.span)
+        attrs = {"padding": scalar_attr(e.type.dtype, e.attrs["padding"]), **self._inside(e, idx, e.type.shape)}
+        return self.value("tle.load", ir_type(e.type), [view, *idx], attrs, e.span)
 
     def x_store(self, e):
         view = self.views[e.tensor.name]
         value, *idx = [self.expr(a) for a in e.args]
-        self.op("tle.store", [], [view, value, *idx], None, e.span)
+        self.op("tle.store", [], [view, value, *idx], self._inside(e, idx, e.args[0].type.shape), e.span)
+
+    def _inside(self, e, idx, tile) -> dict:
+        """{"tle.inside": [axes]} for the axes of a load or store whose tile the launch grid keeps inside the
+        tensor (the spec's GridTile facts, tle/abi.py): index program_id(a) itself, and grid[a] * tile <= dim."""
+        axes = []
+        for i, (v, dim) in enumerate(zip(idx, e.tensor.type.dims)):
+            owner = v.owner
+            if isinstance(owner, ir.Block) or owner.name != "tle.program_id" or not isinstance(dim, str):
+                continue
+            axis = MESH_AXES.index(ir.StringAttr(owner.attributes["axis"]).value)
+            if GridTile(axis, dim, tile[i]) in self.spec.inside:
+                axes.append(i)
+        return {"tle.inside": ir.DenseI32ArrayAttr.get(axes)} if axes else {}
 
     def _indexed(self, e, with_value):
         view = self.views[e.tensor.name]

@@ -303,7 +303,7 @@ class _Lowering:
         return new
 
     # -- memory addressing --
-    def tile_pointers(self, view: _View, indices, shape):
+    def tile_pointers(self, view: _View, indices, shape, inside=()):
         """Pointers to the tile at tile index `indices` and the mask of its elements inside the view.
 
         All offsets are i32: the runtime refuses tensors that span more than 2**31 - 1 elements, so the offset of
@@ -316,13 +316,14 @@ class _Lowering:
           only the scalar base changes from one iteration to the next.
         The mask compares `start + k < size` unsigned (a negative start reads as huge), or signed where start is
         a constant >= 0 (the compare user code writes, `arange(0, B) < N`, so Triton can reuse one for the other).
-        An axis is left unmasked only when its index and size are constants that put the tile inside."""
+        An axis is left unmasked when its index and size are constants that put the tile inside, or when it is in
+        `inside` (the op's tle.inside: the launch grid keeps every program's tile inside, tle/abi.py)."""
         i32 = _i(32)
         masked = []
-        for idx, t, size in zip(indices, shape, view.sizes):
+        for i, (idx, t, size) in enumerate(zip(indices, shape, view.sizes)):
             c_idx, c_size = _const_int(idx), _const_int(size)
-            masked.append(not (c_idx is not None and c_size is not None and 0 <= c_idx * t
-                               and (c_idx + 1) * t <= c_size))
+            masked.append(i not in inside and not (c_idx is not None and c_size is not None and 0 <= c_idx * t
+                                                   and (c_idx + 1) * t <= c_size))
         offset = None  # scalar, i32
         inner = None  # tensor of the tile's shape, i32
         pos = {}  # axis -> start + k, tensor<t x i32>
@@ -463,7 +464,7 @@ def _load(L: _Lowering, op):
         desc = view.descriptors[tuple(shape)]
         L.bind(op, L.val("tt.descriptor_load", rtype, [desc, *_element_coords(L, indices, shape)]))
         return
-    ptrs, mask = L.tile_pointers(view, indices, shape)
+    ptrs, mask = L.tile_pointers(view, indices, shape, _inside(op))
     L.bind(op, L.load(ptrs, mask, op.attributes["padding"], rtype))
 
 
@@ -475,8 +476,13 @@ def _store(L: _Lowering, op):
     if tuple(shape) in view.descriptors:
         L.op("tt.descriptor_store", [], [view.descriptors[tuple(shape)], value, *_element_coords(L, indices, shape)])
         return
-    ptrs, mask = L.tile_pointers(view, indices, shape)
+    ptrs, mask = L.tile_pointers(view, indices, shape, _inside(op))
     L.store(ptrs, value, mask)
+
+
+def _inside(op) -> set:
+    """The axes a load or store's tle.inside marks: the launch grid keeps the tile inside the view there."""
+    return set(ir.DenseI32ArrayAttr(op.attributes["tle.inside"])) if "tle.inside" in op.attributes else set()
 
 
 def _segments(op):

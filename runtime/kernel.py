@@ -69,7 +69,8 @@ class Kernel:
         self._entries: dict = {}
         self._checked: dict = {}
         self._plans: dict = {}
-        self._fast: dict = {}  # the C launcher's key -> its plan (runtime/fastlaunch.py); shared with the launchers
+        self._fast: dict = {}  # grid -> {the C launcher's key -> its plan} (runtime/fastlaunch.py); the launcher of
+        # that grid holds the inner dict. Per grid because a plan may rely on its grid (tle/abi.py's grid facts).
         self._launchers: dict = {}  # grid -> kernel[grid]
         self.last_backend: str | None = None
         self._tune_space = None  # runtime/tuning.py: set through .tune_space
@@ -91,7 +92,8 @@ class Kernel:
             space = TuneSpace.coerce(space).validate(self.decl)
         self._tune_space = space
         self._plans.clear()
-        self._fast.clear()  # in place: the launchers hold this dict
+        for table in self._fast.values():
+            table.clear()  # in place: the launchers hold these dicts
         self._tuned.clear()
 
     def tune(self, grid, *args, force: bool = False, **kwargs):
@@ -115,7 +117,7 @@ class Kernel:
         """kernel[grid]: the C launcher where it is available (runtime/fastlaunch.py), else the Python path."""
         from . import fastlaunch
         ext = fastlaunch.for_launch()
-        launcher = (ext.Launcher(grid, self._fast, self._launch_from_c) if ext is not None
+        launcher = (ext.Launcher(grid, self._fast_table(grid), self._launch_from_c) if ext is not None
                     else functools.partial(self.launch, grid))
         if type(grid) is tuple and len(self._launchers) < self.MAX_LAUNCHERS:
             try:
@@ -222,13 +224,35 @@ class Kernel:
         return flat, device, {d: s for d, (s, _) in dims.items()}
 
     @staticmethod
-    def _spec(kernel, flat) -> Spec:
-        return spec_of(kernel, flat)
+    def _spec(kernel, flat, grid=None) -> Spec:
+        return spec_of(kernel, flat, grid)
+
+    @staticmethod
+    def _concrete_grid(grid):
+        """The grid as 3 ints where it is given as numbers, so a plan may rely on it (tle/abi.py's grid facts);
+        None where it is a callable, computed at each launch, or not a grid at all (the launch then says why)."""
+        if type(grid) is tuple and len(grid) == 3:
+            return grid
+        if callable(grid):
+            return None
+        try:
+            return Kernel._grid(grid, None)
+        except (LaunchError, TypeError, ValueError):
+            return None
+
+    def _fast_table(self, grid) -> dict:
+        """The C plans of launches with this grid (a tuple: the only grids the C launcher takes)."""
+        if type(grid) is not tuple:  # the C launcher sends such a grid to the Python path
+            return {}
+        try:
+            return self._fast.setdefault(grid, {}) if len(self._fast) < self.MAX_LAUNCHERS else {}
+        except TypeError:  # a tuple holding something unhashable: not a grid the C launcher takes either
+            return {}
 
     # ---- launch --------------------------------------------------------------------------------------------
-    # A launch is planned once per argument signature (dtypes, shapes, strides, alignment, device, constants):
-    # the plan holds the binary and knows which arguments to pass as they come and which sizes and strides are
-    # fixed for that signature. A repeated launch only computes the signature and looks the plan up, so the host
+    # A launch is planned once per argument signature (dtypes, shapes, strides, alignment, device, constants) and
+    # grid given as numbers: the plan holds the binary, specialised on what the arguments and the grid prove, and
+    # knows which arguments to pass as they come and which sizes and strides are fixed for that signature. A repeated launch only computes the signature and looks the plan up, so the host
     # cost stays close to a raw cuLaunchKernel (issue 5; benchmarks/bench.py measures it). On a GPU plan that
     # lookup and the launch itself are done in C by kernel[grid] (runtime/fastlaunch.py) from the second launch of
     # a signature on; kernel.launch(grid, ...) is the pure-Python path.
@@ -238,7 +262,8 @@ class Kernel:
         self._planned(grid, args, kwargs)(grid, args, kwargs)
 
     def _planned(self, grid, args, kwargs):
-        key = _signature(args, kwargs)
+        sig = _signature(args, kwargs)
+        key = (sig, self._concrete_grid(grid)) if sig is not None else None
         plan = self._plans.get(key) if key is not None else None
         if plan is None:
             plan = self._plan(args, kwargs, grid)
@@ -251,10 +276,11 @@ class Kernel:
         plan's C half under `key` (the launcher's key of these arguments; None: not one it can describe)."""
         plan = self._planned(grid, args, kwargs)
         plan(grid, args, kwargs)
-        if key is not None and len(self._fast) < self.MAX_PLANS:
+        table = self._fast_table(grid)
+        if key is not None and len(table) < self.MAX_PLANS:
             fast = plan.fast
             if fast is not None:
-                self._fast[key] = fast
+                table[key] = fast
 
     def _plan(self, args, kwargs, grid=None, tune: bool = True):
         """Bind and check the arguments, compile (or fetch) the binary, and return a launcher for this signature.
@@ -268,7 +294,7 @@ class Kernel:
         if kernel is None:
             kernel = self._checked[ckey] = check_kernel(self.program, self.name, constants)
         flat, device, dims = self._check_args(kernel, values)
-        spec = self._spec(kernel, flat)
+        spec = self._spec(kernel, flat, self._concrete_grid(grid) if grid is not None else None)
         on_gpu = device is not None and device.type == "cuda"
         backend = self._choose_backend(options.get("backend", self.backend), on_gpu)
         num_warps = int(options.get("num_warps", 4))

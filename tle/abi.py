@@ -4,9 +4,15 @@ A tensor parameter `x: tensor<f32>[M, N]` is passed as its base pointer, then ea
 before (M, N), then one stride per axis (in elements). A stride the runtime saw equal to 1 is not passed at all:
 it is a constant in the compiled code. A scalar parameter is passed as itself.
 
-`Spec` is the specialisation key: which arguments are divisible by 16 (for a pointer: 16-byte aligned) and
-which strides are 1. The lowering writes these facts into the IR (tle.divisibility, folded strides) so that
-the backends can vectorise and use TMA, as Triton does for its own arguments.
+`Spec` is the specialisation key: which arguments are divisible by 16 (for a pointer: 16-byte aligned), which
+strides are 1, and which tiles the launch grid keeps inside their tensor. The lowering writes these facts into the
+IR (tle.divisibility, folded strides, tle.inside) so that the backends can vectorise, use TMA and drop masks, as
+Triton does for its own arguments.
+
+The grid facts: a load or store whose tile index along axis i is `program_id(a)` itself reads tiles 0 .. grid[a]-1
+along that axis; when grid[a] * tile[i] <= the tensor's size there, every one of them lies inside, and the bounds
+check of that axis (a row kernel's `row < M`, an exact vector_add's `offs < n`) is dead code. Triton cannot know
+this (its launcher does not look at the grid); tle's runtime plans each launch per grid, so it can.
 """
 from __future__ import annotations
 
@@ -31,9 +37,24 @@ class AbiArg:
 class Spec:
     divisible16: frozenset = frozenset()  # AbiArg keys
     unit_strides: frozenset = frozenset()  # stride keys equal to 1
+    inside: frozenset = frozenset()  # GridTile facts that hold: grid[axis] * tile <= dim
 
     def key(self) -> str:
-        return f"d16={','.join(sorted(self.divisible16))};unit={','.join(sorted(self.unit_strides))}"
+        key = f"d16={','.join(sorted(self.divisible16))};unit={','.join(sorted(self.unit_strides))}"
+        if self.inside:  # only then, so that every other key (and the tuning database's) stays as it was
+            key += f";inside={','.join(sorted(str(f) for f in self.inside))}"
+        return key
+
+
+@dataclass(frozen=True, order=True)
+class GridTile:
+    """A tile access indexed by `program_id(axis)` along a dim of size `dim` with `tile` elements per index."""
+    axis: int
+    dim: str
+    tile: int
+
+    def __str__(self) -> str:
+        return f"{self.axis}:{self.dim}:{self.tile}"
 
 
 def all_args(kernel: Kernel) -> list[AbiArg]:
@@ -57,9 +78,11 @@ def abi(kernel: Kernel, spec: Spec) -> list[AbiArg]:
     return [a for a in all_args(kernel) if not (a.kind == "stride" and a.key in spec.unit_strides)]
 
 
-def spec_of(kernel: Kernel, values: dict) -> Spec:
+def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None) -> Spec:
     """The specialisation real arguments prove. `values` maps AbiArg keys to the launch values: tensors for
-    pointers (their data_ptr() is checked for 16-byte alignment), ints for dims, strides and scalars."""
+    pointers (their data_ptr() is checked for 16-byte alignment), ints for dims, strides and scalars. With the
+    launch `grid` (3 ints), also the grid facts it proves; a binary built with them may only be launched with a
+    grid that proves them too (the runtime plans per grid)."""
     d16, unit = set(), set()
     for a in all_args(kernel):
         v = values[a.key]
@@ -70,7 +93,54 @@ def spec_of(kernel: Kernel, values: dict) -> Spec:
             unit.add(a.key)
         elif isinstance(v, int) and not isinstance(v, bool) and a.dtype.startswith("i") and v % 16 == 0:
             d16.add(a.key)
-    return Spec(frozenset(d16), frozenset(unit))
+    inside = frozenset(f for f in grid_tiles(kernel) if grid is not None and 1 <= grid[f.axis]
+                       and grid[f.axis] * f.tile <= values[f.dim]) if grid is not None else frozenset()
+    return Spec(frozenset(d16), frozenset(unit), inside)
+
+
+def grid_tiles(kernel: Kernel) -> frozenset:
+    """Every GridTile of the kernel: loads and stores with a tile index that is `program_id(a)` itself (directly
+    or through a `let`) along a symbolic dim. lowering/ast_to_tle.py marks the same accesses (tle.inside) where
+    the Spec holds the fact."""
+    from . import typed as T
+    found, pids = set(), {}
+
+    def axis_of(x):
+        if isinstance(x, T.Op) and x.name == "program_id":
+            return x.attrs["axis"]
+        return pids.get(x.var) if isinstance(x, T.Read) else None
+
+    def expr(e):
+        if not isinstance(e, T.Op):
+            return
+        for a in e.args:
+            expr(a)
+        if e.name in ("load", "store"):
+            at = e.args if e.name == "load" else e.args[1:]
+            tile = e.attrs["tile"] if e.name == "load" else e.args[0].type.shape
+            for i, (idx, dim) in enumerate(zip(at, e.tensor.type.dims)):
+                axis = axis_of(idx)
+                if axis is not None and isinstance(dim, str):
+                    found.add(GridTile(axis, dim, tile[i]))
+
+    def block(stmts):
+        for s in stmts:
+            if isinstance(s, T.Bind):
+                expr(s.value)
+                if not s.var.mutable and axis_of(s.value) is not None:  # `let row = program_id(0)`, or an
+                    pids[s.var] = axis_of(s.value)                      # inlined fn's parameter bound to it
+            elif isinstance(s, T.Eval):
+                expr(s.expr)
+            elif isinstance(s, T.For):
+                for x in (s.start, s.stop, s.step):
+                    expr(x)
+                block(s.body)
+            elif isinstance(s, T.If):
+                expr(s.cond)
+                block(s.then)
+                block(s.orelse)
+    block(kernel.body)
+    return frozenset(found)
 
 
 def default_spec(kernel: Kernel) -> Spec:

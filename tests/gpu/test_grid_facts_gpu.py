@@ -1,0 +1,63 @@
+"""Grid facts on the GPU (tle/abi.py): a launch whose grid keeps every tile inside runs a binary without those
+bounds checks; a grid with programs past the end must get one with them. Each output lies inside a larger buffer
+whose guard band is poisoned, so a write past the end shows; each grid is launched through kernel[grid] three
+times, so the C launcher's plans (kept per grid) are exercised too."""
+import os
+
+import pytest
+import torch
+
+import tle
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GUARD = 4096
+
+
+def guarded(shape, dtype):
+    """An output of `shape` at the start of a NaN-filled buffer GUARD elements longer, and its guard band."""
+    n = 1
+    for s in shape:
+        n *= s
+    buf = torch.full((n + GUARD,), float("nan"), device="cuda", dtype=dtype)
+    return buf[:n].view(shape), buf[n:]
+
+
+def triton_plan_ttir(kernel) -> list[str]:
+    """Triton's TTIR of each binary the kernel holds for the native path."""
+    return [e.compiled.binary.stages.get("ttir", "") for e in kernel._entries.values()
+            if e.compiled.backend == "triton"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("extra", [0, 3])
+def test_vector_add_exact_and_oversized_grids(extra):
+    k = tle.compile(os.path.join(ROOT, "examples", "vector_add.tle")).vector_add
+    n, block = 1 << 20, 1024
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out, guard = guarded((n,), torch.float32)
+    for _ in range(3):
+        k[(n // block + extra,)](x, y, out, BLOCK=block, backend="triton")
+    torch.cuda.synchronize()
+    assert torch.equal(out, x + y)
+    assert torch.isnan(guard).all(), "a program past the end wrote outside the tensor"
+    (text,) = triton_plan_ttir(k)
+    assert ("arith.cmpi" in text) == (extra > 0)  # exact: no mask at all
+
+
+@pytest.mark.gpu
+def test_layernorm_rows_past_the_end_stay_masked():
+    k = tle.compile(os.path.join(ROOT, "examples", "layernorm.tle")).layernorm
+    m, n = 1000, 1024
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    want = torch.nn.functional.layer_norm(x.float(), (n,), w.float(), b.float(), 1e-5)
+    for grid in ((m,), (m + 7,), (m,)):  # exact, 7 rows past the end, exact again (its plan is reused)
+        y, guard = guarded((m, n), torch.bfloat16)
+        for _ in range(3):
+            k[grid](x, w, b, y, 1e-5, BLOCK=n, backend="triton")
+        torch.cuda.synchronize()
+        assert (y.float() - want).norm() / want.norm() < 1e-2, grid
+        assert torch.isnan(guard).all(), f"grid {grid}: a row past M was written"
+    texts = triton_plan_ttir(k)
+    assert len(texts) == 2  # one binary per grid fact, not per launch

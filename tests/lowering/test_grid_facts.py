@@ -1,0 +1,132 @@
+"""Grid facts (tle/abi.py): a tile indexed by program_id(a) along a dim loses its bounds check when the launch
+grid proves grid[a] * tile <= dim, and keeps it otherwise.
+
+One behaviour per test: which accesses are candidates (grid_tiles), which facts a grid proves (spec_of), what the
+lowering drops (tle.inside in the tle dialect, the mask in TTIR), and that the runtime plans per grid.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tle.abi import GridTile, Spec, default_spec, grid_tiles, spec_of
+from tle.check import check_kernel, load_program
+from tle.lowering.ast_to_tle import ast_to_tle
+from tle.lowering.tle_to_ttir import tle_to_ttir
+from tle.targets.triton import verify_ttir
+
+ROWS = """
+kernel rows<B: int = 1024>(x: tensor<f32>[M, N], y: tensor<f32>[M, N]) {
+    let row = program_id(0)
+    store(y, load(x, tile=[1, B], at=[row, 0]) * 2.0, at=[row, 0])
+}
+"""
+
+VADD = """
+kernel vadd<B: int = 256>(x: tensor<f32>[N], o: tensor<f32>[N]) {
+    store(o, load(x, tile=[B], at=[program_id(0)]) + 1.0, at=[program_id(0)])
+}
+"""
+
+
+def kernel_of(src: str, consts: dict | None = None):
+    prog = load_program(src, "k.tle")
+    return check_kernel(prog, prog.kernel_names()[0], consts or {})
+
+
+def with_facts(k, facts) -> Spec:
+    return dataclasses.replace(default_spec(k), inside=frozenset(facts))
+
+
+def ttir_of(k, spec: Spec) -> str:
+    text = tle_to_ttir(ast_to_tle(k, spec))
+    verify_ttir(text)
+    return text
+
+
+def test_candidates_are_accesses_indexed_by_program_id_itself():
+    k = kernel_of("""
+fn tile_at(t, i) { return load(t, tile=[4, 8], at=[i, 0]) }
+kernel k(a: tensor<f32>[M, N], b: tensor<f32>[M, N], c: tensor<f32>[P, Q], d: tensor<f32>[M, 8]) {
+    let r = program_id(1)
+    var v = program_id(0)
+    let t = tile_at(a, r)                                    // through an inlined fn's parameter
+    store(b, t, at=[r, program_id(2)])                       // directly, on two axes
+    store(c, load(c, tile=[4, 8], at=[r + 1, v]), at=[0, 0]) // computed, or a var: not candidates
+    store(d, t, at=[r, 0])                                   // a constant dim (8) needs no fact
+}
+""")
+    assert grid_tiles(k) == {GridTile(1, "M", 4), GridTile(2, "N", 8)}
+
+
+def test_a_grid_proves_a_fact_exactly_when_its_tiles_fit():
+    k = kernel_of(VADD)
+    fact = GridTile(0, "N", 256)
+    values = {"x": _Aligned(), "o": _Aligned(), "N": 1024, "x.stride0": 1, "o.stride0": 1}
+    assert spec_of(k, values, (4, 1, 1)).inside == {fact}       # 4 x 256 = 1024
+    assert spec_of(k, values, (5, 1, 1)).inside == frozenset()  # the fifth tile is outside
+    assert spec_of(k, dict(values, N=1000), (4, 1, 1)).inside == frozenset()  # the fourth is partly outside
+    assert spec_of(k, values, (0, 1, 1)).inside == frozenset()  # no programs: nothing to prove
+    assert spec_of(k, values).inside == frozenset()  # no grid known (tlec, the tuner's trials)
+
+
+def test_the_spec_key_is_unchanged_without_facts():
+    k = kernel_of(VADD)
+    assert "inside" not in default_spec(k).key()
+    assert with_facts(k, [GridTile(0, "N", 256)]).key().endswith(";inside=0:N:256")
+
+
+def test_a_row_kernel_loses_its_row_check_under_the_fact():
+    k = kernel_of(ROWS)
+    base, proven = ttir_of(k, default_spec(k)), ttir_of(k, with_facts(k, grid_tiles(k)))
+    # The row check is the one unsigned compare of the program id against M (predicate 6, ult).
+    assert base.count("predicate = 6") == 2  # the load's and the store's
+    assert proven.count("predicate = 6") == 0
+    # The column masks (the tile is 1024 wide; N is not known) stay: 2 signed compares either way.
+    assert base.count("predicate = 2") == proven.count("predicate = 2") == 2
+
+
+def test_an_exact_vector_add_is_unmasked():
+    k = kernel_of(VADD)
+    proven = ttir_of(k, with_facts(k, grid_tiles(k)))
+    assert "arith.cmpi" not in proven
+    assert "array<i32: 1, 0, 0>" in proven  # tt.load with no mask operand
+    assert "arith.cmpi" in ttir_of(k, default_spec(k))
+
+
+def test_a_fact_for_another_tile_size_changes_nothing():
+    k = kernel_of(VADD)
+    wrong = with_facts(k, [GridTile(0, "N", 128), GridTile(1, "N", 256)])
+    assert ttir_of(k, wrong) == ttir_of(k, default_spec(k))
+
+
+def test_the_tle_dialect_marks_the_proven_axes():
+    k = kernel_of(ROWS)
+    text = str(ast_to_tle(k, with_facts(k, grid_tiles(k))))
+    assert text.count("tle.inside = array<i32: 0>") == 2
+    assert "tle.inside" not in str(ast_to_tle(k, default_spec(k)))
+
+
+class _Aligned:
+    def data_ptr(self):
+        return 256
+
+
+@pytest.mark.parametrize("grid", [(4,), (5,)])
+def test_the_runtime_plans_per_grid_and_stays_right(grid):
+    """On the interpreter: an exact grid and one with a program too many both give the right answer, and each
+    grid gets its own plan, with the facts that grid proves."""
+    torch = pytest.importorskip("torch")
+    from tle.runtime.kernel import Kernel
+    from tle.check import load_program as lp
+    k = Kernel(lp(VADD, "k.tle"), "vadd", "test")
+    x = torch.randn(1024)
+    o = torch.full((1024,), float("nan"))
+    k.launch(grid, x, o)
+    assert torch.equal(o, x + 1.0)
+    (plan_key,) = k._plans
+    assert plan_key[1] == grid + (1,) * (3 - len(grid))
+    (entry_key,) = k._entries
+    spec = entry_key[1]
+    assert spec.inside == ({GridTile(0, "N", 256)} if grid == (4,) else frozenset())
