@@ -572,7 +572,7 @@ class Context:
     rep_ms: float = 60.0
     rotate_bytes: int = 240 << 20  # rotate inputs until this many bytes separate two uses of one set (4x L2)
     max_sets: int = 64
-    rounds: int = 3  # each implementation is timed in this many rounds, interleaved with the others (run_case)
+    rounds: int = 4  # each implementation is timed in this many rounds, interleaved with the others (run_case)
     copy_Bps: float | None = None
     empty_us: dict = field(default_factory=dict)  # timer -> an empty launch timed so in this harness (decode bound)
     mm_flops: float | None = None
@@ -694,8 +694,12 @@ def timed_rounds(case: Case, timed: dict, sets, nsets: int, ctx: Context, timer:
     --timer) in ctx.rounds round-robin rounds, so that every implementation sees the same clock drift. One that
     raises is dropped and reported to failed(name, message); a dead CUDA context stops the run."""
     rounds: dict = {name: [] for name in timed}
-    for _ in range(max(1, ctx.rounds)):
-        for name, fn in timed.items():
+    names = list(timed)
+    for r in range(max(1, ctx.rounds)):
+        # Each round starts one implementation later, so that over len(timed) rounds each is timed once in each
+        # position and none always follows the same one (ctx.rounds = 4: the four columns of a row-kernel case).
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn = timed[name]
             if name not in rounds:
                 continue
             try:
@@ -818,8 +822,8 @@ def launch_overhead(backends, n_launch=10_000, rounds=5) -> dict:
             continue
         checked(f"tle:{b} mod.vector_add[grid](...)", lambda: k[(1,)](x, y, out, backend=b))
         # kernel[grid] launches in C (runtime/fastlaunch.py) where it can; kernel.launch is the Python path.
-        res[f"tle:{b} mod.vector_add[grid](...)"]["c_launcher"] = any(
-            isinstance(key, tuple) and b in key for key in k._fast)  # the key holds the backend=b keyword
+        res[f"tle:{b} mod.vector_add[grid](...)"]["c_launcher"] = any(  # C plans are kept per grid
+            isinstance(key, tuple) and b in key for table in k._fast.values() for key in table)  # key: backend=b
         checked(f"tle:{b} kernel.launch(grid, ...) (Python path)", lambda: k.launch((1,), x, y, out, backend=b))
         try:  # the runtime layer alone, and a bare cuLaunchKernel of the same cubin with pre-packed arguments
             entry = next(e for key, e in k._entries.items() if b in key)
@@ -989,7 +993,8 @@ def _empty_args(case: Case):
 
 
 def _tle_compile_for(case: Case, args, arch="sm_90"):
-    """Compile the tle kernel as a launch with these tensors would (same specialisation), without launching."""
+    """Compile the tle kernel as a launch with these tensors and the case's grid would (same specialisation, grid
+    facts included), without launching."""
     from tle.check import check_kernel
     from tle.compiler import compile_kernel
     name = case.example or case.kernel
@@ -997,7 +1002,8 @@ def _tle_compile_for(case: Case, args, arch="sm_90"):
     values, constants, _ = k._bind(tuple(args), dict(case.consts))
     kernel = check_kernel(k.program, k.name, constants)
     flat, _, _ = k._check_args(kernel, values)
-    spec = k._spec(kernel, flat)
+    grid = case.grid(case.consts)
+    spec = k._spec(kernel, flat, tuple(grid) + (1,) * (3 - len(grid)))
     return compile_kernel(k.program, k.name, constants, spec, backend="triton", arch=arch,
                           num_warps=case.num_warps, num_stages=case.num_stages)
 

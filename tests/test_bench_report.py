@@ -47,8 +47,9 @@ def test_no_graph_table_without_graph_timings():
 
 
 def test_timed_rounds_interleaves_and_drops_what_raises(monkeypatch):
-    """run_case's round-robin timing (both timers go through it): every implementation once per round, in order;
-    one that raises is reported and not timed again, and the others' rounds are combined."""
+    """run_case's round-robin timing (both timers go through it): every implementation once per round, each round
+    starting one implementation later; one that raises is reported and not timed again, and the others' rounds
+    are combined."""
     calls = []
 
     def fake_timer(run, nsets, warmup_ms, rep_ms):
@@ -69,6 +70,7 @@ def test_timed_rounds_interleaves_and_drops_what_raises(monkeypatch):
     case = bench.vector_add_case(1 << 10)
     out = bench.timed_rounds(case, {"a": ok("a"), "flaky": flaky, "b": ok("b")}, [None], 1, ctx, None,
                              lambda name, msg: failed.append((name, msg)))
-    assert calls == ["a", "flaky", "b", "a", "flaky", "b", "a", "b"]
+    assert calls == ["a", "flaky", "b", "flaky", "b", "a", "b", "a"]
     assert failed == [("flaky", "RuntimeError: second round fails")]
-    assert sorted(out) == ["a", "b"] and out["a"]["round_us"] == [11.0, 14.0, 17.0]  # 10 + calls so far
+    assert sorted(out) == ["a", "b"]
+    assert out["a"]["round_us"] == [11.0, 16.0, 18.0] and out["b"]["round_us"] == [13.0, 15.0, 17.0]  # 10 + calls
