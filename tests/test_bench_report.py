@@ -74,3 +74,26 @@ def test_timed_rounds_interleaves_and_drops_what_raises(monkeypatch):
     assert failed == [("flaky", "RuntimeError: second round fails")]
     assert sorted(out) == ["a", "b"]
     assert out["a"]["round_us"] == [11.0, 16.0, 18.0] and out["b"]["round_us"] == [13.0, 15.0, 17.0]  # 10 + calls
+
+
+def test_ncu_probe_reads_ncu_csv_by_launch_order():
+    """benchmarks/ncu_probe.py: each NCU_RUN line owns the next `launches` profiled kernels, in ID order; times
+    come out in us whatever unit ncu chose; a count that does not match is an error, not a shifted table."""
+    import ncu_probe
+    head = '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"'
+
+    def rows(i, kernel, ns, inst):
+        return [f'"{i}","{kernel}","{m}","{u}","{v}"' for m, u, v in (
+            ("gpu__time_duration.sum", "nsecond", ns), ("smsp__inst_executed.sum", "inst", inst),
+            ("dram__bytes_read.sum", "byte", "8,388,608"), ("dram__bytes_write.sum", "byte", "0"),
+            ("launch__registers_per_thread", "register/thread", "30"),
+            ("sm__warps_active.avg.pct_of_peak_sustained_active", "%", "77.5"))]
+    out = "\n".join(["NCU_PROBE x | tle:triton | ok", "NCU_RUN ln w4 | tle:triton", "NCU_RUN ln w4 | triton_ref",
+                     head, *rows(0, "layernorm", "7,000", "3,100,000"), *rows(1, "layernorm", "6,800", "3,100,000"),
+                     *rows(2, "layernorm_kernel", "6,900", "3,000,000"),
+                     *rows(3, "layernorm_kernel", "7,100", "3,000,000")])
+    table = ncu_probe.report(out, 2).splitlines()
+    assert table[1].split()[-7:] == ["layernorm", "6.90", "3.10M", "8.39M", "0.00", "30.00", "77.50"]
+    assert table[2].split()[-7:-5] == ["layernorm_kernel", "7.00"]
+    with pytest.raises(ValueError, match="expected 2 x 3"):
+        ncu_probe.report(out, 3)
