@@ -788,26 +788,22 @@ def measure_ceilings(ctx: Context) -> dict:
 # ==== launch overhead (issue 5) ===================================================================================
 
 def launch_overhead(backends, n_launch=10_000, rounds=5) -> dict:
-    """Host time per launch of a one-element vector_add (grid 1), over n_launch launches, median of rounds."""
+    """Host time per launch of a one-element vector_add (grid 1), over n_launch launches, median of rounds. Every
+    variant is checked first; then the rounds go round-robin over the variants, each round starting one variant
+    later, so that all of them see the same drift of the host's clocks and none is always measured first."""
     from cuda.bindings import driver as cu
     x, y = torch.randn(1, device="cuda"), torch.randn(1, device="cuda")
     out = torch.empty(1, device="cuda")
-    res = {}
+    res, variants = {}, {}
 
-    def per_launch(fn):
-        fn()
+    def one_round(fn):
         torch.cuda.synchronize()
-        hosts, walls = [], []
-        for _ in range(rounds):
-            torch.cuda.synchronize()
-            t0 = perf()
-            for _ in range(n_launch):
-                fn()
-            t1 = perf()
-            torch.cuda.synchronize()
-            hosts.append((t1 - t0) / n_launch * 1e6)
-            walls.append((perf() - t0) / n_launch * 1e6)
-        return {"host_us": statistics.median(hosts), "host_min_us": min(hosts), "wall_us": statistics.median(walls)}
+        t0 = perf()
+        for _ in range(n_launch):
+            fn()
+        t1 = perf()
+        torch.cuda.synchronize()
+        return (t1 - t0) / n_launch * 1e6, (perf() - t0) / n_launch * 1e6
 
     def checked(name, fn):
         try:
@@ -817,7 +813,8 @@ def launch_overhead(backends, n_launch=10_000, rounds=5) -> dict:
             if not torch.allclose(out, x + y):
                 res[name] = {"error": "wrong result"}
                 return
-            res[name] = per_launch(fn)
+            res[name] = {}
+            variants[name] = fn
         except Exception as exc:  # noqa: BLE001
             res[name] = {"error": first_line(exc)}
 
@@ -829,11 +826,13 @@ def launch_overhead(backends, n_launch=10_000, rounds=5) -> dict:
         except Exception as exc:  # noqa: BLE001
             res[f"tle:{b} mod.vector_add[grid](...)"] = {"error": first_line(exc)}
             continue
-        checked(f"tle:{b} mod.vector_add[grid](...)", lambda: k[(1,)](x, y, out, backend=b))
+        # Default arguments bind this iteration's k and b: the variants run after the loop.
+        checked(f"tle:{b} mod.vector_add[grid](...)", lambda k=k, b=b: k[(1,)](x, y, out, backend=b))
         # kernel[grid] launches in C (runtime/fastlaunch.py) where it can; kernel.launch is the Python path.
         res[f"tle:{b} mod.vector_add[grid](...)"]["c_launcher"] = any(  # C plans are kept per grid
             isinstance(key, tuple) and b in key for table in k._fast.values() for key in table)  # key: backend=b
-        checked(f"tle:{b} kernel.launch(grid, ...) (Python path)", lambda: k.launch((1,), x, y, out, backend=b))
+        checked(f"tle:{b} kernel.launch(grid, ...) (Python path)",
+                lambda k=k, b=b: k.launch((1,), x, y, out, backend=b))
         try:  # the runtime layer alone, and a bare cuLaunchKernel of the same cubin with pre-packed arguments
             entry = next(e for key, e in k._entries.items() if b in key)
             runner = entry.runner
@@ -847,7 +846,8 @@ def launch_overhead(backends, n_launch=10_000, rounds=5) -> dict:
             k.launch((1,), x, y, out, backend=b)  # the Python path, which calls runner.launch
             del runner.launch
             grid, ordered = seen["grid"], seen["args"]
-            checked(f"tle:{b} LoadedKernel.launch (runtime only)", lambda: runner.launch(grid, ordered))
+            checked(f"tle:{b} LoadedKernel.launch (runtime only)",
+                    lambda runner=runner, grid=grid, ordered=ordered: runner.launch(grid, ordered))
             runner.launch(grid, ordered)  # leaves the arguments packed in its argv
             stream = torch.cuda.current_stream().cuda_stream
             f, (bx, by, bz), shared, argv = runner._function, runner._block, runner._shared, runner._argv_address
@@ -856,9 +856,26 @@ def launch_overhead(backends, n_launch=10_000, rounds=5) -> dict:
             if err:
                 raise RuntimeError(f"cuLaunchKernel: {err}")
             checked(f"raw cuLaunchKernel ({b} cubin, pre-packed)",
-                    lambda: launch_kernel(f, 1, 1, 1, bx, by, bz, shared, stream, argv, 0))
+                    lambda f=f, bx=bx, by=by, bz=bz, shared=shared, argv=argv:
+                    launch_kernel(f, 1, 1, 1, bx, by, bz, shared, stream, argv, 0))
         except Exception as exc:  # noqa: BLE001
             res[f"tle:{b} LoadedKernel.launch (runtime only)"] = {"error": first_line(exc)}
+    names = list(variants)
+    times = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            if "error" in res[name]:
+                continue
+            try:
+                times[name].append(one_round(variants[name]))
+            except Exception as exc:  # noqa: BLE001
+                res[name] = {"error": first_line(exc)}
+    for name in names:
+        if "error" in res[name]:
+            continue
+        hosts = [h for h, _ in times[name]]
+        res[name].update(host_us=statistics.median(hosts), host_min_us=min(hosts),
+                         wall_us=statistics.median(w for _, w in times[name]))
     return res
 
 
