@@ -154,6 +154,17 @@ def default_spec(kernel: Kernel) -> Spec:
     return Spec(frozenset(d16), frozenset(unit))
 
 
+def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None) -> Spec:
+    """What tlec assumes for a launch its command line describes (--sizes, --grid): default_spec's pointers and
+    unit strides, each given dim's divisibility by 16, and the grid facts of `grid` (3 ints) over the given dims.
+    Sizes of dims the kernel does not have are ignored (tlec checks them against every kernel it compiles)."""
+    d = default_spec(kernel)
+    d16 = set(d.divisible16) | {name for name, v in sizes.items() if name in kernel.dims and v % 16 == 0}
+    inside = frozenset(f for f in grid_tiles(kernel) if grid is not None and f.dim in sizes
+                       and 1 <= grid[f.axis] and grid[f.axis] * f.tile <= sizes[f.dim])
+    return Spec(frozenset(d16), d.unit_strides, inside)
+
+
 def generic_spec(kernel: Kernel) -> Spec:
     """Assume nothing (tlec --generic)."""
     return Spec()

@@ -1,6 +1,6 @@
 """tlec: the tle command-line compiler.
 
-    tlec FILE [--kernel NAME] [-D NAME=VALUE ...] [--emit=STAGE] [--arch sm_90] [-o OUT]
+    tlec FILE [--kernel NAME] [-D NAME=VALUE ...] [--emit=STAGE] [--arch sm_90] [--sizes M=..] [--grid X] [-o OUT]
     tlec tune FILE --kernel NAME --shape M=4096,N=4096,K=4096 --dtype f16 -P BM=64,128 --grid 'cdiv(M,BM),cdiv(N,BN)'
               [--budget-s 120] [--export F] [--import F]        (autotuning: runtime/tuning.py, docs/tuning.md)
 
@@ -33,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
                "  tlec examples/matmul.tle --kernel matmul -D BM=128 --emit=cubin --arch sm_90 -o mm.cubin\n"
                "  tlec examples/softmax.tle --emit=tileir\n"
                "  tlec examples/softmax.tle --emit=cubin --backend=tileir -o softmax.cubin\n"
+               "  tlec examples/layernorm.tle --emit=ttir --sizes M=4096,N=1024 --grid 4096   (no row check)\n"
                "environment: TLE_DEBUG=1..4 (stage times, IR after each stage, tracebacks).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="the .tle source file ('-' reads standard input)")
@@ -54,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--generic", action="store_true",
                    help="assume nothing about the arguments (default: 16-byte aligned base pointers and "
                         "contiguous rows, as torch tensors usually are)")
+    p.add_argument("--sizes", metavar="DIM=N,...",
+                   help="compile as a launch with these sizes of the kernel's symbolic dims would: those divisible "
+                        "by 16 are marked so (as the runtime does for real tensors)")
+    p.add_argument("--grid", metavar="X[,Y[,Z]]",
+                   help="with --sizes, compile as a launch on this grid would: tiles indexed by program_id that "
+                        "the grid keeps inside their tensor lose their bounds checks (docs/language.md)")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="write the output here (default: text to standard output; a cubin to KERNEL.cubin)")
     p.add_argument("-v", "--verbose", action="store_true", help="say which stages ran and where output went")
@@ -79,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     constants = dict(parse_define(d, parser) for d in args.defines)
+    args.sizes, args.grid = _parse_launch(args.sizes, args.grid, args.generic, parser)
     arch = args.arch
     if not (arch.startswith("sm_") and arch[3:].isdigit()):
         parser.error(f"--arch {arch}: expected sm_NN, e.g. sm_90")
@@ -123,7 +131,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
     if args.kernel and args.kernel not in program.kernels:
         from .check import check_kernel
         check_kernel(program, args.kernel)  # raises the "no kernel named" error with suggestions
-    from .abi import generic_spec
+    from .abi import generic_spec, launch_spec
     from .check import check_kernel
     from .compiler import compile_kernel
     texts = []
@@ -134,7 +142,18 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
         if unknown:
             raise TleError(program.kernels[name].span, f"-D {unknown[0]}: no kernel in {filename} has a "
                                                        f"compile-time constant '{unknown[0]}'")
-        spec = generic_spec(check_kernel(program, name, own)) if args.generic else None
+        dims = set().union(*(check_kernel(program, n, {k: v for k, v in constants.items() if any(
+            c.name == k for c in program.kernels[n].const_params)}).dims for n in names)) if args.sizes else set()
+        if args.sizes and set(args.sizes) - dims:  # a bad command line, not an error in the program
+            bad = sorted(set(args.sizes) - dims)[0]
+            print(f"tlec: error: --sizes {bad}: no kernel compiled from {filename} has a symbolic dim '{bad}' "
+                  f"(dims: {', '.join(sorted(dims)) or 'none'})", file=sys.stderr)
+            return 2
+        spec = None
+        if args.generic:
+            spec = generic_spec(check_kernel(program, name, own))
+        elif args.sizes:
+            spec = launch_spec(check_kernel(program, name, own), args.sizes, args.grid)
         try:
             out = compile_kernel(program, name, own, spec, backend=args.backend, arch=args.arch, stop=args.emit,
                                  num_warps=args.num_warps, num_stages=args.num_stages)
@@ -160,6 +179,36 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
     if texts:
         _write(args, "\n".join(t.rstrip("\n") + "\n" for t in texts))
     return 0
+
+
+def _parse_launch(sizes: str | None, grid: str | None, generic: bool, parser):
+    """--sizes M=4096,N=1024 -> {"M": 4096, "N": 1024}; --grid 4096 -> (4096, 1, 1)."""
+    if (sizes or grid) and generic:
+        parser.error("--generic assumes nothing about the arguments; it cannot take --sizes or --grid")
+    if grid and not sizes:
+        parser.error("--grid needs --sizes: which tiles a grid keeps inside depends on the sizes")
+    out = {}
+    for item in (sizes or "").split(","):
+        if not item.strip():
+            continue
+        name, eq, value = item.partition("=")
+        try:
+            n = int(value)
+        except ValueError:
+            n = 0
+        if not eq or not name.strip().isidentifier() or n <= 0:
+            parser.error(f"--sizes {item}: expected DIM=N with a positive integer N, e.g. --sizes M=4096,N=1024")
+        out[name.strip()] = n
+    dims = None
+    if grid:
+        try:
+            dims = tuple(int(g) for g in grid.split(","))
+        except ValueError:
+            dims = ()
+        if not 1 <= len(dims) <= 3 or any(g <= 0 for g in dims):
+            parser.error(f"--grid {grid}: expected 1 to 3 positive integers, e.g. --grid 4096 or --grid 32,32")
+        dims = dims + (1,) * (3 - len(dims))
+    return out, dims
 
 
 def _write(args, text: str) -> None:

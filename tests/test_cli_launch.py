@@ -1,0 +1,56 @@
+"""tlec --sizes / --grid: compiling as a described launch would (tle/abi.py launch_spec), and the command-line
+errors for launches it cannot describe (exit 2, a one-line message)."""
+from __future__ import annotations
+
+import pytest
+
+from tle.cli import main
+
+ROWS = """kernel rows(x: tensor<f32>[M, N], y: tensor<f32>[M, N]) {
+    let row = program_id(0)
+    store(y, load(x, tile=[1, 1024], at=[row, 0]), at=[row, 0])
+}
+"""
+
+
+@pytest.fixture
+def rows(tmp_path):
+    path = tmp_path / "rows.tle"
+    path.write_text(ROWS)
+    return str(path)
+
+
+def emit(capsys, *argv) -> str:
+    assert main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+def test_sizes_mark_the_dims_divisible_by_16(rows, capsys):
+    text = emit(capsys, rows, "--emit=tle", "--sizes", "M=4096,N=1000")
+    assert '{tle.divisibility = 16 : i32, tle.name = "M"}' in text
+    assert 'tle.name = "N"}' in text and '{tle.divisibility = 16 : i32, tle.name = "N"}' not in text
+    assert "tle.inside" not in text  # no grid: no grid facts
+
+
+def test_a_grid_that_fits_marks_the_row_inside(rows, capsys):
+    assert emit(capsys, rows, "--emit=tle", "--sizes", "M=64,N=1000", "--grid", "64").count("tle.inside") == 2
+    assert "tle.inside" not in emit(capsys, rows, "--emit=tle", "--sizes", "M=64,N=1000", "--grid", "65,1")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--sizes", "M=0"], "--sizes M=0: expected DIM=N with a positive integer N"),
+    (["--sizes", "M"], "--sizes M: expected DIM=N"),
+    (["--grid", "4"], "--grid needs --sizes"),
+    (["--sizes", "M=4", "--grid", "1,2,3,4"], "--grid 1,2,3,4: expected 1 to 3 positive integers"),
+    (["--sizes", "M=4", "--generic"], "--generic assumes nothing about the arguments"),
+])
+def test_launches_tlec_cannot_describe_are_command_line_errors(rows, capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_:
+        main([rows, "--emit=tle", *argv])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_size_for_no_dim_of_the_kernel_names_the_dims(rows, capsys):
+    assert main([rows, "--emit=tle", "--sizes", "K=64"]) == 2
+    assert "--sizes K: no kernel compiled from" in capsys.readouterr().err
