@@ -441,6 +441,23 @@ entry(file="gather_scatter.tle", kernel="gs", make=_gs_make, grid=lambda c, k: (
            "indices leave their element alone")
 
 
+# grid_facts.tle -----------------------------------------------------------------------------------------------------
+def _rows_make(c, k, g):
+    return {"x": randn((c["M"], c["N"]), g), "y": poison((c["M"], c["N"]))}
+
+
+def _rows_ref(a, c, k):
+    y = a["y"].double().clone()
+    y[:, :1024] = 2 * a["x"].double()[:, :1024]  # tile [1, 1024] at column 0
+    return {"y": y}
+
+
+entry(file="grid_facts.tle", kernel="rows", make=_rows_make, grid=lambda c, k: (c["M"] + c.get("extra", 0),),
+      ref=_rows_ref, tol={"y": EXACT},
+      cases=[{"M": 6, "N": 1000}, {"M": 6, "N": 1500, "extra": 3}],
+      note="an exact grid (the row check is dropped on the native path) and one with 3 programs past M (kept)")
+
+
 # if_else.tle --------------------------------------------------------------------------------------------------------
 def _ifelse_ref(a, c, k):
     x = a["x"].double()
