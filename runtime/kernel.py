@@ -21,6 +21,7 @@ from .. import __version__ as TLE_VERSION
 from .. import debug
 from ..abi import Spec, abi, spec_of
 from ..check import Program, check_kernel
+from ..compiler import default_num_warps
 from . import cache
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "backend")
@@ -297,7 +298,8 @@ class Kernel:
         spec = self._spec(kernel, flat, self._concrete_grid(grid) if grid is not None else None)
         on_gpu = device is not None and device.type == "cuda"
         backend = self._choose_backend(options.get("backend", self.backend), on_gpu)
-        num_warps = int(options.get("num_warps", 4))
+        num_warps = options.get("num_warps")
+        num_warps = int(num_warps) if num_warps is not None else default_num_warps(kernel)
         num_stages = int(options.get("num_stages", 3))
         entry = self._entry(kernel, constants, spec, backend, device, num_warps, num_stages)
         self.last_backend = entry.compiled.backend

@@ -41,12 +41,13 @@ import time
 from dataclasses import dataclass, field
 
 from .. import __version__ as TLE_VERSION  # noqa: F401
+from ..compiler import default_num_warps
 from .cache import build_id as _build_id
 from ..diagnostics import TleError
 
 OPTIONS = ("num_warps", "num_stages", "backend")
 BACKENDS = ("auto", "triton", "tileir", "interp")
-DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3}
+DEFAULT_OPTIONS = {"num_stages": 3}  # num_warps' default depends on the kernel: tle.compiler.default_num_warps
 
 
 class TuneError(RuntimeError):
@@ -319,7 +320,7 @@ class _Launch:
             checked = check_kernel(kernel.program, kernel.name,
                                    {**fixed_consts, **{k: self.params[k][0] for k in tuned_consts}})
             defaults = {}
-        defaults.update(DEFAULT_OPTIONS, backend=kernel.backend)
+        defaults.update(DEFAULT_OPTIONS, num_warps=default_num_warps(checked), backend=kernel.backend)
         self.base = {k: defaults[k] if defaults.get(k) in vals else vals[0] for k, vals in self.params.items()}
         self.values, self.fixed_consts = values, fixed_consts
         flat, self.device, self.dims = kernel._check_args(checked, values)
@@ -569,13 +570,13 @@ def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dic
             continue
         seen.add(k)
         # The one kept of a group of duplicates carries the base's value of each ignored option (when it has one),
-        # so that a result reads "num_warps=4" (the default) rather than the first value of the space, which the
-        # binary never saw. The base itself therefore stands for its group.
+        # so that a result reads "num_warps=4" (the kernel's default) rather than the first value of the space,
+        # which the binary never saw. The base itself therefore stands for its group.
         if base is not None:
             c = {o: (base[o] if o in ignored and o in base else v) for o, v in c.items()}
         f.programs = programs_of(grid, {**checked.constants, **dims})
         facts[_ckey(c)] = f
-        threads_of[_ckey(c)] = c.get("num_warps", DEFAULT_OPTIONS["num_warps"]) * 32 if backend == "triton" else None
+        threads_of[_ckey(c)] = (c.get("num_warps") or default_num_warps(checked)) * 32 if backend == "triton" else None
         cands.append(c)
 
     def rule(label, keep):
@@ -984,7 +985,7 @@ def tune(launch: _Launch) -> TuneResult:
         backend = c.get("backend", fixed_backend)
         if not launch.on_gpu and backend == "auto":
             backend = "interp"
-        return (backend, c.get("num_warps", launch.fixed.get("num_warps", 4)),
+        return (backend, c.get("num_warps", launch.fixed.get("num_warps")),  # None: the kernel's default
                 c.get("num_stages", launch.fixed.get("num_stages", 3)))
 
     # What a run changes: outputs are snapshot and restored at the end; kernels that accumulate into them (atomics,
@@ -1066,8 +1067,9 @@ def tune(launch: _Launch) -> TuneResult:
         for c in gpu:
             backend, nw, ns = options_of(c)
             consts = {**launch.fixed_consts, **{k: v for k, v in c.items() if k not in OPTIONS}}
-            tasks.append(CompileTask(consts, launch.spec, backend, arch, nw, ns))
             checked_kernel = check_kernel(kernel.program, kernel.name, consts)
+            nw = nw if nw is not None else default_num_warps(checked_kernel)  # as the launch will resolve it
+            tasks.append(CompileTask(consts, launch.spec, backend, arch, nw, ns))
             binkeys.append(kernel._binary_key(checked_kernel, launch.spec, backend, arch, nw, ns))
         held, base_done, binaries = [], base_k not in {_ckey(c) for c in gpu}, {}
         stream = compile_configs(kernel.program.source, kernel.program.file, kernel.name, tasks, jobs=space.jobs,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .typed import Kernel, TensorParam
+from .typed import Bind, Kernel, Op, Read, TensorParam, nodes
 
 
 @dataclass(frozen=True)
@@ -102,44 +102,23 @@ def grid_tiles(kernel: Kernel) -> frozenset:
     """Every GridTile of the kernel: loads and stores with a tile index that is `program_id(a)` itself (directly
     or through a `let`) along a symbolic dim. lowering/ast_to_tle.py marks the same accesses (tle.inside) where
     the Spec holds the fact."""
-    from . import typed as T
     found, pids = set(), {}
 
     def axis_of(x):
-        if isinstance(x, T.Op) and x.name == "program_id":
+        if isinstance(x, Op) and x.name == "program_id":
             return x.attrs["axis"]
-        return pids.get(x.var) if isinstance(x, T.Read) else None
+        return pids.get(x.var) if isinstance(x, Read) else None
 
-    def expr(e):
-        if not isinstance(e, T.Op):
-            return
-        for a in e.args:
-            expr(a)
-        if e.name in ("load", "store"):
-            at = e.args if e.name == "load" else e.args[1:]
-            tile = e.attrs["tile"] if e.name == "load" else e.args[0].type.shape
-            for i, (idx, dim) in enumerate(zip(at, e.tensor.type.dims)):
+    for n in nodes(kernel.body):
+        if isinstance(n, Op) and n.name in ("load", "store"):
+            at = n.args if n.name == "load" else n.args[1:]
+            tile = n.attrs["tile"] if n.name == "load" else n.args[0].type.shape
+            for i, (idx, dim) in enumerate(zip(at, n.tensor.type.dims)):
                 axis = axis_of(idx)
                 if axis is not None and isinstance(dim, str):
                     found.add(GridTile(axis, dim, tile[i]))
-
-    def block(stmts):
-        for s in stmts:
-            if isinstance(s, T.Bind):
-                expr(s.value)
-                if not s.var.mutable and axis_of(s.value) is not None:  # `let row = program_id(0)`, or an
-                    pids[s.var] = axis_of(s.value)                      # inlined fn's parameter bound to it
-            elif isinstance(s, T.Eval):
-                expr(s.expr)
-            elif isinstance(s, T.For):
-                for x in (s.start, s.stop, s.step):
-                    expr(x)
-                block(s.body)
-            elif isinstance(s, T.If):
-                expr(s.cond)
-                block(s.then)
-                block(s.orelse)
-    block(kernel.body)
+        elif isinstance(n, Bind) and not n.var.mutable and axis_of(n.value) is not None:
+            pids[n.var] = axis_of(n.value)  # `let row = program_id(0)`, or an inlined fn's parameter bound to it
     return frozenset(found)
 
 

@@ -49,7 +49,9 @@ def _parser() -> argparse.ArgumentParser:
                         "the native CUDA path (Triton), saying why with -v; triton or tileir force one (a forced "
                         "tileir on a kernel it cannot take is an error that says why)")
     p.add_argument("--arch", default="sm_90", help="GPU architecture, e.g. sm_80, sm_90 (default: sm_90)")
-    p.add_argument("--num-warps", type=int, default=4, help="warps per program on the Triton path (default 4)")
+    p.add_argument("--num-warps", type=int, default=None,
+                   help="warps per program on the Triton path (default: 8 for a kernel with a dot of 128x256 or "
+                        "more accumulator elements, else 4)")
     p.add_argument("--num-stages", type=int, default=3,
                    help="default software-pipelining depth for loops without pipeline(...) (default 3)")
     p.add_argument("--generic", action="store_true",

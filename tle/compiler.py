@@ -18,13 +18,14 @@ This module only sequences them, routes `backend="auto"`, and records what each 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from . import debug
 from .abi import AbiArg, Spec, abi, default_spec
 from .check import Program, check_kernel
 from .diagnostics import TleError
-from .typed import Kernel
+from .typed import Kernel, Op, nodes
 
 STAGES = {
     "triton": ("ast", "tle", "ttir", "ttgir", "llir", "ptx", "cubin"),
@@ -75,15 +76,34 @@ def route(module, kernel_name: str, arch: str, backend: str) -> tuple[str, str |
     return "triton", reason
 
 
+# The accumulator size from which a dot's kernel gets 8 warps when the caller names none (default_num_warps).
+WIDE_DOT_ELEMENTS = 128 * 256
+
+
+def default_num_warps(kernel: Kernel) -> int:
+    """num_warps on the native path when the caller gives none. Triton's launcher takes 4 whatever the tiles; here
+    a kernel with a dot whose accumulator holds 128 x 256 elements or more gets 8, because on 4 warps each thread
+    holds 256 or more f32 accumulators and spills: examples/matmul_grouped.tle at its declared BM=128, BN=256 took
+    1437 us for a 4096^3 f16 product on 4 warps and 190-220 us on 8 (H200, benchmarks/RESULTS.md). Other kernels
+    get 4: on the memory-bound rows up to 8192 elements, 8 warps were within 2% of 4 either way
+    (benchmarks/ncu_probe.py --warps)."""
+    widest = 0
+    for n in nodes(kernel.body):
+        if isinstance(n, Op) and n.name == "dot":
+            widest = max(widest, math.prod(n.type.shape))
+    return 8 if widest >= WIDE_DOT_ELEMENTS else 4
+
+
 def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | None = None, *,
                    backend: str = "triton", arch: str = "sm_90", stop: str = "cubin",
-                   num_warps: int = 4, num_stages: int = 3) -> Compiled:
+                   num_warps: int | None = None, num_stages: int = 3) -> Compiled:
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend '{backend}'; choose {', '.join(BACKENDS)}")
     backend = backend_for_stage(stop, backend)
     with debug.timed("check"):
         kernel = check_kernel(program, name, constants)
     spec = spec if spec is not None else default_spec(kernel)
+    num_warps = num_warps if num_warps is not None else default_num_warps(kernel)
     out = Compiled(kernel, spec, abi(kernel, spec), backend, arch)
 
     from .lowering.ast_to_tle import ast_to_tle

@@ -7,7 +7,7 @@ node to IR without deciding anything about the language.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from .diagnostics import Span
 from .types import Scalar, Tensor, Tile
@@ -120,3 +120,31 @@ class Kernel:
     constants: dict[str, Any]
     body: list[Stmt]
     file: str = ""
+
+
+def nodes(stmts: list[Stmt]) -> Iterator[Stmt | Op]:
+    """Every statement and operation of a body in program order: a statement's operations (each after its
+    arguments) come before the statement itself, and a loop's or an if's body follows it. For analyses over a
+    checked kernel (tle/abi.py grid_tiles, tle/compiler.py default_num_warps)."""
+    def ops(e: Expr) -> Iterator[Op]:
+        if isinstance(e, Op):
+            for a in e.args:
+                yield from ops(a)
+            yield e
+    for s in stmts:
+        if isinstance(s, Bind):
+            yield from ops(s.value)
+            yield s
+        elif isinstance(s, Eval):
+            yield from ops(s.expr)
+            yield s
+        elif isinstance(s, For):
+            for x in (s.start, s.stop, s.step):
+                yield from ops(x)
+            yield s
+            yield from nodes(s.body)
+        elif isinstance(s, If):
+            yield from ops(s.cond)
+            yield s
+            yield from nodes(s.then)
+            yield from nodes(s.orelse)
