@@ -232,8 +232,8 @@ class Kernel:
     def _concrete_grid(grid):
         """The grid as 3 ints where it is given as numbers, so a plan may rely on it (tle/abi.py's grid facts);
         None where it is a callable, computed at each launch, or not a grid at all (the launch then says why)."""
-        if type(grid) is tuple and len(grid) == 3:
-            return grid
+        if type(grid) is tuple and 1 <= len(grid) <= 3:  # the common cases, kept cheap: the launch checks them
+            return grid + (1,) * (3 - len(grid))
         if callable(grid):
             return None
         try:
