@@ -253,10 +253,11 @@ class Kernel:
     # ---- launch --------------------------------------------------------------------------------------------
     # A launch is planned once per argument signature (dtypes, shapes, strides, alignment, device, constants) and
     # grid given as numbers: the plan holds the binary, specialised on what the arguments and the grid prove, and
-    # knows which arguments to pass as they come and which sizes and strides are fixed for that signature. A repeated launch only computes the signature and looks the plan up, so the host
-    # cost stays close to a raw cuLaunchKernel (issue 5; benchmarks/bench.py measures it). On a GPU plan that
-    # lookup and the launch itself are done in C by kernel[grid] (runtime/fastlaunch.py) from the second launch of
-    # a signature on; kernel.launch(grid, ...) is the pure-Python path.
+    # knows which arguments to pass as they come and which sizes and strides are fixed for that signature. A
+    # repeated launch only computes the signature and looks the plan up, so the host cost stays close to a raw
+    # cuLaunchKernel (issue 5; benchmarks/bench.py measures it). On a GPU plan that lookup and the launch itself
+    # are done in C by kernel[grid] (runtime/fastlaunch.py) from the second launch of a signature on;
+    # kernel.launch(grid, ...) is the pure-Python path.
     MAX_PLANS = 4096
 
     def launch(self, grid, *args, **kwargs):
