@@ -93,9 +93,16 @@ def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None) -> Spec:
             unit.add(a.key)
         elif isinstance(v, int) and not isinstance(v, bool) and a.dtype.startswith("i") and v % 16 == 0:
             d16.add(a.key)
-    inside = frozenset(f for f in grid_tiles(kernel) if grid is not None and 1 <= grid[f.axis]
-                       and grid[f.axis] * f.tile <= values[f.dim]) if grid is not None else frozenset()
-    return Spec(frozenset(d16), frozenset(unit), inside)
+    return Spec(frozenset(d16), frozenset(unit), grid_facts(kernel, grid, values))
+
+
+def grid_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
+    """The GridTiles of the kernel that `grid` (3 ints; None: no grid known) keeps inside, given the dims' sizes
+    (a dim missing from `sizes` proves nothing): grid[axis] * tile <= size, with at least one program."""
+    if grid is None:
+        return frozenset()
+    return frozenset(f for f in grid_tiles(kernel) if f.dim in sizes and 1 <= grid[f.axis]
+                     and grid[f.axis] * f.tile <= sizes[f.dim])
 
 
 def grid_tiles(kernel: Kernel) -> frozenset:
@@ -139,9 +146,7 @@ def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None) -> Spec:
     Sizes of dims the kernel does not have are ignored (tlec checks them against every kernel it compiles)."""
     d = default_spec(kernel)
     d16 = set(d.divisible16) | {name for name, v in sizes.items() if name in kernel.dims and v % 16 == 0}
-    inside = frozenset(f for f in grid_tiles(kernel) if grid is not None and f.dim in sizes
-                       and 1 <= grid[f.axis] and grid[f.axis] * f.tile <= sizes[f.dim])
-    return Spec(frozenset(d16), d.unit_strides, inside)
+    return Spec(frozenset(d16), d.unit_strides, grid_facts(kernel, grid, sizes))
 
 
 def generic_spec(kernel: Kernel) -> Spec:

@@ -136,26 +136,29 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
     from .abi import generic_spec, launch_spec
     from .check import check_kernel
     from .compiler import compile_kernel
-    texts = []
-    for name in names:
-        own = {k: v for k, v in constants.items() if any(c.name == k for c in program.kernels[name].const_params)}
-        unknown = [k for k in constants if all(k not in {c.name for c in program.kernels[n].const_params}
-                                               for n in names)]
-        if unknown:
-            raise TleError(program.kernels[name].span, f"-D {unknown[0]}: no kernel in {filename} has a "
+    # Each kernel's own -D constants; one that no kernel has is an error before anything compiles.
+    own_of = {n: {k: v for k, v in constants.items() if any(c.name == k for c in program.kernels[n].const_params)}
+              for n in names}
+    unknown = [k for k in constants if all(k not in own_of[n] for n in names)]
+    if unknown:
+        raise TleError(program.kernels[names[0]].span, f"-D {unknown[0]}: no kernel in {filename} has a "
                                                        f"compile-time constant '{unknown[0]}'")
-        dims = set().union(*(check_kernel(program, n, {k: v for k, v in constants.items() if any(
-            c.name == k for c in program.kernels[n].const_params)}).dims for n in names)) if args.sizes else set()
-        if args.sizes and set(args.sizes) - dims:  # a bad command line, not an error in the program
+    checked = {n: check_kernel(program, n, own_of[n]) for n in names} if args.sizes else {}
+    if args.sizes:
+        dims = set().union(*(k.dims for k in checked.values()))
+        if set(args.sizes) - dims:  # a bad command line, not an error in the program
             bad = sorted(set(args.sizes) - dims)[0]
             print(f"tlec: error: --sizes {bad}: no kernel compiled from {filename} has a symbolic dim '{bad}' "
                   f"(dims: {', '.join(sorted(dims)) or 'none'})", file=sys.stderr)
             return 2
+    texts = []
+    for name in names:
+        own = own_of[name]
         spec = None
         if args.generic:
             spec = generic_spec(check_kernel(program, name, own))
         elif args.sizes:
-            spec = launch_spec(check_kernel(program, name, own), args.sizes, args.grid)
+            spec = launch_spec(checked[name], args.sizes, args.grid)
         try:
             out = compile_kernel(program, name, own, spec, backend=args.backend, arch=args.arch, stop=args.emit,
                                  num_warps=args.num_warps, num_stages=args.num_stages)
