@@ -698,16 +698,20 @@ def run_case(case: Case, impls: list[Impl], ctx: Context) -> dict:
     return rec
 
 
+def rotated(names: list, r: int) -> list:
+    """Round r's order: `names` starting r places later, so that over len(names) rounds each name is once in each
+    place and none always follows the same one (timed_rounds, launch_overhead)."""
+    k = r % len(names) if names else 0
+    return names[k:] + names[:k]
+
+
 def timed_rounds(case: Case, timed: dict, sets, nsets: int, ctx: Context, timer: str | None, failed) -> dict:
     """{name: combine_rounds(...)} of each implementation in `timed` (name -> fn(args)), timed by `timer` (default:
     --timer) in ctx.rounds round-robin rounds, so that every implementation sees the same clock drift. One that
     raises is dropped and reported to failed(name, message); a dead CUDA context stops the run."""
     rounds: dict = {name: [] for name in timed}
-    names = list(timed)
-    for r in range(max(1, ctx.rounds)):
-        # Each round starts one implementation later, so that over len(timed) rounds each is timed once in each
-        # position and none always follows the same one (ctx.rounds = 4: the four columns of a row-kernel case).
-        for name in names[r % len(names):] + names[:r % len(names)]:
+    for r in range(max(1, ctx.rounds)):  # ctx.rounds = 4: each of a row-kernel case's four columns once first
+        for name in rotated(list(timed), r):
             fn = timed[name]
             if name not in rounds:
                 continue
@@ -834,18 +838,8 @@ def launch_overhead(backends, n_launch=10_000, rounds=5) -> dict:
         checked(f"tle:{b} kernel.launch(grid, ...) (Python path)",
                 lambda k=k, b=b: k.launch((1,), x, y, out, backend=b))
         try:  # the runtime layer alone, and a bare cuLaunchKernel of the same cubin with pre-packed arguments
-            entry = next(e for key, e in k._entries.items() if b in key)
-            runner = entry.runner
-            seen = {}
-            original = runner.launch
-
-            def spy(grid, a, stream=None):
-                seen["grid"], seen["args"] = grid, list(a)
-                return original(grid, a, stream)
-            runner.launch = spy
-            k.launch((1,), x, y, out, backend=b)  # the Python path, which calls runner.launch
-            del runner.launch
-            grid, ordered = seen["grid"], seen["args"]
+            runner = next(e for key, e in k._entries.items() if b in key).runner
+            grid, ordered = runner_call(k, runner, (1,), (x, y, out), {"backend": b})
             checked(f"tle:{b} LoadedKernel.launch (runtime only)",
                     lambda runner=runner, grid=grid, ordered=ordered: runner.launch(grid, ordered))
             runner.launch(grid, ordered)  # leaves the arguments packed in its argv
@@ -863,7 +857,7 @@ def launch_overhead(backends, n_launch=10_000, rounds=5) -> dict:
     names = list(variants)
     times = {name: [] for name in names}
     for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in rotated(names, r):
             if "error" in res[name]:
                 continue
             try:
@@ -877,6 +871,23 @@ def launch_overhead(backends, n_launch=10_000, rounds=5) -> dict:
         res[name].update(host_us=statistics.median(hosts), host_min_us=min(hosts),
                          wall_us=statistics.median(w for _, w in times[name]))
     return res
+
+
+def runner_call(k, runner, grid, args, kwargs) -> tuple:
+    """(grid, ordered ABI arguments) that tle kernel k's plan hands its LoadedKernel `runner` for one launch
+    k.launch(grid, *args, **kwargs), caught by a spy on runner.launch: what the runtime layer is timed with alone."""
+    seen = {}
+    original = runner.launch
+
+    def spy(g, a, stream=None):
+        seen.setdefault("call", (g, list(a)))
+        return original(g, a, stream)
+    runner.launch = spy
+    try:
+        k.launch(grid, *args, **kwargs)  # the Python path, which calls runner.launch
+    finally:
+        del runner.launch
+    return seen["call"]
 
 
 # ==== cold compile and warm start (issue 5), in fresh processes ===================================================
@@ -1028,8 +1039,7 @@ def _tle_compile_for(case: Case, args, arch="sm_90"):
     values, constants, _ = k._bind(tuple(args), dict(case.consts))
     kernel = check_kernel(k.program, k.name, constants)
     flat, _, _ = k._check_args(kernel, values)
-    grid = case.grid(case.consts)
-    spec = k._spec(kernel, flat, tuple(grid) + (1,) * (3 - len(grid)))
+    spec = k._spec(kernel, flat, k._concrete_grid(case.grid(case.consts)))
     return compile_kernel(k.program, k.name, constants, spec, backend="triton", arch=arch,
                           num_warps=case.num_warps, num_stages=case.num_stages)
 

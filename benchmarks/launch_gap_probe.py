@@ -44,21 +44,11 @@ def main() -> int:
         opts = dict(consts, backend="triton", num_warps=case.num_warps, num_stages=case.num_stages)
         py_fn = lambda a: k.launch(grid, *a, **opts)  # noqa: E731
         (entry,) = [e for e in k._entries.values() if e.compiled.backend == "triton"]
-        # LoadedKernel.launch needs the ABI's values: take them from the plan's gather via a spy on the runner.
-        seen = {}
         runner = entry.runner
-        original = runner.launch
-
-        def spy(g, a, stream=None):
-            seen.setdefault(id(a[0]), (g, list(a)))
-            return original(g, a, stream)
-        runner.launch = spy
-        for s in sets:
-            k.launch(grid, *s, **opts)
-        runner.launch = original
+        # LoadedKernel.launch needs the ABI's values: what the plan hands the runner for each input set.
+        abi_args = {id(s[0]): bench.runner_call(k, runner, grid, s, opts) for s in sets}
         torch.cuda.synchronize()
-        abi_args = [seen[id(s[0])] if id(s[0]) in seen else None for s in sets]
-        raw_fn = lambda a: runner.launch(*abi_args[[id(s[0]) for s in sets].index(id(a[0]))])  # noqa: E731
+        raw_fn = lambda a: runner.launch(*abi_args[id(a[0])])  # noqa: E731
         impls = {"tle kernel[grid] (C)": tle_fn, "tle kernel.launch (Py)": py_fn, "tle LoadedKernel.launch": raw_fn,
                  "triton_ref": ref_fn}
         times = {n: [] for n in impls}

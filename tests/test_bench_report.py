@@ -97,3 +97,25 @@ def test_ncu_probe_reads_ncu_csv_by_launch_order():
     assert table[2].split()[-7:-5] == ["layernorm_kernel", "7.00"]
     with pytest.raises(ValueError, match="expected 2 x 3"):
         ncu_probe.report(out, 3)
+
+
+def test_runner_call_catches_what_the_plan_hands_the_runner():
+    """bench.runner_call (the launch table's and launch_gap_probe's LoadedKernel figures): the launch goes through,
+    its ABI arguments come back, and the runner's own launch is back in place afterwards."""
+    class Runner:
+        def __init__(self):
+            self.calls = []
+
+        def launch(self, grid, args, stream=None):
+            self.calls.append((grid, list(args)))
+
+    class Kernel:
+        def __init__(self, runner):
+            self.runner = runner
+
+        def launch(self, grid, *args, **kwargs):
+            self.runner.launch(grid + (1,) * (3 - len(grid)), [*args, kwargs["n"]])
+
+    runner = Runner()
+    assert bench.runner_call(Kernel(runner), runner, (4,), ("x", "y"), {"n": 7}) == ((4, 1, 1), ["x", "y", 7])
+    assert runner.calls == [((4, 1, 1), ["x", "y", 7])] and "launch" not in vars(runner)
