@@ -578,10 +578,12 @@ class _KernelChecker:
         one = T.Const(it.span, Scalar("i32"), 1)
         start, stop, step = (T.Const(it.span, Scalar("i32"), 0), vals[0], one) if len(vals) == 1 else \
             (vals[0], vals[1], vals[2] if len(vals) == 3 else one)
-        if not isinstance(step, T.Const):
-            raise TleError(it.args[2].span, "the step of range() must be a compile-time constant",
+        # The step must be known positive: a constant, or the launch's program count along an axis (always >= 1),
+        # which is how a persistent kernel strides over its tiles whatever grid it is launched with.
+        if not (isinstance(step, T.Const) or (isinstance(step, T.Op) and step.name == "num_programs")):
+            raise TleError(it.args[2].span, "the step of range() must be a compile-time constant or num_programs(axis)",
                            ["loop over range(0, cdiv(n, S)) and scale the loop variable by S instead"])
-        if step.value <= 0:
+        if isinstance(step, T.Const) and step.value <= 0:
             raise TleError(it.args[2].span, f"the step of range() must be positive, got {step.value}",
                            ["count down with an expression of the loop variable: n - 1 - i"])
         stages = unroll = None
