@@ -339,13 +339,20 @@ class _KernelBuilder:
     def x_load(self, e):
         view = self.views[e.tensor.name]
         idx = [self.expr(a) for a in e.args]
-        attrs = {"padding": scalar_attr(e.type.dtype, e.attrs["padding"]), **self._inside(e, idx, e.type.shape)}
+        attrs = {"padding": scalar_attr(e.type.dtype, e.attrs["padding"]), **self._inside(e, idx, e.type.shape),
+                 **self._tma(e)}
         return self.value("tle.load", ir_type(e.type), [view, *idx], attrs, e.span)
 
     def x_store(self, e):
         view = self.views[e.tensor.name]
         value, *idx = [self.expr(a) for a in e.args]
-        self.op("tle.store", [], [view, value, *idx], self._inside(e, idx, e.args[0].type.shape), e.span)
+        self.op("tle.store", [], [view, value, *idx], {**self._inside(e, idx, e.args[0].type.shape), **self._tma(e)},
+                e.span)
+
+    @staticmethod
+    def _tma(e) -> dict:
+        """{"tle.tma": unit} for a load or store written with tma=true: a hint the native path reads."""
+        return {"tle.tma": ir.UnitAttr.get()} if e.attrs.get("tma") else {}
 
     def _inside(self, e, idx, tile) -> dict:
         """{"tle.inside": [axes]} for the axes of a load or store whose tile the launch grid keeps inside the

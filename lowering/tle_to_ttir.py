@@ -17,8 +17,9 @@ Lowering choices (the semantics are the ones dialects/tle.py states):
   < size_i` for every axis, one compare per axis (unsigned, signed where the start is a constant >= 0); an axis
   is left unmasked only when its index and size are both constants that put the tile inside. Masked-off elements
   read `padding` (tt.load's `other`). `_Lowering.tile_pointers` says which part is scalar and which per element.
-  mode="descriptor" loads and stores 2-D tiles whose padding is 0 through tensor descriptors (Hopper TMA), see
-  `_descriptor`; everything else keeps pointers.
+  Loads and stores written with `tma=true` (tle.tma), and every one under mode="descriptor", move 2-D tiles whose
+  padding is 0 through tensor descriptors (Hopper TMA) where `_descriptor_ok` proves TMA's layout rules; the rest
+  keep pointers. Descriptors are built in the entry block (device-side: Triton asks for global scratch for them).
 - gather / scatter / atomic: pointers `ptr + sum(idx_i * stride_i)` in i32 (the whole offset must fit in i32).
 - Floating-point atomic max/min use integer atomics on the bit pattern (as Triton does: signed max / unsigned min
   for max, the mirror for min), keyed on the sign bit so -0.0 is right; a NaN operand is first made the NaN that
@@ -186,7 +187,7 @@ class _View:
     sizes: list  # i32 values
     strides: list  # i32 values, in elements
     elem: "ir.Type"
-    descriptors: dict = field(default_factory=dict)  # mode="descriptor": tile shape -> tensor descriptor, built once where the view is
+    descriptors: dict = field(default_factory=dict)  # tile shape -> tensor descriptor, built once where the view is
 
 
 # ---- the lowering -----------------------------------------------------------------------------------------------
@@ -441,18 +442,23 @@ def _make_view(L: _Lowering, op):
     ops = [L.v(x) for x in op.operands]
     view = L.views[op.result] = _View(ops[0], ops[1:1 + rank], ops[1 + rank:],
                                       ir.TypeAttr(op.attributes["elem"]).value)
-    if L.mode == "descriptor":
-        # One descriptor per tile shape, built here (the kernel's entry block) rather than inside loops.
-        for use in op.result.uses:
-            user = use.owner
+    # One descriptor per tile shape, built here (the kernel's entry block) rather than inside loops, for the loads
+    # and stores that want one (_wants_descriptor).
+    for use in op.result.uses:
+        user = use.owner
+        if _wants_descriptor(L, user):
             if user.name == "tle.load":
                 shape, padding = _shape(user.result), user.attributes["padding"]
-            elif user.name == "tle.store":
-                shape, padding = _shape(user.operands[1]), None
             else:
-                continue
+                shape, padding = _shape(user.operands[1]), None
             if tuple(shape) not in view.descriptors and _descriptor_ok(view, shape, padding):
                 view.descriptors[tuple(shape)] = _descriptor(L, view, shape)
+
+
+def _wants_descriptor(L: _Lowering, op) -> bool:
+    """A tile load or store goes through a tensor descriptor when the whole module is lowered in descriptor mode,
+    or when the kernel asked for it (tma=true: tle.tma) and _descriptor_ok allows it; else through pointers."""
+    return op.name in ("tle.load", "tle.store") and (L.mode == "descriptor" or "tle.tma" in op.attributes)
 
 
 def _load(L: _Lowering, op):
@@ -460,7 +466,8 @@ def _load(L: _Lowering, op):
     rtype = op.result.type
     shape = _shape(op.result)
     indices = [L.v(x) for x in list(op.operands)[1:]]
-    if tuple(shape) in view.descriptors and _descriptor_ok(view, shape, op.attributes["padding"]):
+    if _wants_descriptor(L, op) and tuple(shape) in view.descriptors and \
+            _descriptor_ok(view, shape, op.attributes["padding"]):
         desc = view.descriptors[tuple(shape)]
         L.bind(op, L.val("tt.descriptor_load", rtype, [desc, *_element_coords(L, indices, shape)]))
         return
@@ -473,7 +480,7 @@ def _store(L: _Lowering, op):
     value = L.v(op.operands[1])
     shape = _shape(value)
     indices = [L.v(x) for x in list(op.operands)[2:]]
-    if tuple(shape) in view.descriptors:
+    if _wants_descriptor(L, op) and tuple(shape) in view.descriptors:
         L.op("tt.descriptor_store", [], [view.descriptors[tuple(shape)], value, *_element_coords(L, indices, shape)])
         return
     ptrs, mask = L.tile_pointers(view, indices, shape, _inside(op))
@@ -730,7 +737,7 @@ def _negf(L: _Lowering, op):
     L.bind(op, L.val(cast, x.type, [flipped]))
 
 
-# ---- tensor descriptors (mode="descriptor") ---------------------------------------------------------------------
+# ---- tensor descriptors (tma=true, or mode="descriptor") -------------------------------------------------------
 
 def _descriptor_ok(view: _View, shape, padding) -> bool:
     """TMA fits a 2-D tile whose padding is zero (TMA fills out-of-bounds with zeros), whose last stride is the

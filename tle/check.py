@@ -1101,7 +1101,7 @@ class _KernelChecker:
         return list(x.items)
 
     def b_load(self, e):
-        a = self.args(e, ("tensor",), (), ("tile", "at", "pad"))
+        a = self.args(e, ("tensor",), (), ("tile", "at", "pad", "tma"))
         t = self.tensor_arg(a["tensor"], "load")
         rank = len(t.type.dims)
         if "tile" not in a:
@@ -1110,7 +1110,13 @@ class _KernelChecker:
         at = [self.scalar_int(i, "a tile index in at=") for i in self.index_list(a["at"], rank, "at=", t.name)] \
             if "at" in a else [T.Const(e.span, Scalar("i32"), 0)] * rank
         pad = self.fill_value(a["pad"], t, "pad=") if "pad" in a else _cast_const(0, t.type.dtype, e.span)
-        return T.Op(e.span, Tile(t.type.dtype, tile), "load", at, {"tile": tile, "padding": pad}, tensor=t)
+        attrs = {"tile": tile, "padding": pad, **self.tma_hint(a)}
+        return T.Op(e.span, Tile(t.type.dtype, tile), "load", at, attrs, tensor=t)
+
+    def tma_hint(self, a) -> dict:
+        """tma=true on a load or store: move the tile through a tensor descriptor (the Tensor Memory Accelerator)
+        where the native path can (docs/language.md). A hint: the values are the same either way."""
+        return {"tma": True} if "tma" in a and self.const_bool(a["tma"], "tma=") else {}
 
     def fill_value(self, x: ast.Expr, t: T.TensorParam, what: str):
         """pad= and other=: a compile-time constant, converted to the tensor's element type without loss."""
@@ -1127,7 +1133,7 @@ class _KernelChecker:
         return self.implicit_const(v, t.type.dtype)
 
     def b_store(self, e):
-        a = self.args(e, ("tensor", "value"), (), ("at",))
+        a = self.args(e, ("tensor", "value"), (), ("at", "tma"))
         t = self.tensor_arg(a["tensor"], "store")
         rank = len(t.type.dims)
         v = self.expr(a["value"])
@@ -1143,7 +1149,7 @@ class _KernelChecker:
                            [f"convert it: cast<{t.type.dtype}>(...)"])
         at = [self.scalar_int(i, "a tile index in at=") for i in self.index_list(a["at"], rank, "at=", t.name)] \
             if "at" in a else [T.Const(e.span, Scalar("i32"), 0)] * rank
-        return T.Op(e.span, None, "store", [v, *at], {}, tensor=t)
+        return T.Op(e.span, None, "store", [v, *at], self.tma_hint(a), tensor=t)
 
     def index_tiles(self, t: T.TensorParam, x: ast.Expr, extra: list, what: str):
         """Indices (one per dim) and extra operands broadcast to one shape; returns (indices, extras, shape)."""

@@ -624,3 +624,27 @@ kernel k<B: int = 64>(x: tensor<f32>[M, N], y: tensor<f32>[M, N], z: tensor<f32>
     reshapes = [line for line in ttir.splitlines() if '"tt.reshape"' in line]
     assert len(reshapes) == 2  # [1, 64] -> [64] and [64] -> [4, 16] are real reshapes
     assert not any("tensor<64xi32>) -> tensor<1x64xi32>" in r for r in reshapes)
+
+
+TMA_HINT = """
+kernel k(x: tensor<f16>[M, N], y: tensor<f16>[M, N], z: tensor<f16>[M, N]) {
+    let a = load(x, tile=[16, 64], at=[program_id(0), 0], tma=true)
+    let b = load(x, tile=[16, 64], at=[program_id(0), 1])
+    let c = load(x, tile=[16, 64], at=[program_id(0), 2], pad=-inf, tma=true)
+    store(y, a + b, at=[program_id(0), 0], tma=true)
+    store(z, c, at=[program_id(0), 0])
+}
+"""
+
+
+def test_tma_hint_takes_descriptors_only_where_asked_and_allowed():
+    """tma=true moves that load or store through a descriptor; a load of the same view and shape without it, a
+    load padded with -inf (TMA fills zeros) and a store without it keep pointers."""
+    text = ttir(TMA_HINT, spec="all16")
+    assert len(ops(text, "tt.make_tensor_descriptor")) == 2  # x's and y's [16, 64]; z's store keeps pointers
+    assert len(ops(text, "tt.descriptor_load")) == 1 and len(ops(text, "tt.descriptor_store")) == 1
+    assert len(ops(text, "tt.load")) == 2 and len(ops(text, "tt.store")) == 1
+    cubin(text)
+    # Row strides not known 16-byte aligned: the hint cannot be taken, every access keeps pointers.
+    generic = ttir(TMA_HINT)
+    assert not ops(generic, "tt.make_tensor_descriptor") and len(ops(generic, "tt.load")) == 3
