@@ -32,6 +32,16 @@ def test_sizes_mark_the_dims_divisible_by_16(rows, capsys):
     assert "tle.inside" not in text  # no grid: no grid facts
 
 
+def test_sizes_mark_the_strides_of_contiguous_tensors(rows, capsys):
+    """A contiguous [M, N] tensor's row stride is N: divisible by 16 when N is, unknown while N is not given."""
+    assert '{tle.divisibility = 16 : i32, tle.name = "x.stride0"}' in \
+        emit(capsys, rows, "--emit=tle", "--sizes", "M=100,N=1024")
+    assert 'tle.divisibility = 16 : i32, tle.name = "x.stride0"' not in \
+        emit(capsys, rows, "--emit=tle", "--sizes", "M=100,N=1000")
+    assert 'tle.divisibility = 16 : i32, tle.name = "x.stride0"' not in \
+        emit(capsys, rows, "--emit=tle", "--sizes", "M=4096")
+
+
 def test_a_grid_that_fits_marks_the_row_inside(rows, capsys):
     assert emit(capsys, rows, "--emit=tle", "--sizes", "M=64,N=1000", "--grid", "64").count("tle.inside") == 2
     assert "tle.inside" not in emit(capsys, rows, "--emit=tle", "--sizes", "M=64,N=1000", "--grid", "65,1")

@@ -16,6 +16,8 @@ this (its launcher does not look at the grid); tle's runtime plans each launch p
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from .typed import Bind, Kernel, Op, Read, TensorParam, nodes
@@ -141,11 +143,20 @@ def default_spec(kernel: Kernel) -> Spec:
 
 
 def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None) -> Spec:
-    """What tlec assumes for a launch its command line describes (--sizes, --grid): default_spec's pointers and
-    unit strides, each given dim's divisibility by 16, and the grid facts of `grid` (3 ints) over the given dims.
-    Sizes of dims the kernel does not have are ignored (tlec checks them against every kernel it compiles)."""
+    """What tlec assumes for a launch its command line describes (--sizes, --grid) on contiguous tensors:
+    default_spec's pointers and unit strides, each given dim's divisibility by 16, each stride's where the dims
+    after it are all given (a contiguous tensor's stride is their product), and the grid facts of `grid` (3 ints)
+    over the given dims. Sizes of dims the kernel does not have are ignored (tlec checks them against every
+    kernel it compiles)."""
     d = default_spec(kernel)
     d16 = set(d.divisible16) | {name for name, v in sizes.items() if name in kernel.dims and v % 16 == 0}
+    for p in kernel.params:
+        if isinstance(p, TensorParam):
+            dims = [x if isinstance(x, int) else sizes.get(x) for x in p.type.dims]
+            for axis in range(len(dims) - 1):
+                after = dims[axis + 1:]
+                if None not in after and math.prod(after) % 16 == 0:
+                    d16.add(f"{p.name}.stride{axis}")
     return Spec(frozenset(d16), d.unit_strides, grid_facts(kernel, grid, sizes))
 
 
