@@ -409,15 +409,20 @@ class Facts:
     atomics: bool = False
 
 
-def _static(e, dims):
-    """The value of a scalar expression of constants and dims, or None."""
-    from ..typed import Const, Dim, Op
+def _static(e, dims, grid=None, lets=None):
+    """The value of a scalar expression of constants, dims, num_programs (when the grid is known) and the lets
+    among `lets` (variable -> its value's expression), or None."""
+    from ..typed import Const, Dim, Op, Read
+    if isinstance(e, Read) and lets is not None and e.var in lets:
+        return _static(lets[e.var], dims, grid, lets)
     if isinstance(e, Const):
         return e.value if isinstance(e.value, (int, float)) and not isinstance(e.value, bool) else None
     if isinstance(e, Dim):
         return dims.get(e.name)
+    if isinstance(e, Op) and e.name == "num_programs":
+        return grid[e.attrs["axis"]] if grid is not None and e.attrs["axis"] < len(grid) else None
     if isinstance(e, Op) and len(e.args) == 2:
-        a, b = (_static(x, dims) for x in e.args)
+        a, b = (_static(x, dims, grid, lets) for x in e.args)
         if a is None or b is None:
             return None
         ops = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b, "min": lambda: min(a, b),
@@ -426,8 +431,9 @@ def _static(e, dims):
     return None
 
 
-def analyze(checked, dims: dict, num_stages: int = 3) -> Facts:
-    """Walk a checked kernel (tle.typed.Kernel) and collect the Facts above."""
+def analyze(checked, dims: dict, num_stages: int = 3, grid: tuple | None = None) -> Facts:
+    """Walk a checked kernel (tle.typed.Kernel) and collect the Facts above. With the launch grid, a persistent
+    loop (range(program_id(a), stop, num_programs(a))) counts the trips of an average program."""
     from ..typed import Bind, Eval, For, If, Op
     from ..types import Tile
     f = Facts()
@@ -471,9 +477,13 @@ def analyze(checked, dims: dict, num_stages: int = 3) -> Facts:
             if loop is not None:
                 loop["dot"] = True
 
+    lets = {}  # immutable variable -> the expression bound to it, for loop bounds written through lets
+
     def block(stmts, trips, loop):
         for s in stmts:
             if isinstance(s, Bind):
+                if not s.var.mutable:
+                    lets[s.var] = s.value
                 expr(s.value, trips, loop)
             elif isinstance(s, Eval):
                 expr(s.expr, trips, loop)
@@ -482,7 +492,9 @@ def analyze(checked, dims: dict, num_stages: int = 3) -> Facts:
                 block(s.then, trips, loop)
                 block(s.orelse, trips, loop)
             elif isinstance(s, For):
-                start, stop, step = (_static(x, dims) for x in (s.start, s.stop, s.step))
+                start, stop, step = (_static(x, dims, grid, lets) for x in (s.start, s.stop, s.step))
+                if start is None and isinstance(s.start, Op) and s.start.name == "program_id":
+                    start = 0  # a program's first tile; stop and step decide how many it takes
                 n = max(0, -(-(stop - start) // step)) if None not in (start, stop, step) and step > 0 else 1
                 inner = {"loads": 0, "dot": False}
                 block(s.body, trips * n, inner)
@@ -500,12 +512,17 @@ def analyze(checked, dims: dict, num_stages: int = 3) -> Facts:
     return f
 
 
-def programs_of(grid, meta) -> int:
+def grid_of(grid, meta) -> tuple:
+    """The launch grid as a tuple of ints (a callable grid is called with the constants and dims)."""
     if callable(grid):
         grid = grid(meta)
     if isinstance(grid, int):
         grid = (grid,)
-    return max(1, math.prod(int(g) for g in grid))
+    return tuple(int(g) for g in grid)
+
+
+def programs_of(grid, meta) -> int:
+    return max(1, math.prod(grid_of(grid, meta)))
 
 
 def predicted_time(f: Facts, threads: int | None, hw: Hardware) -> float:
@@ -561,7 +578,8 @@ def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dic
         if backend == "auto" and auto_route is not None:
             backend = auto_route
         stages = c.get("num_stages", DEFAULT_OPTIONS["num_stages"])
-        f = analyze(checked, dims, stages)
+        meta = {**checked.constants, **dims}
+        f = analyze(checked, dims, stages, grid_of(grid, meta))
         ignored = ("num_warps", "num_stages") if backend in ("tileir", "interp") else \
             (() if f.free_loops else ("num_stages",))
         k = _ckey({o: v for o, v in c.items() if o not in ignored})
@@ -574,7 +592,7 @@ def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dic
         # which the binary never saw. The base itself therefore stands for its group.
         if base is not None:
             c = {o: (base[o] if o in ignored and o in base else v) for o, v in c.items()}
-        f.programs = programs_of(grid, {**checked.constants, **dims})
+        f.programs = programs_of(grid, meta)
         facts[_ckey(c)] = f
         threads_of[_ckey(c)] = (c.get("num_warps") or default_num_warps(checked)) * 32 if backend == "triton" else None
         cands.append(c)

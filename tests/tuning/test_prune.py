@@ -172,3 +172,17 @@ def test_space_validation(matmul):
     matmul.matmul.tune_space = {"BM": [64], "key_dims": ["M"]}
     assert matmul.matmul.tune_space.key_dims == ["M"]
     matmul.matmul.tune_space = None
+
+
+def test_persistent_loop_counts_an_average_programs_tiles():
+    """examples/matmul_persistent.tle strides over the tiles by num_programs(0): with the grid known, one program's
+    work is its share of the tiles (the cost model ranks tile shapes by it), not a single tile."""
+    from tle.check import check_kernel
+    mod = tle.compile(os.path.join(EXAMPLES, "matmul_persistent.tle"))
+    dims = {"M": 4096, "N": 4096, "K": 4096}
+    checked = check_kernel(mod.program, "matmul_persistent", {"BM": 128, "BN": 256, "BK": 64})
+    one_tile = 2.0 * 128 * 256 * 4096
+    tiles = (4096 // 128) * (4096 // 256)  # 512
+    assert tuning.analyze(checked, dims, grid=(132,)).flops == one_tile * -(-tiles // 132)
+    assert tuning.analyze(checked, dims, grid=(512,)).flops == one_tile
+    assert tuning.analyze(checked, dims).flops == one_tile  # no grid: one trip, as for any unknown bound
