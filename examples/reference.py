@@ -97,6 +97,16 @@ def _matmul_grouped(device, dtype, shape=(100, 70, 90), noncontig=False, tiles=(
             lambda t: [t[0].float() @ t[1].float()], lambda t: [t[2]])
 
 
+def _matmul_persistent(device, dtype, shape=(100, 70, 90), noncontig=False, tiles=(32, 32, 32)):
+    m, n, k = shape
+    bm, bn, bk = tiles
+    a, b, c = rand((m, k), device, dtype, noncontig), rand((k, n), device, dtype), poison((m, n), device, dtype)
+    # Fewer programs than tiles, so that programs walk several (an H200 has 132 SMs; 5 keeps the interpreter quick)
+    programs = min(cdiv(m, bm) * cdiv(n, bn), 132 if device == "cuda" else 5)
+    return ([a, b, c], (programs,), {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 3},
+            lambda t: [t[0].float() @ t[1].float()], lambda t: [t[2]])
+
+
 def splitk_workspace(device, m, n, bm, bn, split):
     """matmul_splitk's workspace: the f32 partial tiles and the per-tile arrival counters (zeros; every launch
     leaves them zeroed), allocated once and reused by later launches of the same shape."""
@@ -138,6 +148,8 @@ CASES = {
                    dtypes=(torch.float16, torch.bfloat16)),
     "matmul_grouped": Case("matmul_grouped", _matmul_grouped, [(16, 16, 16), (100, 70, 90), (130, 257, 65)],
                            dtypes=(torch.float16, torch.bfloat16)),
+    "matmul_persistent": Case("matmul_persistent", _matmul_persistent, [(16, 16, 16), (100, 70, 90), (130, 257, 65)],
+                              dtypes=(torch.float16, torch.bfloat16)),
     # One launch with SPLIT > 1 needs ordered atomics, which only the native path gives (see the example's header).
     "matmul_splitk": Case("matmul_splitk", _matmul_splitk, [(1, 16, 16), (5, 70, 300), (33, 100, 257), (16, 64, 512)],
                           dtypes=(torch.float16, torch.bfloat16)),

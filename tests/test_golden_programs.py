@@ -576,6 +576,17 @@ entry(file="matmul_dot.tle", kernel="mm", make=_mm_make, grid=lambda c, k: (cdiv
       note="ragged M, N and K (K=80 is 2.5 tiles of 32: the zero-padded last tile adds nothing)")
 
 
+# persistent_tma.tle -------------------------------------------------------------------------------------------------
+entry(file="persistent_tma.tle", kernel="mm", make=_mm_make, consts=[{}, {"TMA": False}],
+      grid=lambda c, k: (c["programs"],),
+      ref=lambda a, c, k: {"c": a["a"].double() @ a["b"].double()},
+      tol={"c": dot_half(48)}, interp_tol={"c": dot_f32(48)},
+      cases=[{"M": 64, "N": 48, "K": 32, "programs": 5}, {"M": 37, "N": 50, "K": 45, "programs": 3},
+             {"M": 16, "N": 16, "K": 16, "programs": 4}],
+      note="5 programs over 12 tiles (rows 16-byte aligned: TMA on the native path), 3 over a ragged 3x4 "
+           "(pointers), and 4 programs for 1 tile: 3 idle")
+
+
 # mesh_axes.tle ------------------------------------------------------------------------------------------------------
 entry(file="mesh_axes.tle", kernel="ids", make=lambda c, k, g: {"out": poison((8,), torch.int32)},
       grid=lambda c, k: (1, 1, 1), ref=lambda a, c, k: {"out": torch.zeros(8, dtype=torch.int64)},

@@ -507,6 +507,10 @@ def test_read_only_tensors_take_no_tokens():
                 continue
             module = lower(src, name, file=path)
             assert all(token_operand(op) is None for op in ops(module, "load_view_tko")), name
+            if name == "matmul_persistent":
+                # Its store to c sits in the tile loop: c's chain is carried through the loop, from one new token.
+                assert len(ops(module, "make_token")) == 1 and not ops(module, "join_tokens"), name
+                continue
             assert not ops(module, "make_token") and not ops(module, "join_tokens"), name
 
 
@@ -983,7 +987,7 @@ def test_examples_on_the_gpu():
         path = os.path.join(ROOT, "examples", f"{name}.tle")
         src = open(path).read()
         pnames = [p.name for p in check_kernel(load_program(src, path), name, {}).params]
-        big = [(4096, 4096, 4096), (333, 1000, 257)] if name in ("matmul", "matmul_grouped") else \
+        big = [(4096, 4096, 4096), (333, 1000, 257)] if name in ("matmul", "matmul_grouped", "matmul_persistent") else \
             [(1, 4096, 4096), (128, 4096, 14336)] if name == "matmul_splitk" else \
             [(1 << 20,)] if name == "vector_add" else [(4096, 1024), (3, 1000)]
         torch.manual_seed(0)
