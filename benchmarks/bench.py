@@ -385,12 +385,13 @@ def torch_impl() -> Impl:
     return Impl("torch", make)
 
 
-# tle:tuned: examples/matmul_grouped.tle (grouped program order, the pipeline depth a constant) tuned through tle's
-# tuning database over both paths, for the large square matmuls issue 5 holds to 0.95x cuBLAS "tuned". The first
-# call of a shape bucket tunes (its time is the cell's first-call time); later runs read the database
-# (TLE_TUNE_DB, default under TLE_CACHE_DIR or ~/.cache/tle).
+# tle:tuned: examples/matmul_persistent.tle (one program per SM walking the tiles in grouped order, the pipeline
+# depth a constant, TMA on or off) tuned through tle's tuning database over both paths, for the large square
+# matmuls issue 5 holds to 0.95x cuBLAS "tuned". The first call of a shape bucket tunes (its time is the cell's
+# first-call time); later runs read the database (TLE_TUNE_DB, default under TLE_CACHE_DIR or ~/.cache/tle).
+TUNED_EXAMPLE = "matmul_persistent"
 TUNE_SPACE = {"BM": [64, 128, 256], "BN": [64, 128, 256], "BK": [32, 64, 128], "STAGES": [3, 4], "GROUP_M": [8],
-              "num_warps": [4, 8], "backend": ["triton", "tileir"]}
+              "TMA": [True, False], "num_warps": [4, 8], "backend": ["triton", "tileir"]}
 TUNED: dict = {}  # case key -> tuning.TuneResult, for the report
 
 
@@ -401,13 +402,14 @@ def tuned_applies(case) -> bool:
 def tuned_impl(backends, budget_s: float) -> Impl:
     def make(case):
         from tle.runtime.tuning import TuneSpace
-        k = tle_module("matmul_grouped").matmul_grouped
+        k = getattr(tle_module(TUNED_EXAMPLE), TUNED_EXAMPLE)
         if k.tune_space is None:
             space = {**TUNE_SPACE, "backend": [b for b in TUNE_SPACE["backend"] if b in backends]}
             k.tune_space = TuneSpace(space, budget_s=budget_s)
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
 
-        def grid(meta):
-            return (cdiv(meta["M"], meta["BM"]) * cdiv(meta["N"], meta["BN"]),)
+        def grid(meta):  # persistent: at most one program per SM
+            return (min(sms, cdiv(meta["M"], meta["BM"]) * cdiv(meta["N"], meta["BN"])),)
 
         def run(args):
             if case.key not in TUNED:
@@ -418,7 +420,7 @@ def tuned_impl(backends, budget_s: float) -> Impl:
 
 
 def tuned_table() -> str:
-    lines = ["tle:tuned (examples/matmul_grouped.tle through the tuning database; space "
+    lines = [f"tle:tuned (examples/{TUNED_EXAMPLE}.tle through the tuning database; space "
              + ", ".join(f"{k}={'/'.join(map(str, v))}" for k, v in TUNE_SPACE.items()) + "):"]
     for key, r in TUNED.items():
         st = r.stats or {}
