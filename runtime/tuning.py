@@ -542,6 +542,36 @@ class Pruned:
     facts: dict  # ckey -> Facts
 
 
+def hint_only_constants(program, name: str) -> frozenset:
+    """The compile-time constants of kernel `name` used only as `tma=` hints (in the kernel and in every fn of the
+    program, which see the kernel's constants): the Tile IR path and the interpreter ignore those hints, so
+    configurations that differ only there are one binary on them (rule R0). Any other use keeps a constant."""
+    import dataclasses
+    from .. import ast
+    kernel = program.kernels[name]
+    consts = {c.name for c in kernel.const_params}
+    uses: dict = {}
+    hints: dict = {}
+
+    def walk(node, in_hint=False):
+        if isinstance(node, ast.Name) and node.id in consts:
+            uses[node.id] = uses.get(node.id, 0) + 1
+            if in_hint:
+                hints[node.id] = hints.get(node.id, 0) + 1
+        if isinstance(node, (list, tuple)):
+            for x in node:
+                walk(x)
+        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+            hint = isinstance(node, ast.Keyword) and node.name == "tma"
+            for f in dataclasses.fields(node):
+                walk(getattr(node, f.name), hint and f.name == "value")
+
+    walk(kernel.body)
+    for fn in program.fns.values():
+        walk(fn.body)
+    return frozenset(c for c, n in hints.items() if uses[c] == n)
+
+
 def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dict, grid, hw: Hardware | None,
           fixed_backend: str = "triton", base: dict | None = None, max_candidates: int = 128,
           auto_route: str | None = None) -> Pruned:
@@ -551,6 +581,7 @@ def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dic
     from ..check import check_kernel
     dropped: dict = {}
     checked_by_consts: dict = {}
+    hint_only = hint_only_constants(program, name)
     facts: dict = {}
     threads_of: dict = {}
     errors: dict = {}
@@ -580,7 +611,7 @@ def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dic
         stages = c.get("num_stages", DEFAULT_OPTIONS["num_stages"])
         meta = {**checked.constants, **dims}
         f = analyze(checked, dims, stages, grid_of(grid, meta))
-        ignored = ("num_warps", "num_stages") if backend in ("tileir", "interp") else \
+        ignored = ("num_warps", "num_stages", *hint_only) if backend in ("tileir", "interp") else \
             (() if f.free_loops else ("num_stages",))
         k = _ckey({o: v for o, v in c.items() if o not in ignored})
         if k in seen:

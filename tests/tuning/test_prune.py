@@ -186,3 +186,24 @@ def test_persistent_loop_counts_an_average_programs_tiles():
     assert tuning.analyze(checked, dims, grid=(132,)).flops == one_tile * -(-tiles // 132)
     assert tuning.analyze(checked, dims, grid=(512,)).flops == one_tile
     assert tuning.analyze(checked, dims).flops == one_tile  # no grid: one trip, as for any unknown bound
+
+
+def test_tma_only_constants_are_one_binary_on_tile_ir():
+    """matmul_persistent's TMA feeds only tma= hints, which Tile IR ignores: on Tile IR, TMA=true and TMA=false
+    are one configuration (R0); on the native path they are two. A constant used anywhere else stays."""
+    mod = tle.compile(os.path.join(EXAMPLES, "matmul_persistent.tle"))
+    assert tuning.hint_only_constants(mod.program, "matmul_persistent") == {"TMA"}
+    space = TuneSpace({"BM": [128], "BN": [128, 256], "TMA": [True, False], "backend": ["triton", "tileir"]})
+    p = prune(mod.program, "matmul_persistent", space.configs(), fixed_constants={"T": "f16"},
+              dims={"M": 4096, "N": 4096, "K": 4096}, grid=lambda m: (132,), hw=H200, base=None)
+    kept = [(c["BN"], c["TMA"], c["backend"]) for c in p.kept]
+    assert sorted(k for k in kept if k[2] == "triton") == [(128, False, "triton"), (128, True, "triton"),
+                                                           (256, False, "triton"), (256, True, "triton")]
+    assert len([k for k in kept if k[2] == "tileir"]) == 2
+    assert p.dropped["R0 duplicate (option the backend ignores)"] == 2
+    from tle.check import load_program
+    other = load_program("""
+kernel k<B: int = 16, F: bool = true>(x: tensor<f32>[N], y: tensor<f32>[N]) {
+    if F { store(y, load(x, tile=[B], tma=F), at=[0]) }
+}""")
+    assert tuning.hint_only_constants(other, "k") == frozenset()  # F also decides the if
