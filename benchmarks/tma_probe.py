@@ -162,15 +162,19 @@ def square_variants(s, nsms, few=False):
 
 
 def tle_variants(s, nsms, As, Bs, Cs):
-    """tle's own kernels at 128x256x64, 8 warps, 3 stages: matmul_grouped.tle (pointers), matmul_persistent.tle
-    with and without TMA, on the native path; the persistent one on Tile IR too."""
+    """tle's own kernels at 128x256x64, 8 warps, 3 stages: matmul.tle (the bench's tle:triton) and
+    matmul_grouped.tle (pointers), matmul_persistent.tle with and without TMA, on the native path; the persistent
+    one on Tile IR too."""
     import tle
     ex = os.path.join(HERE, "..", "examples")
+    plain = tle.compile(os.path.join(ex, "matmul.tle")).matmul
     grouped = tle.compile(os.path.join(ex, "matmul_grouped.tle")).matmul_grouped
     persistent = tle.compile(os.path.join(ex, "matmul_persistent.tle")).matmul_persistent
     tiles = triton.cdiv(s, 128) * triton.cdiv(s, 256)
     cfg = dict(BM=128, BN=256, BK=64, STAGES=3, GROUP_M=8)
     out = {
+        "tle matmul (2-D grid)": lambda i: plain[(triton.cdiv(s, 128), triton.cdiv(s, 256))](
+            As[i], Bs[i], Cs[i], BM=128, BN=256, BK=64, num_warps=8, num_stages=3, backend="triton"),
         "tle grouped": lambda i: grouped[(tiles,)](As[i], Bs[i], Cs[i], **cfg, num_warps=8, backend="triton"),
         "tle persistent": lambda i: persistent[(min(nsms, tiles),)](As[i], Bs[i], Cs[i], **cfg, TMA=False,
                                                                      num_warps=8, backend="triton"),
