@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from ..abi import GridTile, Spec, abi
+from ..abi import FixedTile, GridTile, Spec, abi
 from .. import typed as T
 from ..dialects.mlir import ir, new_context
 from ..dialects.tle import load_tle
@@ -355,12 +355,20 @@ class _KernelBuilder:
         return {"tle.tma": ir.UnitAttr.get()} if e.attrs.get("tma") else {}
 
     def _inside(self, e, idx, tile) -> dict:
-        """{"tle.inside": [axes]} for the axes of a load or store whose tile the launch grid keeps inside the
-        tensor (the spec's GridTile facts, tle/abi.py): index program_id(a) itself, and grid[a] * tile <= dim."""
+        """{"tle.inside": [axes]} for the axes of a load or store whose tile the launch keeps inside the tensor
+        (the spec's facts, tle/abi.py): index program_id(a) itself and grid[a] * tile <= dim (GridTile), or a
+        constant c >= 0 and (c + 1) * tile <= dim (FixedTile)."""
+        at = e.args if e.name == "load" else e.args[1:]
         axes = []
         for i, (v, dim) in enumerate(zip(idx, e.tensor.type.dims)):
+            if not isinstance(dim, str):
+                continue
+            if isinstance(at[i], T.Const):
+                if type(at[i].value) is int and FixedTile(at[i].value, dim, tile[i]) in self.spec.inside:
+                    axes.append(i)
+                continue
             owner = v.owner
-            if isinstance(owner, ir.Block) or owner.name != "tle.program_id" or not isinstance(dim, str):
+            if isinstance(owner, ir.Block) or owner.name != "tle.program_id":
                 continue
             axis = MESH_AXES.index(ir.StringAttr(owner.attributes["axis"]).value)
             if GridTile(axis, dim, tile[i]) in self.spec.inside:

@@ -13,6 +13,11 @@ The grid facts: a load or store whose tile index along axis i is `program_id(a)`
 along that axis; when grid[a] * tile[i] <= the tensor's size there, every one of them lies inside, and the bounds
 check of that axis (a row kernel's `row < M`, an exact vector_add's `offs < n`) is dead code. Triton cannot know
 this (its launcher does not look at the grid); tle's runtime plans each launch per grid, so it can.
+
+The fixed-tile facts, proved in the same place: a tile at a constant index c along a symbolic dim (a row kernel's
+`at=[row, 0]`) lies inside when (c + 1) * tile <= the dim's size, which the launch's sizes decide (a row of
+N = 1024 read as one tile of 1024 needs no column mask). The runtime plans per argument shapes too, so a plan
+never meets sizes that break its facts.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ import math
 
 from dataclasses import dataclass
 
-from .typed import Bind, Kernel, Op, Read, TensorParam, nodes
+from .typed import Bind, Const, Kernel, Op, Read, TensorParam, nodes
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,7 @@ class AbiArg:
 class Spec:
     divisible16: frozenset = frozenset()  # AbiArg keys
     unit_strides: frozenset = frozenset()  # stride keys equal to 1
-    inside: frozenset = frozenset()  # GridTile facts that hold: grid[axis] * tile <= dim
+    inside: frozenset = frozenset()  # GridTile and FixedTile facts that hold (the launch keeps those tiles inside)
 
     def key(self) -> str:
         key = f"d16={','.join(sorted(self.divisible16))};unit={','.join(sorted(self.unit_strides))}"
@@ -57,6 +62,17 @@ class GridTile:
 
     def __str__(self) -> str:
         return f"{self.axis}:{self.dim}:{self.tile}"
+
+
+@dataclass(frozen=True, order=True)
+class FixedTile:
+    """A tile access at the constant tile index `index` along a dim of size `dim` with `tile` elements per index."""
+    index: int
+    dim: str
+    tile: int
+
+    def __str__(self) -> str:
+        return f"@{self.index}:{self.dim}:{self.tile}"
 
 
 def all_args(kernel: Kernel) -> list[AbiArg]:
@@ -99,18 +115,22 @@ def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None) -> Spec:
 
 
 def grid_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
-    """The GridTiles of the kernel that `grid` (3 ints; None: no grid known) keeps inside, given the dims' sizes
-    (a dim missing from `sizes` proves nothing): grid[axis] * tile <= size, with at least one program."""
+    """The launch facts of a planned launch: the GridTiles of the kernel that `grid` (3 ints) keeps inside
+    (grid[axis] * tile <= size, with at least one program) and the FixedTiles its sizes keep inside ((index + 1) *
+    tile <= size), given the dims' sizes (a dim missing from `sizes` proves nothing). None for the grid: no launch
+    is described (the tuning database's keys, tlec without --grid), and no facts at all."""
     if grid is None:
         return frozenset()
-    return frozenset(f for f in grid_tiles(kernel) if f.dim in sizes and 1 <= grid[f.axis]
-                     and grid[f.axis] * f.tile <= sizes[f.dim])
+    tiles = grid_tiles(kernel)
+    return frozenset(f for f in tiles if f.dim in sizes and (
+        1 <= grid[f.axis] and grid[f.axis] * f.tile <= sizes[f.dim] if isinstance(f, GridTile)
+        else (f.index + 1) * f.tile <= sizes[f.dim]))
 
 
 def grid_tiles(kernel: Kernel) -> frozenset:
-    """Every GridTile of the kernel: loads and stores with a tile index that is `program_id(a)` itself (directly
-    or through a `let`) along a symbolic dim. lowering/ast_to_tle.py marks the same accesses (tle.inside) where
-    the Spec holds the fact."""
+    """Every GridTile and FixedTile of the kernel: loads and stores with a tile index that is `program_id(a)`
+    itself (directly or through a `let`), or a constant >= 0, along a symbolic dim. lowering/ast_to_tle.py marks
+    the same accesses (tle.inside) where the Spec holds the fact."""
     found, pids = set(), {}
 
     def axis_of(x):
@@ -123,9 +143,13 @@ def grid_tiles(kernel: Kernel) -> frozenset:
             at = n.args if n.name == "load" else n.args[1:]
             tile = n.attrs["tile"] if n.name == "load" else n.args[0].type.shape
             for i, (idx, dim) in enumerate(zip(at, n.tensor.type.dims)):
+                if not isinstance(dim, str):
+                    continue
                 axis = axis_of(idx)
-                if axis is not None and isinstance(dim, str):
+                if axis is not None:
                     found.add(GridTile(axis, dim, tile[i]))
+                elif isinstance(idx, Const) and type(idx.value) is int and idx.value >= 0:
+                    found.add(FixedTile(idx.value, dim, tile[i]))
         elif isinstance(n, Bind) and not n.var.mutable and axis_of(n.value) is not None:
             pids[n.var] = axis_of(n.value)  # `let row = program_id(0)`, or an inlined fn's parameter bound to it
     return frozenset(found)

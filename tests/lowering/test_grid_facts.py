@@ -1,5 +1,6 @@
-"""Grid facts (tle/abi.py): a tile indexed by program_id(a) along a dim loses its bounds check when the launch
-grid proves grid[a] * tile <= dim, and keeps it otherwise.
+"""Launch facts (tle/abi.py): a tile indexed by program_id(a) along a dim loses its bounds check when the launch
+grid proves grid[a] * tile <= dim (GridTile), a tile at a constant index c when the sizes prove (c + 1) * tile <=
+dim (FixedTile), and each keeps it otherwise.
 
 One behaviour per test: which accesses are candidates (grid_tiles), which facts a grid proves (spec_of), what the
 lowering drops (tle.inside in the tle dialect, the mask in TTIR), and that the runtime plans per grid.
@@ -10,7 +11,7 @@ import dataclasses
 
 import pytest
 
-from tle.abi import GridTile, Spec, default_spec, grid_tiles, spec_of
+from tle.abi import FixedTile, GridTile, Spec, default_spec, grid_tiles, spec_of
 from tle.check import check_kernel, load_program
 from tle.lowering.ast_to_tle import ast_to_tle
 from tle.lowering.tle_to_ttir import tle_to_ttir
@@ -57,7 +58,20 @@ kernel k(a: tensor<f32>[M, N], b: tensor<f32>[M, N], c: tensor<f32>[P, Q], d: te
     store(d, t, at=[r, 0])                                   // a constant dim (8) needs no fact
 }
 """)
-    assert grid_tiles(k) == {GridTile(1, "M", 4), GridTile(2, "N", 8)}
+    # a's and b's column index 0 and c's store at [0, 0] are constant tile indices: FixedTile candidates.
+    assert grid_tiles(k) == {GridTile(1, "M", 4), GridTile(2, "N", 8), FixedTile(0, "N", 8), FixedTile(0, "P", 4),
+                             FixedTile(0, "Q", 8)}
+
+
+def test_sizes_prove_a_fixed_tile_exactly_when_it_fits():
+    k = kernel_of(ROWS)
+    values = {"x": _Aligned(), "y": _Aligned(), "M": 8, "N": 1024, "x.stride0": 1024, "x.stride1": 1,
+              "y.stride0": 1024, "y.stride1": 1}
+    column = FixedTile(0, "N", 1024)
+    assert column in spec_of(k, values, (8, 1, 1)).inside                  # the row is one whole tile
+    assert column in spec_of(k, dict(values, N=3000), (8, 1, 1)).inside    # the tile is the row's first 1024
+    assert column not in spec_of(k, dict(values, N=1000), (8, 1, 1)).inside  # the row ends inside the tile
+    assert spec_of(k, values).inside == frozenset()  # no launch described: no facts of either kind
 
 
 def test_a_grid_proves_a_fact_exactly_when_its_tiles_fit():
@@ -83,8 +97,10 @@ def test_a_row_kernel_loses_its_row_check_under_the_fact():
     # The row check is the one unsigned compare of the program id against M (predicate 6, ult).
     assert base.count("predicate = 6") == 2  # the load's and the store's
     assert proven.count("predicate = 6") == 0
-    # The column masks (the tile is 1024 wide; N is not known) stay: 2 signed compares either way.
-    assert base.count("predicate = 2") == proven.count("predicate = 2") == 2
+    # The column masks (the tile is 1024 wide) go too when the sizes prove N >= 1024; without that fact they stay.
+    assert base.count("predicate = 2") == 2 and proven.count("predicate = 2") == 0
+    rows_only = ttir_of(k, with_facts(k, [GridTile(0, "M", 1)]))
+    assert rows_only.count("predicate = 6") == 0 and rows_only.count("predicate = 2") == 2
 
 
 def test_an_exact_vector_add_is_unmasked():
@@ -104,7 +120,8 @@ def test_a_fact_for_another_tile_size_changes_nothing():
 def test_the_tle_dialect_marks_the_proven_axes():
     k = kernel_of(ROWS)
     text = str(ast_to_tle(k, with_facts(k, grid_tiles(k))))
-    assert text.count("tle.inside = array<i32: 0>") == 2
+    assert text.count("tle.inside = array<i32: 0, 1>") == 2
+    assert str(ast_to_tle(k, with_facts(k, [GridTile(0, "M", 1)]))).count("tle.inside = array<i32: 0>") == 2
     assert "tle.inside" not in str(ast_to_tle(k, default_spec(k)))
 
 
