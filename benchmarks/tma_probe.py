@@ -40,9 +40,8 @@ def _tile_ids(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constex
 
 
 @triton.jit
-def mm_ptr(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-           GROUP_M: tl.constexpr):
-    pm, pn = _tile_ids(tl.program_id(0), M, N, BM, BN, GROUP_M)
+def _ptr_tile(a_ptr, b_ptr, c_ptr, M, N, K, pm, pn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """C's tile (pm, pn) through pointer tiles, masked on every axis."""
     rm = pm * BM + tl.arange(0, BM)
     rn = pn * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
@@ -54,6 +53,13 @@ def mm_ptr(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK:
         acc = tl.dot(a, b, acc)
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def mm_ptr(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+           GROUP_M: tl.constexpr):
+    pm, pn = _tile_ids(tl.program_id(0), M, N, BM, BN, GROUP_M)
+    _ptr_tile(a_ptr, b_ptr, c_ptr, M, N, K, pm, pn, BM, BN, BK)
 
 
 @triton.jit
@@ -96,19 +102,9 @@ def mm_tma_persistent(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.con
 def mm_ptr_persistent(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                       GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, FLATTEN: tl.constexpr):
     tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
-    rk = tl.arange(0, BK)
     for t in tl.range(tl.program_id(0), tiles, NUM_SMS, flatten=FLATTEN):
         pm, pn = _tile_ids(t, M, N, BM, BN, GROUP_M)
-        rm = pm * BM + tl.arange(0, BM)
-        rn = pn * BN + tl.arange(0, BN)
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BK)):
-            kk = k * BK + rk
-            a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
-            b = tl.load(b_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
-            acc = tl.dot(a, b, acc)
-        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
-                 mask=(rm[:, None] < M) & (rn[None, :] < N))
+        _ptr_tile(a_ptr, b_ptr, c_ptr, M, N, K, pm, pn, BM, BN, BK)
 
 
 @triton.jit
@@ -188,9 +184,104 @@ def tle_variants(s, nsms, As, Bs, Cs):
         Cs[0].zero_()
         run(0)
         torch.cuda.synchronize()
-        err = ((Cs[0].float() - want).abs().max() / want.abs().max()).item()
-        assert err < 2e-2, (name, err)
+        assert max_rel(Cs[0], want) < 2e-2, name
     return out
+
+
+def max_rel(got, want) -> float:
+    return ((got.float() - want).abs().max() / want.abs().max()).item()
+
+
+def timed_rounds(runs: dict, nsets: int, rounds: int, warmup_ms: float, rep_ms: float) -> dict:
+    """name -> per-round medians (us), implementations in a rotating order (bench.rotated), as bench.py does."""
+    res = {n: [] for n in runs}
+    for r in range(rounds):
+        for n in bench.rotated(list(runs), r):
+            res[n].append(bench.time_events(runs[n], nsets, warmup_ms, rep_ms)["us"])
+    return res
+
+
+def ranked(res: dict, title: str, top: int | None = None) -> list[str]:
+    """The title with cuBLAS's median, then each implementation, fastest first, with its ratio to cuBLAS."""
+    base = statistics.median(res["torch"])
+    lines = [f"{title}: cuBLAS {base:.2f} us"]
+    for n in sorted(res, key=lambda n: statistics.median(res[n]))[:top]:
+        med = statistics.median(res[n])
+        lines.append(f"  {n:28s} {med:8.2f} us  x{base / med:.3f}  rounds " + " ".join(f"{t:.1f}" for t in res[n]))
+    return lines
+
+
+def checked(runs: dict, name: str, run, check, lines: list, where: str = "") -> None:
+    """Add run under name if check(run) (one launch) gives a max relative error <= 2e-2; else say in lines why
+    not (`where`: the shape, for the failures printed together at the end)."""
+    try:
+        err = check(run)
+        if err > 2e-2:
+            lines.append(f"  {where}{name}: wrong ({err:.2e})")
+        else:
+            runs[name] = run
+    except Exception as exc:  # noqa: BLE001
+        lines.append(f"  {where}{name}: failed: {bench.first_line(exc)}")
+
+
+def square(args, dev, nsms) -> list[str]:
+    lines = []
+    for dname in args.dtypes.split(","):
+        dt = {"f16": torch.float16, "bf16": torch.bfloat16}[dname]
+        for s in [int(x) for x in args.sizes.split(",") if x]:
+            nsets = 2 if s >= 8192 else 3
+            As = [torch.randn(s, s, device=dev).to(dt) for _ in range(nsets)]
+            Bs = [torch.randn(s, s, device=dev).to(dt) for _ in range(nsets)]
+            Cs = [torch.empty(s, s, device=dev, dtype=dt) for _ in range(nsets)]
+            want = As[0].float() @ Bs[0].float()
+            runs = {"torch": lambda i: torch.matmul(As[i], Bs[i], out=Cs[i])}
+            if args.tle:
+                runs.update(tle_variants(s, nsms, As, Bs, Cs))
+
+            def check(run):
+                Cs[0].zero_()
+                run(0)
+                torch.cuda.synchronize()
+                return max_rel(Cs[0], want)
+            for name, fn, cfg, persist in square_variants(s, nsms, few=args.tle) if not args.tle_only else ():
+                def run(i, fn=fn, cfg=cfg, persist=persist):
+                    tiles = triton.cdiv(s, cfg["BM"]) * triton.cdiv(s, cfg["BN"])
+                    fn[(min(persist, tiles) if persist else tiles,)](As[i], Bs[i], Cs[i], s, s, s, **cfg)
+                checked(runs, name, run, check, lines, f"{dname} {s} ")
+            lines += ranked(timed_rounds(runs, nsets, args.rounds, 20, 60), f"matmul {s}^3 {dname}")
+            print("\n".join(lines[-len(runs) - 1:]), flush=True)
+            del As, Bs, Cs
+    return lines
+
+
+def decode(args, dev) -> None:
+    for dname in args.dtypes.split(","):
+        dt = {"f16": torch.float16, "bf16": torch.bfloat16}[dname]
+        for m, n, k in ((1, 4096, 4096), (16, 4096, 4096), (32, 4096, 4096), (16, 14336, 4096), (16, 4096, 14336)):
+            nsets = max(2, (200 << 20) // (k * n * 2))
+            Bs = [torch.randn(k, n, device=dev).to(dt) for _ in range(nsets)]
+            Xs = [torch.randn(m, k, device=dev).to(dt) for _ in range(nsets)]
+            want = Xs[0].float() @ Bs[0].float()
+            runs, lines = {"torch": lambda i: torch.matmul(Xs[i], Bs[i])}, []
+            for bm, bn, bk, sp, w, st in ((16, 64, 64, 4, 4, 5), (16, 64, 128, 4, 4, 4), (16, 128, 64, 4, 4, 5),
+                                          (16, 128, 128, 2, 4, 4), (16, 64, 64, 8, 4, 5), (16, 256, 64, 4, 4, 4),
+                                          (32, 64, 64, 4, 4, 5)):
+                if bm < m:
+                    continue
+                part = torch.empty(sp, m, n, device=dev)
+                for tma in (False, True):
+                    def run(i, bm=bm, bn=bn, bk=bk, sp=sp, w=w, st=st, tma=tma, part=part):
+                        splitk_part[(triton.cdiv(n, bn), sp, triton.cdiv(m, bm))](
+                            Xs[i], Bs[i], part, m, n, k, BM=bm, BN=bn, BK=bk, SPLIT=sp, TMA=tma,
+                            num_warps=w, num_stages=st)
+
+                    def check(run, part=part):
+                        run(0)
+                        torch.cuda.synchronize()
+                        return max_rel(part.sum(0), want)
+                    checked(runs, f"{'tma' if tma else 'ptr'} {bm}x{bn}x{bk} S{sp} w{w} s{st}", run, check, lines)
+            res = timed_rounds(runs, nsets, args.rounds, 5, 30)
+            print("\n".join(lines + ranked(res, f"decode {m}x{n}x{k} {dname} (partials only, no reduce)", 8)))
 
 
 def main() -> int:
@@ -204,93 +295,10 @@ def main() -> int:
     args = ap.parse_args()
     triton.set_allocator(_alloc)
     dev = torch.device("cuda")
-    nsms = torch.cuda.get_device_properties(dev).multi_processor_count
     torch.manual_seed(0)
-    lines = []
-    for dname in args.dtypes.split(","):
-        dt = {"f16": torch.float16, "bf16": torch.bfloat16}[dname]
-        for s in [int(x) for x in args.sizes.split(",") if x]:
-            nsets = 2 if s >= 8192 else 3
-            As = [torch.randn(s, s, device=dev).to(dt) for _ in range(nsets)]
-            Bs = [torch.randn(s, s, device=dev).to(dt) for _ in range(nsets)]
-            Cs = [torch.empty(s, s, device=dev, dtype=dt) for _ in range(nsets)]
-            want = (As[0].float() @ Bs[0].float())
-            runs = {"torch": lambda i: torch.matmul(As[i], Bs[i], out=Cs[i])}
-            if args.tle:
-                runs.update(tle_variants(s, nsms, As, Bs, Cs))
-            for name, fn, cfg, persist in square_variants(s, nsms, few=args.tle) if not args.tle_only else ():
-                def run(i, fn=fn, cfg=cfg, persist=persist):
-                    bm, bn = cfg["BM"], cfg["BN"]
-                    grid = (min(persist, triton.cdiv(s, bm) * triton.cdiv(s, bn)),) if persist else \
-                        (triton.cdiv(s, bm) * triton.cdiv(s, bn),)
-                    fn[grid](As[i], Bs[i], Cs[i], s, s, s, **cfg)
-                try:
-                    Cs[0].zero_()
-                    run(0)
-                    torch.cuda.synchronize()
-                    err = ((Cs[0].float() - want).abs().max() / want.abs().max()).item()
-                    if err > 2e-2:
-                        lines.append(f"  {dname} {s} {name}: wrong ({err:.2e})")
-                        continue
-                    runs[name] = run
-                except Exception as exc:  # noqa: BLE001
-                    lines.append(f"  {dname} {s} {name}: failed: {bench.first_line(exc)}")
-            res = {n: [] for n in runs}
-            names = list(runs)
-            for r in range(args.rounds):
-                for n in bench.rotated(names, r):
-                    res[n].append(bench.time_events(runs[n], nsets, 20, 60)["us"])
-            base = statistics.median(res["torch"])
-            lines.append(f"matmul {s}^3 {dname}: cuBLAS {base:.1f} us")
-            for n in sorted(names, key=lambda n: statistics.median(res[n])):
-                med = statistics.median(res[n])
-                lines.append(f"  {n:28s} {med:8.1f} us  x{base / med:.3f}  rounds " +
-                             " ".join(f"{t:.1f}" for t in res[n]))
-            print("\n".join(lines[-len(names) - 1:]), flush=True)
-            del As, Bs, Cs
+    lines = square(args, dev, torch.cuda.get_device_properties(dev).multi_processor_count)
     if args.decode:
-        for dname in args.dtypes.split(","):
-            dt = {"f16": torch.float16, "bf16": torch.bfloat16}[dname]
-            for m, n, k in ((1, 4096, 4096), (16, 4096, 4096), (32, 4096, 4096), (16, 14336, 4096),
-                            (16, 4096, 14336)):
-                nsets = max(2, (200 << 20) // (k * n * 2))
-                Bs = [torch.randn(k, n, device=dev).to(dt) for _ in range(nsets)]
-                Xs = [torch.randn(m, k, device=dev).to(dt) for _ in range(nsets)]
-                runs = {"torch": lambda i: torch.matmul(Xs[i], Bs[i])}
-                for bm, bn, bk, sp, w, st in ((16, 64, 64, 4, 4, 5), (16, 64, 128, 4, 4, 4), (16, 128, 64, 4, 4, 5),
-                                              (16, 128, 128, 2, 4, 4), (16, 64, 64, 8, 4, 5), (16, 256, 64, 4, 4, 4),
-                                              (32, 64, 64, 4, 4, 5)):
-                    if bm < m:
-                        continue
-                    part = torch.empty(sp, m, n, device=dev)
-                    for tma in (False, True):
-                        def run(i, bm=bm, bn=bn, bk=bk, sp=sp, w=w, st=st, tma=tma, part=part):
-                            splitk_part[(triton.cdiv(n, bn), sp, triton.cdiv(m, bm))](
-                                Xs[i], Bs[i], part, m, n, k, BM=bm, BN=bn, BK=bk, SPLIT=sp, TMA=tma,
-                                num_warps=w, num_stages=st)
-                        name = f"{'tma' if tma else 'ptr'} {bm}x{bn}x{bk} S{sp} w{w} s{st}"
-                        try:
-                            run(0)
-                            torch.cuda.synchronize()
-                            got = part.sum(0)
-                            want = Xs[0].float() @ Bs[0].float()
-                            err = ((got - want).abs().max() / want.abs().max()).item()
-                            if err > 2e-2:
-                                print(f"  {name}: wrong {err:.2e}")
-                                continue
-                            runs[name] = run
-                        except Exception as exc:  # noqa: BLE001
-                            print(f"  {name}: failed: {bench.first_line(exc)}")
-                res = {x: [] for x in runs}
-                names = list(runs)
-                for r in range(args.rounds):
-                    for x in bench.rotated(names, r):
-                        res[x].append(bench.time_events(runs[x], nsets, 5, 30)["us"])
-                base = statistics.median(res["torch"])
-                print(f"decode {m}x{n}x{k} {dname} (partials only, no reduce): cuBLAS {base:.2f} us")
-                for x in sorted(names, key=lambda x: statistics.median(res[x]))[:8]:
-                    med = statistics.median(res[x])
-                    print(f"  {x:28s} {med:7.2f} us  x{base / med:.3f}")
+        decode(args, dev)
     print("\n".join(lines))
     return 0
 
