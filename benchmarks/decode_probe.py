@@ -33,20 +33,26 @@ import read_floor  # noqa: E402
 
 
 @triton.jit
+def splitk_slice(K, BK: tl.constexpr, SPLIT: tl.constexpr):
+    """(pn, s, pm, first, end) of a split-K program on the grid (N tiles, SPLIT, M tiles): its tile of C and the
+    K tiles [first, end) of its slice, SPLIT near-equal runs of BK-wide tiles (examples/matmul_splitk.tle's)."""
+    tiles = tl.cdiv(K, BK)
+    per = tl.cdiv(tiles, SPLIT)
+    s = tl.program_id(1)
+    return tl.program_id(0), s, tl.program_id(2), s * per, tl.minimum((s + 1) * per, tiles)
+
+
+@triton.jit
 def decode_mm(a_ptr, b_ptr, c_ptr, ws_ptr, count_ptr, M, N, K,
               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT: tl.constexpr,
               FMA: tl.constexpr, ATOM: tl.constexpr, SEM: tl.constexpr):
-    pn = tl.program_id(0)
-    s = tl.program_id(1)
-    pm = tl.program_id(2)
-    tiles = tl.cdiv(K, BK)
-    per = tl.cdiv(tiles, SPLIT)
+    pn, s, pm, first, end = splitk_slice(K, BK, SPLIT)
     rm = pm * BM + tl.arange(0, BM)
     rn = pn * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
     if FMA:
         acc2 = tl.zeros((BK, BN), dtype=tl.float32)
-        for k in range(s * per, tl.minimum((s + 1) * per, tiles)):
+        for k in range(first, end):
             kk = k * BK + rk
             bt = tl.load(b_ptr + kk[:, None] * N + rn[None, :])
             xv = tl.load(a_ptr + kk)
@@ -56,7 +62,7 @@ def decode_mm(a_ptr, b_ptr, c_ptr, ws_ptr, count_ptr, M, N, K,
         coffs = rn
     else:
         acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(s * per, tl.minimum((s + 1) * per, tiles)):
+        for k in range(first, end):
             kk = k * BK + rk
             at = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=rm[:, None] < M, other=0.0)
             bt = tl.load(b_ptr + kk[:, None] * N + rn[None, :])

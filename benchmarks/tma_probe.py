@@ -24,6 +24,7 @@ import triton.language as tl
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402
+import decode_probe  # noqa: E402
 
 
 @triton.jit
@@ -110,11 +111,7 @@ def mm_ptr_persistent(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.con
 @triton.jit
 def splitk_part(a_ptr, b_ptr, part_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                 SPLIT: tl.constexpr, TMA: tl.constexpr):
-    pn = tl.program_id(0)
-    s = tl.program_id(1)
-    pm = tl.program_id(2)
-    tiles = tl.cdiv(K, BK)
-    per = tl.cdiv(tiles, SPLIT)
+    pn, s, pm, first, end = decode_probe.splitk_slice(K, BK, SPLIT)
     rm = pm * BM + tl.arange(0, BM)
     rn = pn * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
@@ -122,10 +119,10 @@ def splitk_part(a_ptr, b_ptr, part_ptr, M, N, K, BM: tl.constexpr, BN: tl.conste
     if TMA:
         a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
         b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BK, BN])
-        for k in range(s * per, tl.minimum((s + 1) * per, tiles)):
+        for k in range(first, end):
             acc = tl.dot(a_desc.load([pm * BM, k * BK]), b_desc.load([k * BK, pn * BN]), acc)
     else:
-        for k in range(s * per, tl.minimum((s + 1) * per, tiles)):
+        for k in range(first, end):
             kk = k * BK + rk
             a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
             b = tl.load(b_ptr + kk[:, None] * N + rn[None, :])
