@@ -398,7 +398,8 @@ class Facts:
     programs: int = 1
     flops: float = 0.0  # dot flops
     bytes: float = 0.0  # bytes loaded and stored
-    smem: int = 0  # estimated shared memory: stages * (tiles loaded per iteration) of loops with a dot
+    smem: int = 0  # estimated shared memory: stages * (tiles loaded per iteration) of loops with a dot, plus the
+    #                tiles stored with tma=true (a descriptor store stages its tile in shared memory)
     carried_regs: float = 0.0  # 32-bit registers of loop-carried tiles (accumulators), whole program
     max_tile: int = 1  # elements of the largest tile
     overshoot: float = 1.0  # largest (tile dim / max(16, next_pow2(problem dim))); > 1: the tile exceeds the problem
@@ -470,6 +471,8 @@ def analyze(checked, dims: dict, num_stages: int = 3, grid: tuple | None = None)
             f.atomics |= e.name == "atomic"
             if e.name == "store" and isinstance(e.args[0].type, Tile):
                 overshoot(e.args[0].type.shape, e.tensor)
+                if e.attrs.get("tma") and len(e.args[0].type.shape) == 2:
+                    staged.add((id(e), elems(e.args[0].type) * _BYTES[e.tensor.type.dtype]))
         elif e.name == "dot":
             (m, k), n = e.args[0].type.shape[-2:], e.args[1].type.shape[-1]
             f.flops += 2.0 * m * n * k * trips
@@ -478,6 +481,7 @@ def analyze(checked, dims: dict, num_stages: int = 3, grid: tuple | None = None)
                 loop["dot"] = True
 
     lets = {}  # immutable variable -> the expression bound to it, for loop bounds written through lets
+    staged = set()  # (store, bytes) of the 2-D tiles stored with tma=true (counted once, not per trip)
 
     def block(stmts, trips, loop):
         for s in stmts:
@@ -509,6 +513,7 @@ def analyze(checked, dims: dict, num_stages: int = 3, grid: tuple | None = None)
                     loop["dot"] |= inner["dot"]
 
     block(checked.body, 1, None)
+    f.smem += sum(b for _, b in staged)
     return f
 
 

@@ -207,3 +207,16 @@ kernel k<B: int = 16, F: bool = true>(x: tensor<f32>[N], y: tensor<f32>[N]) {
     if F { store(y, load(x, tile=[B], tma=F), at=[0]) }
 }""")
     assert tuning.hint_only_constants(other, "k") == frozenset()  # F also decides the if
+
+
+def test_a_tma_store_stages_its_tile_in_shared_memory():
+    """A descriptor store stages its tile in shared memory beside the pipeline's buffers: matmul_persistent at
+    128x256x64 with 4 stages and TMA needs 196,608 + 65,536 bytes, over the H200's 232,448 (Triton refuses it at
+    load), so R2 drops it; 3 stages with TMA, and 4 without, fit."""
+    mod = tle.compile(os.path.join(EXAMPLES, "matmul_persistent.tle"))
+    space = TuneSpace({"BM": [128], "BN": [256], "BK": [64], "STAGES": [3, 4], "TMA": [True, False]})
+    p = prune(mod.program, "matmul_persistent", space.configs(), fixed_constants={"T": "f16"},
+              dims={"M": 4096, "N": 4096, "K": 4096}, grid=lambda m: (132,), hw=H200, base=None)
+    assert sorted((c["STAGES"], c["TMA"]) for c in p.kept) == [(3, False), (3, True), (4, False)]
+    assert p.dropped == {"R2 shared memory estimate over the limit": 1}
+    assert p.facts[tuning._ckey({"BM": 128, "BN": 256, "BK": 64, "STAGES": 3, "TMA": True})].smem == 212992
