@@ -55,22 +55,23 @@ _F_OEQ, _F_OGT, _F_OLT, _F_UNO = 1, 2, 4, 14
 MODES = ("pointer", "descriptor")
 
 
-def tle_to_ttir(module: "ir.Module", mode: str = "pointer") -> str:
-    """The TTIR text of a tle module: generic form, locations printed."""
-    return print_ttir(lower(module, mode))
+def tle_to_ttir(module: "ir.Module", mode: str = "pointer", tma: bool = True) -> str:
+    """The TTIR text of a tle module: generic form, locations printed. tma=False (a GPU without the Tensor Memory
+    Accelerator, before sm_90) leaves tma=true accesses on pointers."""
+    return print_ttir(lower(module, mode, tma))
 
 
 def print_ttir(module: "ir.Module") -> str:
     return module.operation.get_asm(enable_debug_info=True, print_generic_op_form=True)
 
 
-def lower(module: "ir.Module", mode: str = "pointer") -> "ir.Module":
+def lower(module: "ir.Module", mode: str = "pointer", tma: bool = True) -> "ir.Module":
     """Lower every tle kernel of `module` into a new TTIR module (same context); arith/scf parts are verified."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     with module.context, module.operation.location:
         out = ir.Module.create()
-        lowering = _Lowering(mode)
+        lowering = _Lowering(mode, tma)
         lowering.ip = ir.InsertionPoint(out.body)
         for op in module.body.operations:
             lowering.lower_op(op.operation)
@@ -193,8 +194,9 @@ class _View:
 # ---- the lowering -----------------------------------------------------------------------------------------------
 
 class _Lowering:
-    def __init__(self, mode: str):
+    def __init__(self, mode: str, tma: bool = True):
         self.mode = mode
+        self.tma = tma  # the target has TMA: tma=true accesses may take descriptors
         self.values: dict = {}  # tle Value -> TTIR Value
         self.views: dict = {}  # tle view Value -> _View
         self.ip = None
@@ -457,8 +459,10 @@ def _make_view(L: _Lowering, op):
 
 def _wants_descriptor(L: _Lowering, op) -> bool:
     """A tile load or store goes through a tensor descriptor when the whole module is lowered in descriptor mode,
-    or when the kernel asked for it (tma=true: tle.tma) and _descriptor_ok allows it; else through pointers."""
-    return op.name in ("tle.load", "tle.store") and (L.mode == "descriptor" or "tle.tma" in op.attributes)
+    or when the kernel asked for it (tma=true: tle.tma) on a target with TMA, and _descriptor_ok allows it; else
+    through pointers. (Triton would rewrite descriptors into pointer code before sm_90, losing the alignment facts
+    the pointer lowering gives it.)"""
+    return op.name in ("tle.load", "tle.store") and (L.mode == "descriptor" or (L.tma and "tle.tma" in op.attributes))
 
 
 def _load(L: _Lowering, op):

@@ -38,7 +38,8 @@ def triton_version() -> str:
     return triton.__version__
 
 
-def _capability(arch: str) -> int:
+def capability(arch: str) -> int:
+    """The compute capability of an arch name as one number: sm_90 and sm_90a -> 90."""
     m = re.fullmatch(r"sm_?(\d+)a?", arch)
     if not m:
         raise ValueError(f"arch must look like 'sm_90', got {arch!r}")
@@ -289,7 +290,7 @@ def compile_ttir(ttir: str, arch: str = "sm_90", *, num_warps: int = 4, num_stag
     import triton
     from triton.backends.compiler import GPUTarget
 
-    capability = _capability(arch)
+    cc = capability(arch)
     source = _TtirFile(ttir, _source_name(ttir, filename_hint))
     try:
         # The entry's name and parameter types are needed before Triton parses the text. tle's generic TTIR states
@@ -307,7 +308,7 @@ def compile_ttir(ttir: str, arch: str = "sm_90", *, num_warps: int = 4, num_stag
         failure = None
         with _captured_output() as log:
             try:
-                kernel = triton.compile(src, target=GPUTarget("cuda", capability, 32), options=options)
+                kernel = triton.compile(src, target=GPUTarget("cuda", cc, 32), options=options)
             except Exception as exc:  # noqa: BLE001 - every backend failure becomes a TleError below
                 failure = exc
         if failure is not None:

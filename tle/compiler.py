@@ -133,13 +133,13 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
 def _triton(out: Compiled, module, arch, upto, num_warps, num_stages) -> None:
     order = STAGES["triton"]
     from .lowering.tle_to_ttir import tle_to_ttir
+    from .targets.triton import capability, compile_ttir
     with debug.timed("tle_to_ttir"):
-        ttir = tle_to_ttir(module)
+        ttir = tle_to_ttir(module, tma=capability(arch) >= 90)  # tma=true needs the Tensor Memory Accelerator
     out.stages["ttir"] = ttir
     debug.dump("ttir", ttir)
     if upto <= order.index("ttir"):
         return
-    from .targets.triton import compile_ttir
     with debug.timed("triton"):
         binary = compile_ttir(ttir, arch, num_warps=num_warps, num_stages=num_stages)
     out.binary = binary

@@ -648,3 +648,18 @@ def test_tma_hint_takes_descriptors_only_where_asked_and_allowed():
     # Row strides not known 16-byte aligned: the hint cannot be taken, every access keeps pointers.
     generic = ttir(TMA_HINT)
     assert not ops(generic, "tt.make_tensor_descriptor") and len(ops(generic, "tt.load")) == 3
+
+
+def test_tma_hint_needs_a_target_with_tma():
+    """Before sm_90 there is no TMA (Triton would rewrite descriptors into pointer code that has lost the
+    alignment facts): compile_kernel lowers tma=true accesses to pointers there, and keeps them on sm_90."""
+    from tle.abi import Spec, all_args, default_spec
+    from tle.check import check_kernel, load_program
+    from tle.compiler import compile_kernel
+    prog = load_program(TMA_HINT, "k.tle")
+    k = check_kernel(prog, "k", {})
+    spec = Spec(frozenset(a.key for a in all_args(k)), default_spec(k).unit_strides)
+    sm80 = compile_kernel(prog, "k", {}, spec, backend="triton", arch="sm_80", stop="ttir").stages["ttir"]
+    sm90 = compile_kernel(prog, "k", {}, spec, backend="triton", arch="sm_90", stop="ttir").stages["ttir"]
+    assert not ops(sm80, "tt.make_tensor_descriptor") and len(ops(sm80, "tt.load")) == 3
+    assert len(ops(sm90, "tt.make_tensor_descriptor")) == 2
