@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from ..abi import FixedTile, GridTile, Spec, abi
+from ..abi import Spec, abi, access_facts
 from .. import typed as T
 from ..dialects.mlir import ir, new_context
 from ..dialects.tle import load_tle
@@ -92,6 +92,7 @@ class _KernelBuilder:
     def __init__(self, kernel: T.Kernel, spec: Spec, module):
         self.k = kernel
         self.spec = spec
+        self.access_facts = access_facts(kernel)  # the facts that could drop each load's or store's checks
         self.module = module
         self.env: dict = {}  # Variable -> ir.Value
         self.dims: dict[str, object] = {}
@@ -339,40 +340,23 @@ class _KernelBuilder:
     def x_load(self, e):
         view = self.views[e.tensor.name]
         idx = [self.expr(a) for a in e.args]
-        attrs = {"padding": scalar_attr(e.type.dtype, e.attrs["padding"]), **self._inside(e, idx, e.type.shape),
-                 **self._tma(e)}
+        attrs = {"padding": scalar_attr(e.type.dtype, e.attrs["padding"]), **self._inside(e), **self._tma(e)}
         return self.value("tle.load", ir_type(e.type), [view, *idx], attrs, e.span)
 
     def x_store(self, e):
         view = self.views[e.tensor.name]
         value, *idx = [self.expr(a) for a in e.args]
-        self.op("tle.store", [], [view, value, *idx], {**self._inside(e, idx, e.args[0].type.shape), **self._tma(e)},
-                e.span)
+        self.op("tle.store", [], [view, value, *idx], {**self._inside(e), **self._tma(e)}, e.span)
 
     @staticmethod
     def _tma(e) -> dict:
         """{"tle.tma": unit} for a load or store written with tma=true: a hint the native path reads."""
         return {"tle.tma": ir.UnitAttr.get()} if e.attrs.get("tma") else {}
 
-    def _inside(self, e, idx, tile) -> dict:
-        """{"tle.inside": [axes]} for the axes of a load or store whose tile the launch keeps inside the tensor
-        (the spec's facts, tle/abi.py): index program_id(a) itself and grid[a] * tile <= dim (GridTile), or a
-        constant c >= 0 and (c + 1) * tile <= dim (FixedTile)."""
-        at = e.args if e.name == "load" else e.args[1:]
-        axes = []
-        for i, (v, dim) in enumerate(zip(idx, e.tensor.type.dims)):
-            if not isinstance(dim, str):
-                continue
-            if isinstance(at[i], T.Const):
-                if type(at[i].value) is int and FixedTile(at[i].value, dim, tile[i]) in self.spec.inside:
-                    axes.append(i)
-                continue
-            owner = v.owner
-            if isinstance(owner, ir.Block) or owner.name != "tle.program_id":
-                continue
-            axis = MESH_AXES.index(ir.StringAttr(owner.attributes["axis"]).value)
-            if GridTile(axis, dim, tile[i]) in self.spec.inside:
-                axes.append(i)
+    def _inside(self, e) -> dict:
+        """{"tle.inside": [axes]} for the axes of a load or store whose tile the launch keeps inside the tensor:
+        those whose fact (tle/abi.py access_facts: GridTile or FixedTile) the spec holds."""
+        axes = [i for i, fact in self.access_facts.get(id(e), ()) if fact in self.spec.inside]
         return {"tle.inside": ir.DenseI32ArrayAttr.get(axes)} if axes else {}
 
     def _indexed(self, e, with_value):

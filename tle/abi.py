@@ -128,10 +128,16 @@ def grid_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
 
 
 def grid_tiles(kernel: Kernel) -> frozenset:
-    """Every GridTile and FixedTile of the kernel: loads and stores with a tile index that is `program_id(a)`
-    itself (directly or through a `let`), or a constant >= 0, along a symbolic dim. lowering/ast_to_tle.py marks
-    the same accesses (tle.inside) where the Spec holds the fact."""
-    found, pids = set(), {}
+    """Every GridTile and FixedTile of the kernel (access_facts, over all its loads and stores)."""
+    return frozenset(f for axes in access_facts(kernel).values() for _, f in axes)
+
+
+def access_facts(kernel: Kernel) -> dict:
+    """Per load or store of the kernel (keyed by id() of its typed Op), the (axis, fact) pairs whose fact would let
+    that axis go unchecked: a tile index that is `program_id(a)` itself (directly or through a `let`) gives a
+    GridTile, a constant >= 0 a FixedTile, along a symbolic dim. The runtime proves facts from this (grid_tiles);
+    lowering/ast_to_tle.py marks an access's axes (tle.inside) where the Spec holds their fact."""
+    found, pids = {}, {}
 
     def axis_of(x):
         if isinstance(x, Op) and x.name == "program_id":
@@ -142,17 +148,20 @@ def grid_tiles(kernel: Kernel) -> frozenset:
         if isinstance(n, Op) and n.name in ("load", "store"):
             at = n.args if n.name == "load" else n.args[1:]
             tile = n.attrs["tile"] if n.name == "load" else n.args[0].type.shape
+            axes = []
             for i, (idx, dim) in enumerate(zip(at, n.tensor.type.dims)):
                 if not isinstance(dim, str):
                     continue
                 axis = axis_of(idx)
                 if axis is not None:
-                    found.add(GridTile(axis, dim, tile[i]))
+                    axes.append((i, GridTile(axis, dim, tile[i])))
                 elif isinstance(idx, Const) and type(idx.value) is int and idx.value >= 0:
-                    found.add(FixedTile(idx.value, dim, tile[i]))
+                    axes.append((i, FixedTile(idx.value, dim, tile[i])))
+            if axes:
+                found[id(n)] = axes
         elif isinstance(n, Bind) and not n.var.mutable and axis_of(n.value) is not None:
             pids[n.var] = axis_of(n.value)  # `let row = program_id(0)`, or an inlined fn's parameter bound to it
-    return frozenset(found)
+    return found
 
 
 def default_spec(kernel: Kernel) -> Spec:
