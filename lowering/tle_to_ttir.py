@@ -465,14 +465,20 @@ def _wants_descriptor(L: _Lowering, op) -> bool:
     return op.name in ("tle.load", "tle.store") and (L.mode == "descriptor" or (L.tma and "tle.tma" in op.attributes))
 
 
+def _descriptor_of(L: _Lowering, view: _View, op, shape, padding):
+    """The view's descriptor that this load (its padding) or store (None) goes through, or None: pointers."""
+    if _wants_descriptor(L, op) and _descriptor_ok(view, shape, padding):
+        return view.descriptors.get(tuple(shape))
+    return None
+
+
 def _load(L: _Lowering, op):
     view = L.views[op.operands[0]]
     rtype = op.result.type
     shape = _shape(op.result)
     indices = [L.v(x) for x in list(op.operands)[1:]]
-    if _wants_descriptor(L, op) and tuple(shape) in view.descriptors and \
-            _descriptor_ok(view, shape, op.attributes["padding"]):
-        desc = view.descriptors[tuple(shape)]
+    desc = _descriptor_of(L, view, op, shape, op.attributes["padding"])
+    if desc is not None:
         L.bind(op, L.val("tt.descriptor_load", rtype, [desc, *_element_coords(L, indices, shape)]))
         return
     ptrs, mask = L.tile_pointers(view, indices, shape, _inside(op))
@@ -484,8 +490,9 @@ def _store(L: _Lowering, op):
     value = L.v(op.operands[1])
     shape = _shape(value)
     indices = [L.v(x) for x in list(op.operands)[2:]]
-    if _wants_descriptor(L, op) and tuple(shape) in view.descriptors:
-        L.op("tt.descriptor_store", [], [view.descriptors[tuple(shape)], value, *_element_coords(L, indices, shape)])
+    desc = _descriptor_of(L, view, op, shape, None)
+    if desc is not None:
+        L.op("tt.descriptor_store", [], [desc, value, *_element_coords(L, indices, shape)])
         return
     ptrs, mask = L.tile_pointers(view, indices, shape, _inside(op))
     L.store(ptrs, value, mask)
