@@ -306,8 +306,9 @@ class _Lowering:
         return new
 
     # -- memory addressing --
-    def tile_pointers(self, view: _View, indices, shape, inside=()):
-        """Pointers to the tile at tile index `indices` and the mask of its elements inside the view.
+    def tile_pointers(self, view: _View, indices, shape, inside=(), squeeze=False):
+        """Pointers to the tile at tile index `indices` and the mask of its elements inside the view; with
+        `squeeze`, both without the tile's size-1 axes (_squeezed: the shape Triton sees, see _load).
 
         All offsets are i32: the runtime refuses tensors that span more than 2**31 - 1 elements, so the offset of
         every element inside the view fits (an element outside may wrap, but it is masked off). Per axis, with
@@ -322,6 +323,8 @@ class _Lowering:
         An axis is left unmasked when its index and size are constants that put the tile inside, or when it is in
         `inside` (the op's tle.inside: the launch grid keeps every program's tile inside, tle/abi.py)."""
         i32 = _i(32)
+        out_shape = _squeezed(shape) if squeeze else list(shape)
+        axis_of = {i: sum(1 for t in shape[:i] if t != 1 or not squeeze) for i in range(len(shape))}
         masked = []
         for i, (idx, t, size) in enumerate(zip(indices, shape, view.sizes)):
             c_idx, c_size = _const_int(idx), _const_int(size)
@@ -356,10 +359,10 @@ class _Lowering:
             if c_stride != 1:
                 st = self.const(r.type, c_stride) if c_stride is not None else self.splat(stride, [t])
                 r = self.binop("arith.muli", r, st)
-            r = self.along(r, i, shape)
+            r = self.along(r, axis_of[i], out_shape)
             inner = r if inner is None else self.binop("arith.addi", inner, r)
         base = view.ptr if offset is None else self.val("tt.addptr", view.ptr.type, [view.ptr, offset])
-        ptrs = self.splat(base, shape)
+        ptrs = self.splat(base, out_shape)
         if inner is not None:
             ptrs = self.val("tt.addptr", ptrs.type, [ptrs, inner])
         # Mask: 0 <= start + k < size per masked axis; a scalar compare where the tile is 1 wide.
@@ -372,10 +375,11 @@ class _Lowering:
                 continue
             c_idx = _const_int(idx)
             signed = c_idx is not None and 0 <= c_idx * t and (c_idx + 1) * t <= 2 ** 31 - 1
-            tensor.append(self.along(self.cmpi(_SLT if signed else _ULT, pos[i], self.splat(size, [t])), i, shape))
+            tensor.append(self.along(self.cmpi(_SLT if signed else _ULT, pos[i], self.splat(size, [t])),
+                                     axis_of[i], out_shape))
         mask = self.and_all(tensor)
         if scalar:
-            s = self.splat(self.and_all(scalar), shape)
+            s = self.splat(self.and_all(scalar), out_shape)
             mask = s if mask is None else self.binop("arith.andi", mask, s)
         return ptrs, mask
 
@@ -472,7 +476,24 @@ def _descriptor_of(L: _Lowering, view: _View, op, shape, padding):
     return None
 
 
+def _squeezed(shape) -> list[int]:
+    """shape without its size-1 axes."""
+    return [t for t in shape if t != 1]
+
+
+def _squeezable(shape) -> bool:
+    """A tile shape that has size-1 axes besides at least one other axis."""
+    return len(_squeezed(shape)) not in (0, len(shape))
+
+
 def _load(L: _Lowering, op):
+    """A tile load: through a descriptor, else pointers and a mask.
+
+    A tile of a higher-rank tensor with size-1 axes, read only to drop them (`reshape(load(q, tile=[1, BM, D],
+    at=[b, m, 0]), [BM, D])`, a head of a batched tensor), is loaded in the squeezed shape and the reshapes become
+    no-ops (_reshape). Triton has no squeeze: a tt.reshape from [1, BM, D] leaves the tile in a layout its dot
+    lowering cannot take from shared memory, so a `dot` operand read that way was reloaded from shared memory into
+    registers on every iteration (attention: 8% slower than the same kernel written 2-D)."""
     view = L.views[op.operands[0]]
     rtype = op.result.type
     shape = _shape(op.result)
@@ -481,11 +502,17 @@ def _load(L: _Lowering, op):
     if desc is not None:
         L.bind(op, L.val("tt.descriptor_load", rtype, [desc, *_element_coords(L, indices, shape)]))
         return
-    ptrs, mask = L.tile_pointers(view, indices, shape, _inside(op))
+    squeeze = _squeezable(shape) and all(
+        u.owner.name == "tle.reshape" and _shape(u.owner.result) == _squeezed(shape) for u in op.result.uses)
+    if squeeze:
+        rtype = _tensor(_squeezed(shape), _elem(rtype))
+    ptrs, mask = L.tile_pointers(view, indices, shape, _inside(op), squeeze)
     L.bind(op, L.load(ptrs, mask, op.attributes["padding"], rtype))
 
 
 def _store(L: _Lowering, op):
+    """A tile store: through a descriptor, else pointers and a mask. A value that is a reshape adding only size-1
+    axes (`store(o, reshape(t, [1, BM, D]), ...)`) is stored from its source, in the squeezed shape (see _load)."""
     view = L.views[op.operands[0]]
     value = L.v(op.operands[1])
     shape = _shape(value)
@@ -494,7 +521,12 @@ def _store(L: _Lowering, op):
     if desc is not None:
         L.op("tt.descriptor_store", [], [desc, value, *_element_coords(L, indices, shape)])
         return
-    ptrs, mask = L.tile_pointers(view, indices, shape, _inside(op))
+    source = op.operands[1].owner
+    squeeze = (_squeezable(shape) and isinstance(source, (ir.Operation, ir.OpView)) and source.name == "tle.reshape"
+               and _shape(source.operands[0]) == _squeezed(shape))
+    if squeeze:
+        value = L.v(source.operands[0])
+    ptrs, mask = L.tile_pointers(view, indices, shape, _inside(op), squeeze)
     L.store(ptrs, value, mask)
 
 
@@ -646,6 +678,9 @@ def _reshape(L: _Lowering, op):
     through tt.reshape, and loses vectorised masks (measured: layernorm bf16 had 8x the compares of Triton's)."""
     x = L.v(op.operands[0])
     src, dst = _shape(op.operands[0]), _shape(op.result)
+    if _shape(x) == dst:  # a load already lowered in this shape (_load's squeeze)
+        L.bind(op, x)
+        return
     axes, i = [], 0
     for axis, size in enumerate(dst):  # match src's axes in order; every extra axis of dst must be 1
         if i < len(src) and size == src[i]:

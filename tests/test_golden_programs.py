@@ -647,6 +647,25 @@ entry(file="shape_ops.tle", kernel="sh", make=_sh_make, grid=lambda c, k: (cdiv(
            "ragged program (padded zeros reach z); M=40, N=96 is 3x3 programs with equal z rows")
 
 
+# squeeze_unit_axes.tle ----------------------------------------------------------------------------------------------
+def _heads_ref(a, c, k):
+    q = a["q"].double()
+    o = torch.empty(c["B"], c["S"], 32, dtype=torch.float64)
+    for m0 in range(0, c["S"], 32):  # each program's tile: its rows against each other (padded rows are zero)
+        t = q[:, m0:m0 + 32]
+        o[:, m0:m0 + 32, :t.shape[1]] = t @ t.transpose(1, 2)
+        o[:, m0:m0 + 32, t.shape[1]:] = 0.0
+    return {"o": o, "r": 2 * q}
+
+
+entry(file="squeeze_unit_axes.tle", kernel="heads",
+      make=lambda c, k, g: {"q": randn((c["B"], c["S"], 16), g, torch.float16),
+                            "o": poison((c["B"], c["S"], 32)), "r": poison((c["B"], c["S"], 16), torch.float16)},
+      grid=lambda c, k: (cdiv(c["S"], 32), c["B"]), ref=_heads_ref,
+      tol={"o": dot_half(16), "r": EXACT}, interp_tol={"o": dot_f32(16)}, cases=[{"B": 3, "S": 70}],
+      note="3 batches of 70 rows: the last tile of each has 6 rows, padded with zeros that give zero columns")
+
+
 # softmax_reduce.tle, softmax_tle.tle ----------------------------------------------------------------------------------
 def _softmax_make(c, k, g):
     m, n = c["M"], c["N"]
