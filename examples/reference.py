@@ -139,6 +139,19 @@ def _cumsum(device, dtype, shape=(37, 300), noncontig=False):
     return [x, y], (m,), {"BLOCK": next_pow2(n)}, lambda a: [torch.cumsum(a[0].float(), dim=1)], lambda a: [a[1]]
 
 
+def _attention(device, dtype, shape=(2, 37, 50), noncontig=False, tiles=(32, 16), d=16):
+    b, s, l = shape
+    bm, bn = tiles
+    q = (torch.randn((b, d, s), device=device).to(dtype).transpose(1, 2) if noncontig  # inner stride != 1
+         else rand((b, s, d), device, dtype))
+    k, v, o = rand((b, l, d), device, dtype), rand((b, l, d), device, dtype), poison((b, s, d), device, dtype)
+    scale = d ** -0.5
+
+    def ref(t):
+        p = torch.softmax(t[0].float() @ t[1].float().transpose(1, 2) * scale, dim=-1)
+        return [p @ t[2].float()]
+    return [q, k, v, o, scale], (cdiv(s, bm), b), {"BM": bm, "BN": bn, "D": d}, ref, lambda t: [t[3]]
+
 CASES = {
     "vector_add": Case("vector_add", _vector_add, [(1,), (1000,), (4096,), (10_000,)]),
     "softmax": Case("softmax", _softmax, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
@@ -155,6 +168,9 @@ CASES = {
                           dtypes=(torch.float16, torch.bfloat16)),
     "swiglu": Case("swiglu", _swiglu, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
     "cumsum": Case("cumsum", _cumsum, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
+    # (batch * heads, S, L): ragged S and L; L past S and below it
+    "attention": Case("attention", _attention, [(1, 16, 16), (2, 37, 50), (3, 64, 29), (2, 130, 77)],
+                      dtypes=(torch.float16, torch.bfloat16)),
 }
 
 

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""Kernels a user might write that bench.py does not cover, timed the way bench.py times its own (issue 5: "I time
+kernels of my own, tuned and untuned, against torch and Triton").
+
+Each kernel is written once in tle (below, or examples/attention.tle) and once as hand-written Triton of the same
+algorithm and tiles; both are checked against torch on fresh random inputs before anything is timed. Columns:
+tle on the native path with Triton's default launch options (num_warps=4 unless the kernel's dots are big, stages 3),
+tle native with the reference's options, tle on Tile IR, the Triton reference, torch. Timing: bench.time_events
+(a spin kernel, then events around one launch), inputs rotated through enough copies to keep them out of L2,
+implementations in a rotating order over --rounds rounds, median of the rounds.
+
+    python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu] [--rounds 3]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench  # noqa: E402
+
+import tle  # noqa: E402
+
+SMALL_TLE = r"""
+kernel transpose<BM: int = 64, BN: int = 64, T: dtype = f32>(x: tensor<T>[M, N], y: tensor<T>[N, M]) {
+    store(y, transpose(load(x, tile=[BM, BN], at=[program_id(0), program_id(1)])), at=[program_id(1), program_id(0)])
+}
+
+kernel colsum<BM: int = 64, BN: int = 128, T: dtype = f32>(x: tensor<T>[M, N], out: tensor<f32>[N]) {
+    let j = program_id(0)
+    var acc = zeros<f32>[BN]
+    for i in range(cdiv(M, BM)) {
+        acc += sum(cast<f32>(load(x, tile=[BM, BN], at=[i, j])), axis=0)
+    }
+    store(out, acc, at=[j])
+}
+
+kernel bias_gelu<BM: int = 32, BN: int = 128, T: dtype = bf16>(
+        x: tensor<T>[M, N], b: tensor<T>[N], y: tensor<T>[M, N]) {
+    let t = cast<f32>(load(x, tile=[BM, BN], at=[program_id(0), program_id(1)]))
+            + cast<f32>(load(b, tile=[BN], at=[program_id(1)]))
+    store(y, cast<T>(0.5 * t * (1.0 + erf(t * 0.7071067811865476))), at=[program_id(0), program_id(1)])
+}
+
+kernel linear_relu<BM: int = 128, BN: int = 128, BK: int = 64, T: dtype = f16>(
+        a: tensor<T>[M, K], w: tensor<T>[K, N], bias: tensor<T>[N], c: tensor<T>[M, N]) {
+    let pm = program_id(0)
+    let pn = program_id(1)
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) pipeline(stages=3) {
+        acc = dot(load(a, tile=[BM, BK], at=[pm, k]), load(w, tile=[BK, BN], at=[k, pn]), acc)
+    }
+    acc += cast<f32>(load(bias, tile=[BN], at=[pn]))
+    store(c, cast<T>(max(acc, 0.0)), at=[pm, pn])
+}
+"""
+
+
+# ---- hand-written Triton, the same algorithms and tiles -----------------------------------------------------------
+
+@triton.jit
+def attention_ref(q_ptr, k_ptr, v_ptr, o_ptr, S, L, scale, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr):
+    m = tl.program_id(0)
+    b = tl.program_id(1)
+    rm = m * BM + tl.arange(0, BM)
+    rd = tl.arange(0, D)
+    q = tl.load(q_ptr + b * S * D + rm[:, None] * D + rd[None, :], mask=rm[:, None] < S, other=0.0)
+    mi = tl.full([BM], -float("inf"), tl.float32)
+    li = tl.zeros([BM], tl.float32)
+    acc = tl.zeros([BM, D], tl.float32)
+    qk_scale = scale * 1.4426950408889634
+    for j in range(0, tl.cdiv(L, BN)):
+        rn = j * BN + tl.arange(0, BN)
+        k = tl.load(k_ptr + b * L * D + rn[:, None] * D + rd[None, :], mask=rn[:, None] < L, other=0.0)
+        s = tl.where(rn[None, :] < L, tl.dot(q, tl.trans(k)) * qk_scale, -float("inf"))
+        mnew = tl.maximum(mi, tl.max(s, 1))
+        p = tl.math.exp2(s - mnew[:, None])
+        alpha = tl.math.exp2(mi - mnew)
+        li = li * alpha + tl.sum(p, 1)
+        v = tl.load(v_ptr + b * L * D + rn[:, None] * D + rd[None, :], mask=rn[:, None] < L, other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        mi = mnew
+    tl.store(o_ptr + b * S * D + rm[:, None] * D + rd[None, :], (acc / li[:, None]).to(o_ptr.dtype.element_ty),
+             mask=rm[:, None] < S)
+
+
+@triton.jit
+def transpose_ref(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    t = tl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=mask)
+    tl.store(y_ptr + rn[:, None] * M + rm[None, :], tl.trans(t), mask=tl.trans(mask))
+
+
+@triton.jit
+def colsum_ref(x_ptr, out_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    rn = tl.program_id(0) * BN + tl.arange(0, BN)
+    acc = tl.zeros([BN], tl.float32)
+    for i in range(0, tl.cdiv(M, BM)):
+        rm = i * BM + tl.arange(0, BM)
+        t = tl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=(rm[:, None] < M) & (rn[None, :] < N), other=0.0)
+        acc += tl.sum(t.to(tl.float32), 0)
+    tl.store(out_ptr + rn, acc, mask=rn < N)
+
+
+@triton.jit
+def bias_gelu_ref(x_ptr, b_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    t = tl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=mask, other=0.0).to(tl.float32) \
+        + tl.load(b_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
+    y = 0.5 * t * (1.0 + tl.math.erf(t * 0.7071067811865476))
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def linear_relu_ref(a_ptr, w_ptr, bias_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        kk = k * BK + rk
+        a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        w = tl.load(w_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, w, acc)
+    acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.maximum(acc, 0.0).to(c_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+# ---- cases --------------------------------------------------------------------------------------------------------
+
+def _sets(make, nbytes: int) -> list:
+    """Input sets: enough copies that 240 MB separate two uses of one (bench.py's rotation), at most 16."""
+    return [make() for _ in range(max(1, min(16, math.ceil((240 << 20) / max(1, nbytes)))))]
+
+
+def cases(dev, only):
+    """(title, work (bytes, flops), sets, torch fn, {name: fn(set)}, output index in a set)."""
+    attention = tle.compile(os.path.join(HERE, "..", "examples", "attention.tle"))
+    small = tle.compile(SMALL_TLE)
+    r = lambda *s, dt: torch.randn(*s, device=dev).to(dt)  # noqa: E731
+    out = []
+    if "attention" in only:
+        for dt in (torch.float16, torch.bfloat16):
+            for b, s, d in ((32, 1024, 64), (32, 4096, 64), (16, 4096, 128)):
+                nb = 4 * b * s * d * dt.itemsize
+                sets = _sets(lambda: [r(b, s, d, dt=dt), r(b, s, d, dt=dt), r(b, s, d, dt=dt),
+                                      torch.empty(b, s, d, device=dev, dtype=dt)], nb)
+                h = 8
+                cfg = dict(BM=128, BN=64 if d == 64 else 32)
+                grid = (triton.cdiv(s, cfg["BM"]), b)
+
+                def sdpa(t, h=h):
+                    q, k, v, o = (x.view(x.shape[0] // h, h, *x.shape[1:]) for x in t)
+                    o.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v))
+                impls = {
+                    "tle:triton": lambda t, c=cfg, g=grid, d=d: attention.attention[g](
+                        *t, d ** -0.5, **c, D=d, backend="triton"),
+                    "tle:triton w8": lambda t, c=cfg, g=grid, d=d: attention.attention[g](
+                        *t, d ** -0.5, **c, D=d, backend="triton", num_warps=8),
+                    "tle:tileir": lambda t, c=cfg, g=grid, d=d: attention.attention[g](
+                        *t, d ** -0.5, **c, D=d, backend="tileir"),
+                    "triton_ref w8": lambda t, c=cfg, g=grid, d=d, s=s: attention_ref[g](
+                        *t, s, s, d ** -0.5, **c, D=d, num_warps=8, num_stages=3),
+                    "triton_ref w4": lambda t, c=cfg, g=grid, d=d, s=s: attention_ref[g](
+                        *t, s, s, d ** -0.5, **c, D=d, num_warps=4, num_stages=3),
+                }
+                out.append((f"attention b{b} s{s} d{d} {str(dt)[6:]}", (nb, 4 * b * s * s * d), sets, sdpa, impls, 3))
+    if "transpose" in only:
+        for dt in (torch.float32, torch.bfloat16):
+            m = n = 8192
+            nb = 2 * m * n * dt.itemsize
+            sets = _sets(lambda: [r(m, n, dt=dt), torch.empty(n, m, device=dev, dtype=dt)], nb)
+            g = (m // 64, n // 64)
+            out.append((f"transpose {m}x{n} {str(dt)[6:]}", (nb, 0), sets,
+                        lambda t: t[1].copy_(t[0].t()),
+                        {"tle:triton": lambda t, g=g: small.transpose[g](*t, backend="triton"),
+                         "tle:tileir": lambda t, g=g: small.transpose[g](*t, backend="tileir"),
+                         "triton_ref": lambda t, g=g, m=m, n=n: transpose_ref[g](*t, m, n, BM=64, BN=64)}, 1))
+    if "colsum" in only:
+        for dt in (torch.float32, torch.bfloat16):
+            m, n = 16384, 4096
+            nb = m * n * dt.itemsize
+            sets = _sets(lambda: [r(m, n, dt=dt), torch.empty(n, device=dev)], nb)
+            g = (n // 128,)
+            out.append((f"colsum {m}x{n} {str(dt)[6:]}", (nb, 0), sets,
+                        lambda t: torch.sum(t[0], 0, dtype=torch.float32, out=t[1]),
+                        {"tle:triton": lambda t, g=g: small.colsum[g](*t, backend="triton"),
+                         "tle:tileir": lambda t, g=g: small.colsum[g](*t, backend="tileir"),
+                         "triton_ref": lambda t, g=g, m=m, n=n: colsum_ref[g](*t, m, n, BM=64, BN=128)}, 1))
+    if "bias_gelu" in only:
+        for dt in (torch.bfloat16, torch.float32):
+            m, n = 8192, 8192
+            nb = 2 * m * n * dt.itemsize
+            sets = _sets(lambda: [r(m, n, dt=dt), r(n, dt=dt), torch.empty(m, n, device=dev, dtype=dt)], nb)
+            g = (m // 32, n // 128)
+            out.append((f"bias_gelu {m}x{n} {str(dt)[6:]}", (nb, 0), sets,
+                        lambda t: t[2].copy_(torch.nn.functional.gelu(t[0] + t[1])),
+                        {"tle:triton": lambda t, g=g: small.bias_gelu[g](*t, backend="triton"),
+                         "tle:tileir": lambda t, g=g: small.bias_gelu[g](*t, backend="tileir"),
+                         "triton_ref": lambda t, g=g, m=m, n=n: bias_gelu_ref[g](*t, m, n, BM=32, BN=128)}, 2))
+    if "linear_relu" in only:
+        for dt in (torch.float16, torch.bfloat16):
+            for m, n, k in ((4096, 4096, 4096), (8192, 4096, 1024)):
+                nb = (m * k + k * n + m * n) * dt.itemsize
+                sets = _sets(lambda: [r(m, k, dt=dt), r(k, n, dt=dt), r(n, dt=dt),
+                                      torch.empty(m, n, device=dev, dtype=dt)], nb)
+                g = (m // 128, n // 128)
+                out.append((f"linear_relu {m}x{n}x{k} {str(dt)[6:]}", (nb, 2 * m * n * k), sets,
+                            lambda t: torch.relu_(torch.addmm(t[2], t[0], t[1], out=t[3])),
+                            {"tle:triton": lambda t, g=g: small.linear_relu[g](*t, backend="triton"),
+                             "tle:tileir": lambda t, g=g: small.linear_relu[g](*t, backend="tileir"),
+                             "triton_ref": lambda t, g=g, m=m, n=n, k=k: linear_relu_ref[g](*t, m, n, k, BM=128, BN=128, BK=64,
+                                                                             num_warps=4, num_stages=3)}, 3))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    dev = "cuda"
+    lines = []
+    for title, (nbytes, flops), sets, base, impls, oi in cases(dev, args.only.split(",")):
+        want = sets[0][oi].clone()
+        base(sets[0])
+        torch.cuda.synchronize()
+        want = sets[0][oi].float().clone()
+        runs = {"torch": lambda i, base=base, sets=sets: base(sets[i])}
+        notes = []
+        for name, fn in impls.items():
+            try:
+                sets[0][oi].fill_(float("nan"))
+                fn(sets[0])
+                torch.cuda.synchronize()
+                err = ((sets[0][oi].float() - want).abs().max() / want.abs().max()).item()
+                if not err <= 2e-2:
+                    notes.append(f"{name} wrong ({err:.2e})")
+                    continue
+                runs[name] = lambda i, fn=fn, sets=sets: fn(sets[i])
+            except Exception as exc:  # noqa: BLE001
+                notes.append(f"{name} failed: {bench.first_line(exc)}")
+        res = {n: [] for n in runs}
+        for r in range(args.rounds):
+            for n in bench.rotated(list(runs), r):
+                res[n].append(bench.time_events(runs[n], len(sets), 20, 60)["us"])
+        med = {n: statistics.median(v) for n, v in res.items()}
+        ref = min((med[n] for n in med if n.startswith("triton_ref")), default=None)
+        lines.append(f"{title}: " + "  ".join(
+            f"{n} {med[n]:.1f}" + (f" ({flops / med[n] / 1e6:.0f}T)" if flops else f" ({nbytes / med[n] / 1e3:.0f}G)")
+            for n in sorted(med, key=med.get)) + (f"  | best ref / tle:triton {ref / med['tle:triton']:.3f}"
+                                                  if ref and "tle:triton" in med else "")
+            + ("  [" + "; ".join(notes) + "]" if notes else ""))
+        print(lines[-1], flush=True)
+        del sets
+    print("\n".join(["", "summary (us, fastest first):"] + lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
