@@ -57,7 +57,8 @@ Performance choices (TileirOptions; each was measured on the H200, docs/tileir.m
   kernel without a dot whose largest tile has more than 32 values per thread on 4 warps.
 - The entry's occupancy hint: 8 CTAs per SM for a kernel without a dot whose tiles are all loaded and stored in 16
   bits and hold at most 4096 elements (layernorm 8192x4096 bf16: 0.81x -> 0.99x of Triton, swiglu 0.91x -> 0.99x);
-  f32 rows lose with it (rmsnorm f32 -6%, 8192-wide f32 rows -45%), so they get none.
+  f32 rows lose with it (rmsnorm f32 -6%, 8192-wide f32 rows -45%), so they get none. 2 CTAs per SM for a kernel
+  with two or more dots on accumulators 4 warps hold (attention: 0.69x -> 0.95-1.02x of the native path).
 
 Memory tokens (docs/tileir.md states the rule): tensors passed to one launch must not overlap unless no kernel
 access writes them (they are `restrict`), so accesses to different tensors are never ordered against each other,
@@ -214,7 +215,9 @@ _STRUCTURAL = ("func.return", "scf.yield")
 # f32 ops that take the native path's fast form (docs/numerics.md): `/` is div.full.f32 (within 2 ulp; with IEEE
 # division tileiras gives every element a checked slow path) and exp is ex2.approx.f32 of x * log2 e (with the
 # accurate "full" exp, bf16 softmax 8192x4096 took 49.8 us on the H200, with "approx" 41.4; Triton: 36.9).
-_F32_ROUNDING = {"arith.divf": "full", "math.exp": "approx"}
+# exp2 flushes subnormal results to zero, as the native path's ex2.approx.ftz.f32 does (attention, whose softmax
+# is exp2: 2-4% faster on the H200 than the non-flushing exp2).
+_F32_FAST = {"arith.divf": {"rounding": "full"}, "math.exp": {"rounding": "approx"}, "math.exp2": {"ftz": True}}
 
 
 def _is_const_int(v: "ir.Value") -> int | None:
@@ -252,10 +255,18 @@ def _worker_warps(accumulators, largest_tile: int) -> int | None:
 
 
 def _occupancy(accumulators, io_elems: list, largest_tile: int) -> int | None:
-    """The occupancy hint for a 16-bit row kernel (no dot, every tile loaded and stored in 16 bits): 32 warps per SM,
-    so more rows are in flight. That is 8 CTAs of 4 warps for a largest tile 4 warps hold without extra warps, and 4
-    CTAs of the 8 worker warps _worker_warps gives a tile up to twice that (docs/tileir.md, "Performance": layernorm
-    bf16 8192x4096 0.81x -> 0.99x of Triton, 16384x8192 0.73x -> 0.96x). f32 rows and larger tiles lose with it."""
+    """The occupancy hint.
+
+    - A kernel with two or more dots, none of whose accumulators needs 8 worker warps (attention: Q K^T, then P V,
+      with a softmax between them that the tensor cores wait for): 2 CTAs per SM, so one CTA's softmax runs under
+      the other's dots. Attention 4096x64 and 4096x128 f16 on the H200: 0.69x -> 0.95x and 1.02x of the native path.
+    - A 16-bit row kernel (no dot, every tile loaded and stored in 16 bits): 32 warps per SM, so more rows are in
+      flight. That is 8 CTAs of 4 warps for a largest tile 4 warps hold without extra warps, and 4 CTAs of the 8
+      worker warps _worker_warps gives a tile up to twice that (docs/tileir.md, "Performance": layernorm bf16
+      8192x4096 0.81x -> 0.99x of Triton, 16384x8192 0.73x -> 0.96x). f32 rows and larger tiles lose with it.
+    - Otherwise none (a single matmul's pipelined K loop keeps the tensor cores busy on its own)."""
+    if len(accumulators) >= 2 and _worker_warps(accumulators, largest_tile) is None:
+        return 2
     sixteen = bool(io_elems) and all(e in ("f16", "bf16", "i16") for e in io_elems)
     if accumulators or not sixteen:
         return None
@@ -516,7 +527,7 @@ class _Kernel:
         name = op.name
         a, b = (self.get(v) for v in op.operands)
         if name in _FLOAT_BINARY:
-            r = _FLOAT_BINARY[name](a, b, **self.f32_rounding(name, a))
+            r = _FLOAT_BINARY[name](a, b, **self.f32_fast(name, a))
         elif name in _FLOAT_MINMAX:
             fn, nan = _FLOAT_MINMAX[name]
             r = fn(a, b, propagate_nan=nan)
@@ -529,11 +540,11 @@ class _Kernel:
 
     def unary(self, op):
         x = self.get(op.operands[0])
-        self.set(op.result, _UNARY[op.name](x, **self.f32_rounding(op.name, x)))
+        self.set(op.result, _UNARY[op.name](x, **self.f32_fast(op.name, x)))
 
-    def f32_rounding(self, name: str, x) -> dict:
-        """The rounding keyword of the native path's fast form (_F32_ROUNDING) when `x` is f32, else none."""
-        return {"rounding": _F32_ROUNDING[name]} if name in _F32_ROUNDING and self.elem(x) == "f32" else {}
+    def f32_fast(self, name: str, x) -> dict:
+        """The keywords of the native path's fast form (_F32_FAST) when `x` is f32, else none."""
+        return _F32_FAST[name] if name in _F32_FAST and self.elem(x) == "f32" else {}
 
     def op_math_fma(self, op):
         self.set(op.result, ct.fma(*(self.get(v) for v in op.operands)))

@@ -419,7 +419,8 @@ def test_erf_lowers_to_libdevice_polynomials():
     fmas = ops(module, "fma")
     assert len(fmas) >= 7  # six polynomial steps and fma(p, a, a)
     exp2 = [op for op in ops(module, "exp2") if ir.BoolAttr(op.attributes["flush_to_zero"]).value]
-    assert len(exp2) == 1  # 1 - ex2.approx.ftz(-|r|), as libdevice
+    # 1 - ex2.approx.ftz(-|r|), as libdevice; and the kernel's own f32 exp2, which flushes as the native path's does
+    assert len(exp2) == 2
     consts = {struct.unpack("<I", struct.pack("<f", float(ir.FloatAttr(
         ir.DenseElementsAttr(op.attributes["value"]).get_splat_value()).value)))[0]
         for op in ops(module, "constant") if "xf32>" in str(op.results[0].type)}
@@ -737,10 +738,10 @@ def test_worker_warps_follow_the_values_per_thread():
     assert warps("vector_add", {"BLOCK": 1024}) is None
 
 
-def test_occupancy_32_warps_for_16bit_row_kernels_only():
+def test_occupancy_hints():
     """docs/tileir.md, Performance: 32 warps per SM for dot-free kernels whose tiles are all loaded and stored in 16
-    bits: 8 CTAs of 4 warps up to 4096 elements, 4 CTAs of 8 up to 8192; f32 rows, bigger tiles and dots get no
-    hint."""
+    bits: 8 CTAs of 4 warps up to 4096 elements, 4 CTAs of 8 up to 8192; f32 rows, bigger tiles and single dots get
+    no hint; kernels with two dots on accumulators that 4 warps hold get 2 CTAs per SM."""
     def occupancy(name, consts):
         return _entry_hint(_example_module(name, consts), "occupancy")
     assert occupancy("softmax", {"BLOCK": 4096, "T": "bf16"}) == 8
@@ -751,6 +752,10 @@ def test_occupancy_32_warps_for_16bit_row_kernels_only():
     assert occupancy("softmax", {"BLOCK": 16384, "T": "bf16"}) is None
     assert occupancy("softmax", {"BLOCK": 4096, "T": "f32"}) is None
     assert occupancy("matmul", {"BM": 64, "BN": 64, "BK": 64, "T": "bf16"}) is None
+    # two dots (attention): 2 CTAs per SM while the accumulators fit 4 warps
+    assert occupancy("attention", {"D": 64}) == 2
+    assert occupancy("attention", {"D": 128}) == 2
+    assert occupancy("attention", {"BM": 128, "BN": 256, "D": 64}) is None  # a 128x256 score tile takes 8 warps
     forced = _example_module("softmax", {"BLOCK": 4096, "T": "bf16"}, options=lowering.TileirOptions(occupancy=None))
     assert _entry_hint(forced, "occupancy") is None
 
