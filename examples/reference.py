@@ -40,6 +40,7 @@ class Case:
     shapes: list  # small shapes (ragged ones included) for correctness tests
     dtypes: tuple = (torch.float32, torch.float16, torch.bfloat16)
     backends: tuple = ("triton", "tileir")  # the GPU paths the example is correct on, as make() launches it
+    gpu_shapes: list = ((4096, 4096), (3, 8191))  # large and ragged shapes the GPU tests add to `shapes`
 
     @staticmethod
     def tol(dtype) -> float:
@@ -152,25 +153,29 @@ def _attention(device, dtype, shape=(2, 37, 50), noncontig=False, tiles=(32, 16)
         return [p @ t[2].float()]
     return [q, k, v, o, scale], (cdiv(s, bm), b), {"BM": bm, "BN": bn, "D": d}, ref, lambda t: [t[3]]
 
+
+# The square matmuls' large GPU shapes: a full 4096 tile grid, one row, and ragged sizes.
+SQUARE_GPU = [(4096, 4096, 4096), (1, 4096, 4096), (333, 1000, 257)]
 CASES = {
-    "vector_add": Case("vector_add", _vector_add, [(1,), (1000,), (4096,), (10_000,)]),
+    "vector_add": Case("vector_add", _vector_add, [(1,), (1000,), (4096,), (10_000,)], gpu_shapes=[(1 << 20,)]),
     "softmax": Case("softmax", _softmax, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
     "layernorm": Case("layernorm", _layernorm, [(1, 8), (7, 33), (64, 256), (37, 1000)]),
     "rmsnorm": Case("rmsnorm", _rmsnorm, [(1, 8), (7, 33), (64, 256), (37, 1000)]),
     "matmul": Case("matmul", _matmul, [(16, 16, 16), (64, 64, 64), (100, 70, 90), (130, 257, 65)],
-                   dtypes=(torch.float16, torch.bfloat16)),
+                   dtypes=(torch.float16, torch.bfloat16), gpu_shapes=SQUARE_GPU),
     "matmul_grouped": Case("matmul_grouped", _matmul_grouped, [(16, 16, 16), (100, 70, 90), (130, 257, 65)],
-                           dtypes=(torch.float16, torch.bfloat16)),
+                           dtypes=(torch.float16, torch.bfloat16), gpu_shapes=SQUARE_GPU),
     "matmul_persistent": Case("matmul_persistent", _matmul_persistent, [(16, 16, 16), (100, 70, 90), (130, 257, 65)],
-                              dtypes=(torch.float16, torch.bfloat16)),
+                              dtypes=(torch.float16, torch.bfloat16), gpu_shapes=SQUARE_GPU),
     # One launch with SPLIT > 1 needs ordered atomics, which only the native path gives (see the example's header).
     "matmul_splitk": Case("matmul_splitk", _matmul_splitk, [(1, 16, 16), (5, 70, 300), (33, 100, 257), (16, 64, 512)],
-                          dtypes=(torch.float16, torch.bfloat16)),
+                          dtypes=(torch.float16, torch.bfloat16),
+                          gpu_shapes=[(1, 4096, 4096), (128, 4096, 14336), (333, 1000, 257)]),
     "swiglu": Case("swiglu", _swiglu, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
     "cumsum": Case("cumsum", _cumsum, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
     # (batch * heads, S, L): ragged S and L; L past S and below it
     "attention": Case("attention", _attention, [(1, 16, 16), (2, 37, 50), (3, 64, 29), (2, 130, 77)],
-                      dtypes=(torch.float16, torch.bfloat16)),
+                      dtypes=(torch.float16, torch.bfloat16), gpu_shapes=[(8, 1024, 1024), (2, 333, 257)]),
 }
 
 

@@ -28,11 +28,7 @@ def test_example_on_gpu(name, backend):
     kernel = getattr(mod, name)
     torch.manual_seed(0)
     failures = []
-    square = ("matmul", "matmul_grouped", "matmul_persistent")
-    shapes = case.shapes + ([(4096, 4096, 4096), (1, 4096, 4096), (333, 1000, 257)] if name in square
-                            else [(1, 4096, 4096), (128, 4096, 14336), (333, 1000, 257)] if name == "matmul_splitk"
-                            else [(8, 1024, 1024), (2, 333, 257)] if name == "attention"
-                            else [(1 << 20,)] if name == "vector_add" else [(4096, 4096), (3, 8191)])
+    shapes = case.shapes + list(case.gpu_shapes)
     for dtype in case.dtypes:
         for shape in shapes:
             for noncontig in (False, True):

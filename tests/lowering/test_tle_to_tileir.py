@@ -992,12 +992,9 @@ def test_examples_on_the_gpu():
         path = os.path.join(ROOT, "examples", f"{name}.tle")
         src = open(path).read()
         pnames = [p.name for p in check_kernel(load_program(src, path), name, {}).params]
-        big = [(4096, 4096, 4096), (333, 1000, 257)] if name in ("matmul", "matmul_grouped", "matmul_persistent") else \
-            [(1, 4096, 4096), (128, 4096, 14336)] if name == "matmul_splitk" else \
-            [(1 << 20,)] if name == "vector_add" else [(4096, 1024), (3, 1000)]
         torch.manual_seed(0)
         for dtype in case.dtypes:
-            for shape in case.shapes + big:
+            for shape in case.shapes + list(case.gpu_shapes):
                 for noncontig in (False, True):
                     args, grid, consts, ref, outputs = case.make("cuda", dtype, shape, noncontig)
                     tensors = {n: a for n, a in zip(pnames, args) if isinstance(a, torch.Tensor)}
