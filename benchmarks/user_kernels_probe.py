@@ -146,6 +146,13 @@ def _sets(make, nbytes: int) -> list:
     return [make() for _ in range(max(1, min(16, math.ceil((240 << 20) / max(1, nbytes)))))]
 
 
+def _both_paths(kernel, grid, ref) -> dict:
+    """tle's kernel on both GPU paths (Triton's default launch options) and the hand-written reference's launch."""
+    return {"tle:triton": lambda t: kernel[grid](*t, backend="triton"),
+            "tle:tileir": lambda t: kernel[grid](*t, backend="tileir"),
+            "triton_ref": ref}
+
+
 def cases(dev, only):
     """(title, work (bytes, flops), sets, torch fn, {name: fn(set)}, output index in a set)."""
     attention = tle.compile(os.path.join(HERE, "..", "examples", "attention.tle"))
@@ -186,9 +193,8 @@ def cases(dev, only):
             g = (m // 64, n // 64)
             out.append((f"transpose {m}x{n} {str(dt)[6:]}", (nb, 0), sets,
                         lambda t: t[1].copy_(t[0].t()),
-                        {"tle:triton": lambda t, g=g: small.transpose[g](*t, backend="triton"),
-                         "tle:tileir": lambda t, g=g: small.transpose[g](*t, backend="tileir"),
-                         "triton_ref": lambda t, g=g, m=m, n=n: transpose_ref[g](*t, m, n, BM=64, BN=64)}, 1))
+                        _both_paths(small.transpose, g,
+                                    lambda t, g=g, m=m, n=n: transpose_ref[g](*t, m, n, BM=64, BN=64)), 1))
     if "colsum" in only:
         for dt in (torch.float32, torch.bfloat16):
             m, n = 16384, 4096
@@ -197,9 +203,8 @@ def cases(dev, only):
             g = (n // 128,)
             out.append((f"colsum {m}x{n} {str(dt)[6:]}", (nb, 0), sets,
                         lambda t: torch.sum(t[0], 0, dtype=torch.float32, out=t[1]),
-                        {"tle:triton": lambda t, g=g: small.colsum[g](*t, backend="triton"),
-                         "tle:tileir": lambda t, g=g: small.colsum[g](*t, backend="tileir"),
-                         "triton_ref": lambda t, g=g, m=m, n=n: colsum_ref[g](*t, m, n, BM=64, BN=128)}, 1))
+                        _both_paths(small.colsum, g,
+                                    lambda t, g=g, m=m, n=n: colsum_ref[g](*t, m, n, BM=64, BN=128)), 1))
     if "bias_gelu" in only:
         for dt in (torch.bfloat16, torch.float32):
             m, n = 8192, 8192
@@ -208,9 +213,8 @@ def cases(dev, only):
             g = (m // 32, n // 128)
             out.append((f"bias_gelu {m}x{n} {str(dt)[6:]}", (nb, 0), sets,
                         lambda t: t[2].copy_(torch.nn.functional.gelu(t[0] + t[1])),
-                        {"tle:triton": lambda t, g=g: small.bias_gelu[g](*t, backend="triton"),
-                         "tle:tileir": lambda t, g=g: small.bias_gelu[g](*t, backend="tileir"),
-                         "triton_ref": lambda t, g=g, m=m, n=n: bias_gelu_ref[g](*t, m, n, BM=32, BN=128)}, 2))
+                        _both_paths(small.bias_gelu, g,
+                                    lambda t, g=g, m=m, n=n: bias_gelu_ref[g](*t, m, n, BM=32, BN=128)), 2))
     if "linear_relu" in only:
         for dt in (torch.float16, torch.bfloat16):
             for m, n, k in ((4096, 4096, 4096), (8192, 4096, 1024)):
@@ -220,10 +224,9 @@ def cases(dev, only):
                 g = (m // 128, n // 128)
                 out.append((f"linear_relu {m}x{n}x{k} {str(dt)[6:]}", (nb, 2 * m * n * k), sets,
                             lambda t: torch.relu_(torch.addmm(t[2], t[0], t[1], out=t[3])),
-                            {"tle:triton": lambda t, g=g: small.linear_relu[g](*t, backend="triton"),
-                             "tle:tileir": lambda t, g=g: small.linear_relu[g](*t, backend="tileir"),
-                             "triton_ref": lambda t, g=g, m=m, n=n, k=k: linear_relu_ref[g](*t, m, n, k, BM=128, BN=128, BK=64,
-                                                                             num_warps=4, num_stages=3)}, 3))
+                            _both_paths(small.linear_relu, g,
+                                        lambda t, g=g, m=m, n=n, k=k: linear_relu_ref[g](
+                                            *t, m, n, k, BM=128, BN=128, BK=64, num_warps=4, num_stages=3)), 3))
     return out
 
 
