@@ -1,0 +1,48 @@
+"""The kernels benchmarks/user_kernels_probe.py times, on the CPU: each tle kernel on the interpreter against
+torch on ragged sizes (the probe itself checks them on the GPU before timing, at its own large sizes)."""
+import os
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(ROOT, "benchmarks")]
+probe = pytest.importorskip("user_kernels_probe")
+
+import tle  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def small():
+    return tle.compile(probe.SMALL_TLE)
+
+
+def test_transpose(small):
+    x = torch.randn(70, 130)
+    y = torch.full((130, 70), float("nan"))
+    small.transpose[(2, 3)](x, y, BM=64, BN=64)
+    assert torch.equal(y, x.t())
+
+
+def test_colsum(small):
+    x = torch.randn(150, 200, dtype=torch.bfloat16)
+    out = torch.full((200,), float("nan"))
+    small.colsum[(2,)](x, out, BM=64, BN=128)
+    torch.testing.assert_close(out, x.float().sum(0), rtol=1e-5, atol=1e-4)
+
+
+def test_bias_gelu(small):
+    x, b = torch.randn(40, 200), torch.randn(200)
+    y = torch.full((40, 200), float("nan"))
+    small.bias_gelu[(2, 2)](x, b, y, BM=32, BN=128)
+    torch.testing.assert_close(y, torch.nn.functional.gelu(x + b), rtol=1e-5, atol=1e-6)
+
+
+def test_linear_relu(small):
+    a, w = torch.randn(40, 80, dtype=torch.float16), torch.randn(80, 70, dtype=torch.float16)
+    bias = torch.randn(70, dtype=torch.float16)
+    c = torch.full((40, 70), float("nan"), dtype=torch.float16)
+    small.linear_relu[(2, 3)](a, w, bias, c, BM=32, BN=32, BK=32)
+    want = torch.relu(a.float() @ w.float() + bias.float())
+    torch.testing.assert_close(c.float(), want, rtol=2e-3, atol=2e-3)
