@@ -58,7 +58,7 @@ Performance choices (TileirOptions; each was measured on the H200, docs/tileir.m
 - The entry's occupancy hint: 8 CTAs per SM for a kernel without a dot whose tiles are all loaded and stored in 16
   bits and hold at most 4096 elements (layernorm 8192x4096 bf16: 0.81x -> 0.99x of Triton, swiglu 0.91x -> 0.99x);
   f32 rows lose with it (rmsnorm f32 -6%, 8192-wide f32 rows -45%), so they get none. 2 CTAs per SM for a kernel
-  with two or more dots on accumulators 4 warps hold (attention: 0.69x -> 0.95-1.02x of the native path).
+  with two or more dots on accumulators 4 warps hold (attention: 0.69-0.72x -> 0.94-1.01x of the native path).
 
 Memory tokens (docs/tileir.md states the rule): tensors passed to one launch must not overlap unless no kernel
 access writes them (they are `restrict`), so accesses to different tensors are never ordered against each other,
@@ -259,7 +259,8 @@ def _occupancy(accumulators, io_elems: list, largest_tile: int) -> int | None:
 
     - A kernel with two or more dots, none of whose accumulators needs 8 worker warps (attention: Q K^T, then P V,
       with a softmax between them that the tensor cores wait for): 2 CTAs per SM, so one CTA's softmax runs under
-      the other's dots. Attention 4096x64 and 4096x128 f16 on the H200: 0.69x -> 0.95x and 1.02x of the native path.
+      the other's dots. Attention 4096x64 and 4096x128 f16 on the H200: 0.72x -> 0.96x and 0.69x -> 1.00x of the
+      native path.
     - A 16-bit row kernel (no dot, every tile loaded and stored in 16 bits): 32 warps per SM, so more rows are in
       flight. That is 8 CTAs of 4 warps for a largest tile 4 warps hold without extra warps, and 4 CTAs of the 8
       worker warps _worker_warps gives a tile up to twice that (docs/tileir.md, "Performance": layernorm bf16
