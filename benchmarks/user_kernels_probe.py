@@ -142,8 +142,9 @@ def linear_relu_ref(a_ptr, w_ptr, bias_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN
 # ---- cases --------------------------------------------------------------------------------------------------------
 
 def _sets(make, nbytes: int) -> list:
-    """Input sets: enough copies that 240 MB separate two uses of one (bench.py's rotation), at most 16."""
-    return [make() for _ in range(max(1, min(16, math.ceil((240 << 20) / max(1, nbytes)))))]
+    """Input sets: enough copies that bench.py's default rotation (Context.rotate_bytes, 4x an H200's L2) separate
+    two uses of one, at most 16."""
+    return [make() for _ in range(max(1, min(16, math.ceil(bench.Context.rotate_bytes / max(1, nbytes)))))]
 
 
 def _both_paths(kernel, grid, ref) -> dict:
@@ -238,7 +239,6 @@ def main() -> int:
     dev = "cuda"
     lines = []
     for title, (nbytes, flops), sets, base, impls, oi in cases(dev, args.only.split(",")):
-        want = sets[0][oi].clone()
         base(sets[0])
         torch.cuda.synchronize()
         want = sets[0][oi].float().clone()
