@@ -522,7 +522,7 @@ def _store(L: _Lowering, op):
         L.op("tt.descriptor_store", [], [desc, value, *_element_coords(L, indices, shape)])
         return
     source = op.operands[1].owner
-    squeeze = (_squeezable(shape) and isinstance(source, (ir.Operation, ir.OpView)) and source.name == "tle.reshape"
+    squeeze = (_squeezable(shape) and not isinstance(source, ir.Block) and source.name == "tle.reshape"
                and _shape(source.operands[0]) == _squeezed(shape))
     if squeeze:
         value = L.v(source.operands[0])
