@@ -438,31 +438,36 @@ def make_partition_view(tensor_view: ir.Value, tile: Sequence[int], *, padding: 
                     [partition_view_type(tile, tensor_view.type, padding, dim_map)], loc=loc))
 
 
-def _memory_attrs(ordering: str, scope: str | None, latency: int | None, allow_tma: bool | None, index_rank: int):
+def _memory_attrs(ordering: str, scope: str | None, latency: int | None, allow_tma: bool | None, index_rank: int,
+                  inbounds: Sequence[int] = ()):
+    """`inbounds`: the index dimensions where the caller knows the whole tile lies inside the tensor, so tileiras
+    can drop that dimension's bounds checks (bytecode 13.4+; a tile outside there is undefined behaviour)."""
     return {"memory_ordering_semantics": ordering, "memory_scope": scope, "latency": latency,
-            "allow_tma": allow_tma, "inbounds": ir.DenseBoolArrayAttr.get([False] * index_rank)}
+            "allow_tma": allow_tma, "inbounds": ir.DenseBoolArrayAttr.get([d in inbounds for d in range(index_rank)])}
 
 
 def load_view_tko(view: ir.Value, index: Sequence[ir.Value], token: ir.Value | None = None, *,
                   ordering: str = "weak", scope: str | None = None, latency: int | None = None,
-                  allow_tma: bool | None = None, loc=None) -> tuple[ir.Value, ir.Value]:
+                  allow_tma: bool | None = None, inbounds: Sequence[int] = (), loc=None) -> tuple[ir.Value, ir.Value]:
     """Load the tile at `index` (tile coordinates, `tile<i32>` scalars) of a partition_view.
-    Returns (tile, token); the load happens after `token`'s ops, and the returned token after the load."""
+    Returns (tile, token); the load happens after `token`'s ops, and the returned token after the load.
+    `inbounds`: index dimensions whose tile is known to lie inside the tensor (no bounds check there)."""
     pv = type_of(view)
     assert isinstance(pv, PartitionViewType), pv
     tile = tile_type(pv.tile, pv.view.elem)
     op = _op("load_view_tko", [view, *index, *([token] if token is not None else [])], [tile, token_type()],
-             _memory_attrs(ordering, scope, latency, allow_tma, len(index)),
+             _memory_attrs(ordering, scope, latency, allow_tma, len(index), inbounds),
              segments=(1, len(index), int(token is not None)), loc=loc)
     return op.results[0], op.results[1]
 
 
 def store_view_tko(tile: ir.Value, view: ir.Value, index: Sequence[ir.Value], token: ir.Value | None = None, *,
                    ordering: str = "weak", scope: str | None = None, latency: int | None = None,
-                   allow_tma: bool | None = None, loc=None) -> ir.Value:
-    """Store `tile` at `index` of a partition_view (out-of-bounds elements are not written); returns a token."""
+                   allow_tma: bool | None = None, inbounds: Sequence[int] = (), loc=None) -> ir.Value:
+    """Store `tile` at `index` of a partition_view (out-of-bounds elements are not written); returns a token.
+    `inbounds` as for load_view_tko."""
     op = _op("store_view_tko", [tile, view, *index, *([token] if token is not None else [])], [token_type()],
-             _memory_attrs(ordering, scope, latency, allow_tma, len(index)),
+             _memory_attrs(ordering, scope, latency, allow_tma, len(index), inbounds),
              segments=(1, 1, len(index), int(token is not None)), loc=loc)
     return op.results[0]
 

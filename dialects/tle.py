@@ -16,6 +16,9 @@ Conventions (the lowerings and the interpreter rely on them):
   (the runtime proved the value divisible by 16; for a pointer: 16-byte aligned). Strides proven to be 1 are
   folded into `arith.constant 1` before this IR is built.
 - Loop hints live on `scf.for` as `tle.num_stages` and `tle.unroll` (i32).
+- A `tle.load` / `tle.store` may carry `tle.inside = array<i32: axis, ...>`: the launch keeps every program's
+  tile inside the view along those axes (tle/abi.py GridTile / FixedTile), so a lowering may drop their bounds
+  checks. `inside_axes(op)` reads it.
 - Every op carries the location of the .tle text it came from.
 """
 from __future__ import annotations
@@ -184,6 +187,13 @@ def verify_tle(module: "ir.Module") -> None:
         for a in d.attrs:
             if a not in op.attributes:
                 raise ValueError(f"{name} is missing attribute '{a}' at {op.location}")
+
+
+def inside_axes(op) -> frozenset:
+    """The axes a load or store's `tle.inside` marks: the launch keeps the tile inside the view there."""
+    if "tle.inside" not in op.attributes:
+        return frozenset()
+    return frozenset(ir.DenseI32ArrayAttr(op.attributes["tle.inside"]))
 
 
 def registered() -> bool:

@@ -22,7 +22,10 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
   lowered through pointers instead: a tile of element pointers, a mask `index*tile + i < size` per axis (one
   unsigned compare, so negative tile indices are out of bounds too) and `load_ptr_tko` with a padding tile.
 - tle.load / tle.store -> `load_view_tko` / `store_view_tko` at the same tile coordinates (Tile IR's indices are
-  tile coordinates too, read as unsigned: a negative index is out of bounds, as in tle).
+  tile coordinates too, read as unsigned: a negative index is out of bounds, as in tle). Along the axes where
+  the tile is known to lie inside the tensor (tle.inside: the launch keeps it there, tle/abi.py; or a constant
+  index inside a static size) the access says `inbounds` and a pointer load has no mask: a checked view access
+  costs a branch around each 16-byte vector (bias + GELU on [32, 128] f32 tiles: 183 -> 139 us on the H200).
 - tle.gather / scatter / atomic -> tiles of pointers `base + sum(idx_i * stride_i)` (offsets in i64) and
   `load_ptr_tko` (masked lanes read `other`) / `store_ptr_tko` / `atomic_rmw_tko` (acq_rel, device scope; masked
   lanes return 0, as the interpreter's). Float atomic max/min have no Tile IR mode: they use integer atomics on
@@ -78,6 +81,7 @@ from dataclasses import dataclass, field
 from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
 from ..dialects.mlir import ir, nested_ops
+from ..dialects.tle import inside_axes
 
 __all__ = ["tle_to_tileir", "TileirOptions", "LOWERED_OPS"]
 
@@ -806,25 +810,42 @@ class _Kernel:
         elem, shape, _ = tle_type(op.result.type)
         pad = padding_name(op.attributes["padding"], elem)
         token = self.read_token(view)
+        inside = self.inside(op, view, list(op.operands)[1:], shape)
         if pad is not None and not self.through_pointers(elem):
-            tile, out = ct.load_view_tko(view.parts[(shape, pad)], index, token, allow_tma=self.allow_tma)
+            tile, out = ct.load_view_tko(view.parts[(shape, pad)], index, token, allow_tma=self.allow_tma,
+                                         inbounds=inside)
         else:
-            tile, out = self.load_by_pointers(view, index, shape, _scalar_value(op.attributes["padding"], elem), token)
+            tile, out = self.load_by_pointers(view, index, shape, _scalar_value(op.attributes["padding"], elem), token,
+                                              inside)
         self.after_read(view, out)
         self.set(op.result, tile)
 
-    def load_by_pointers(self, view: _View, index, shape, pad, token):
-        """A tile load whose padding a partition view cannot express: masked gather of the tile's elements."""
+    @staticmethod
+    def inside(op, view: _View, tle_index, shape) -> frozenset:
+        """The axes along which a load or store's tile is known to lie inside the tensor, so that its bounds check
+        can go (tileiras guards each 16-byte vector of a checked view access with a branch): those the launch
+        keeps inside (tle.inside, tle/abi.py), and those whose index and size are constants that do."""
+        axes = set(inside_axes(op))
+        for axis, (i, size) in enumerate(zip(tle_index, view.sizes)):
+            c = _is_const_int(i)
+            if c is not None and isinstance(size, int) and 0 <= c * shape[axis] and (c + 1) * shape[axis] <= size:
+                axes.add(axis)
+        return frozenset(axes)
+
+    def load_by_pointers(self, view: _View, index, shape, pad, token, inside=frozenset()):
+        """A tile load whose padding a partition view cannot express: masked gather of the tile's elements
+        (no mask along the axes in `inside`, no mask at all when every axis is)."""
         elems, mask = [], None
         for axis, (i, size) in enumerate(zip(index, view.sizes)):
             start = self.splat(ct.muli(i, self.const(shape[axis], (), "i32")), shape)
             e = ct.addi(start, self.along(ct.iota(shape[axis], "i32"), axis, shape))
-            bound = self.const(size, shape, "i32") if isinstance(size, int) else self.splat(size, shape)
-            inside = ct.cmpi("less_than", e, bound, signed=False)  # also false for negative e
-            mask = inside if mask is None else ct.andi(mask, inside)
+            if axis not in inside:
+                bound = self.const(size, shape, "i32") if isinstance(size, int) else self.splat(size, shape)
+                within = ct.cmpi("less_than", e, bound, signed=False)  # also false for negative e
+                mask = within if mask is None else ct.andi(mask, within)
             elems.append(e)
         ptrs = self.pointers(view, elems, shape)
-        return ct.load_ptr_tko(ptrs, mask, self.const(pad, shape, view.elem), token)
+        return ct.load_ptr_tko(ptrs, mask, self.const(pad, shape, view.elem) if mask is not None else None, token)
 
     def pointers(self, view: _View, indices, shape) -> "ir.Value":
         """base + sum(indices[i] * strides[i]) for element-index tiles of `shape`, offsets in i64."""
@@ -845,8 +866,9 @@ class _Kernel:
         index = [self.get(v) for v in list(op.operands)[2:]]
         shape = self.shape(value)
         part = next(p for (s, _), p in view.parts.items() if s == shape)
+        inside = self.inside(op, view, list(op.operands)[2:], shape)
         self.after_write(view, ct.store_view_tko(value, part, index, self.write_token(view),
-                                                 allow_tma=self.allow_tma))
+                                                 allow_tma=self.allow_tma, inbounds=inside))
 
     def indexed(self, op, with_value: bool):
         """(view, value, index tiles, mask) of a gather / scatter / atomic."""

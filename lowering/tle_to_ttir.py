@@ -43,6 +43,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..dialects.mlir import ir
+from ..dialects.tle import inside_axes
 
 # Triton 3.6 enums (I32EnumAttr: written as plain i32 in the generic form). Values from triton._C.libtriton.ir.
 _RMW = {"add": 4, "fadd": 5, "max": 6, "min": 7, "umax": 8, "umin": 9}
@@ -506,7 +507,7 @@ def _load(L: _Lowering, op):
         u.owner.name == "tle.reshape" and _shape(u.owner.result) == _squeezed(shape) for u in op.result.uses)
     if squeeze:
         rtype = _tensor(_squeezed(shape), _elem(rtype))
-    ptrs, mask = L.tile_pointers(view, indices, shape, _inside(op), squeeze)
+    ptrs, mask = L.tile_pointers(view, indices, shape, inside_axes(op), squeeze)
     L.bind(op, L.load(ptrs, mask, op.attributes["padding"], rtype))
 
 
@@ -526,13 +527,8 @@ def _store(L: _Lowering, op):
                and _shape(source.operands[0]) == _squeezed(shape))
     if squeeze:
         value = L.v(source.operands[0])
-    ptrs, mask = L.tile_pointers(view, indices, shape, _inside(op), squeeze)
+    ptrs, mask = L.tile_pointers(view, indices, shape, inside_axes(op), squeeze)
     L.store(ptrs, value, mask)
-
-
-def _inside(op) -> set:
-    """The axes a load or store's tle.inside marks: the launch grid keeps the tile inside the view there."""
-    return set(ir.DenseI32ArrayAttr(op.attributes["tle.inside"])) if "tle.inside" in op.attributes else set()
 
 
 def _segments(op):

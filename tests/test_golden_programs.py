@@ -723,19 +723,20 @@ entry(file="static_if.tle", kernel="act", make=_act_make, grid=lambda c, k: (cdi
 
 
 # tile_base_i32.tle --------------------------------------------------------------------------------------------------
-def _rows_make(c, k, g):
+def _strided_rows_make(c, k, g):
     m, n = c["M"], c["N"]
     return {"x": randn((m, n + 7), g)[:, :n], "y": poison((m, n))}  # x's rows are N + 7 elements apart
 
 
-def _rows_ref(a, c, k):
+def _strided_rows_ref(a, c, k):
     w = min(c["N"], 64)
     y = a["y"].double().clone()
     y[:, :w] = a["x"].double()[:, :w] * 2.0
     return {"y": y}
 
 
-entry(file="tile_base_i32.tle", kernel="rows", make=_rows_make, grid=lambda c, k: (c["M"],), ref=_rows_ref,
+entry(file="tile_base_i32.tle", kernel="rows", make=_strided_rows_make, grid=lambda c, k: (c["M"],),
+      ref=_strided_rows_ref,
       tol={"y": chain(1)}, cases=[{"M": 5, "N": 50}, {"M": 3, "N": 100}])
 
 
@@ -789,6 +790,20 @@ def _tcs_ref(a, c, k):
 
 entry(file="tileir/cumsum.tle", kernel="cumsum", make=_softmax_make, grid=lambda c, k: (c["M"],), ref=_tcs_ref,
       tol={"y": reduction(1024, 1)}, cases=[{"M": 5, "N": 1000}, {"M": 3, "N": 517}])
+
+
+# tileir/inbounds_pointers.tle, tileir/inbounds_views.tle --------------------------------------------------------------
+INBOUNDS_CASES = [{"M": 6, "N": 1024}, {"M": 6, "N": 1000}, {"M": 6, "N": 1500, "extra": 3}]
+INBOUNDS_NOTE = ("the whole tile inside (inbounds on both axes; no mask), the columns ragged, and 3 programs past M "
+                 "(the row check kept)")
+entry(file="tileir/inbounds_pointers.tle", kernel="rows",
+      make=lambda c, k, g: {"x": randn((c["M"], c["N"]), g, torch.bfloat16),
+                            "y": poison((c["M"], c["N"]), torch.bfloat16)},
+      grid=lambda c, k: (c["M"] + c.get("extra", 0),), ref=_rows_ref, tol={"y": EXACT}, cases=INBOUNDS_CASES,
+      note=INBOUNDS_NOTE)
+entry(file="tileir/inbounds_views.tle", kernel="rows", make=_rows_make,
+      grid=lambda c, k: (c["M"] + c.get("extra", 0),), ref=_rows_ref, tol={"y": EXACT}, cases=INBOUNDS_CASES,
+      note=INBOUNDS_NOTE)
 
 
 # tileir/layernorm.tle -----------------------------------------------------------------------------------------------

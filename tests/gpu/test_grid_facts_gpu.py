@@ -1,13 +1,15 @@
 """Grid facts on the GPU (tle/abi.py): a launch whose grid keeps every tile inside runs a binary without those
-bounds checks; a grid with programs past the end must get one with them. Each output lies inside a larger buffer
-whose guard band is poisoned, so a write past the end shows; each grid is launched through kernel[grid] three
-times, so the C launcher's plans (kept per grid) are exercised too."""
+bounds checks; a grid with programs past the end must get one with them. On the native path the checks are the
+TTIR's masks; on the Tile IR path they are the view accesses' `inbounds` and the pointer loads' masks. Each output
+lies inside a larger buffer whose guard band is poisoned, so a write past the end shows; each grid is launched
+through kernel[grid] three times, so the C launcher's plans (kept per grid) are exercised too."""
 import os
 
 import pytest
 import torch
 
 import tle
+from tle.abi import GridTile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GUARD = 4096
@@ -28,6 +30,27 @@ def triton_plan_ttir(kernel) -> list[str]:
             if e.compiled.backend == "triton"]
 
 
+def plan_facts(kernel, backend) -> list[frozenset]:
+    """The launch facts (Spec.inside) each binary of `backend` the kernel holds was built with."""
+    return [e.compiled.spec.inside for e in kernel._entries.values() if e.compiled.backend == backend]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("extra", [0, 3])
+def test_vector_add_exact_and_oversized_grids_tileir(extra):
+    k = tle.compile(os.path.join(ROOT, "examples", "vector_add.tle")).vector_add
+    n, block = 1 << 20, 1024
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out, guard = guarded((n,), torch.float32)
+    for _ in range(3):
+        k[(n // block + extra,)](x, y, out, BLOCK=block, backend="tileir")
+    torch.cuda.synchronize()
+    assert torch.equal(out, x + y)
+    assert torch.isnan(guard).all(), "a program past the end wrote outside the tensor"
+    (facts,) = plan_facts(k, "tileir")
+    assert bool(facts) == (extra == 0)  # exact: its view loads and store are `inbounds`
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("extra", [0, 3])
 def test_vector_add_exact_and_oversized_grids(extra):
@@ -45,7 +68,8 @@ def test_vector_add_exact_and_oversized_grids(extra):
 
 
 @pytest.mark.gpu
-def test_layernorm_rows_past_the_end_stay_masked():
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+def test_layernorm_rows_past_the_end_stay_masked(backend):
     k = tle.compile(os.path.join(ROOT, "examples", "layernorm.tle")).layernorm
     m, n = 1000, 1024
     x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
@@ -55,9 +79,10 @@ def test_layernorm_rows_past_the_end_stay_masked():
     for grid in ((m,), (m + 7,), (m,)):  # exact, 7 rows past the end, exact again (its plan is reused)
         y, guard = guarded((m, n), torch.bfloat16)
         for _ in range(3):
-            k[grid](x, w, b, y, 1e-5, BLOCK=n, backend="triton")
+            k[grid](x, w, b, y, 1e-5, BLOCK=n, backend=backend)
         torch.cuda.synchronize()
         assert (y.float() - want).norm() / want.norm() < 1e-2, grid
         assert torch.isnan(guard).all(), f"grid {grid}: a row past M was written"
-    texts = triton_plan_ttir(k)
-    assert len(texts) == 2  # one binary per grid fact, not per launch
+    facts = plan_facts(k, backend)
+    # one binary per grid fact, not per launch; only the exact grid's has the rows' fact (the columns' holds in both)
+    assert len(facts) == 2 and sorted(any(isinstance(f, GridTile) for f in fs) for fs in facts) == [False, True]

@@ -9,10 +9,7 @@ from __future__ import annotations
 import glob
 import math
 import os
-import re
-import shutil
 import struct
-import subprocess
 import sys
 
 import pytest
@@ -31,7 +28,6 @@ from tle.targets import tileir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.tle")))
-GOLDEN = sorted(glob.glob(os.path.join(ROOT, "tests", "filecheck", "tileir", "*.tle")))
 ARCHS = ["sm_90", "sm_100"]
 
 
@@ -879,31 +875,6 @@ def test_blockers_print_as_reason_at_location():
     from tle.diagnostics import Span
     assert str(Blocker(Span("k.tle", 3, 14), "erf of f64")) == "erf of f64 at k.tle:3:14"
     assert str(Blocker(None, "tileiras not found")) == "tileiras not found"
-
-
-# ---- golden files ---------------------------------------------------------------------------------------------------
-
-def _filecheck() -> list[str] | None:
-    exe = os.path.join(os.path.dirname(sys.executable), "filecheck")
-    if os.path.exists(exe):
-        return [exe]
-    return [shutil.which("filecheck")] if shutil.which("filecheck") else None
-
-
-def emit_tileir(path: str) -> str:
-    """What `tlec FILE --emit=tileir` prints: each kernel (default constants and spec), lowered to Tile IR."""
-    src = open(path, encoding="utf-8").read()
-    return "".join(str(lower(src, name, file=path)) for name in load_program(src, path).kernel_names())
-
-
-@pytest.mark.skipif(_filecheck() is None, reason="the filecheck package is not installed")
-@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: os.path.basename(p))
-def test_golden_file(path):
-    """The CHECK lines of each tests/filecheck/tileir file against this lowering (its RUN line will run them through
-    tlec --emit=tileir once tlec has that stage)."""
-    assert re.search(r"// RUN: tlec %s --emit=tileir \| filecheck %s", open(path).read())
-    proc = subprocess.run(_filecheck() + [path], input=emit_tileir(path), capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 # ---- on the GPU: the Tile IR path against torch and the interpreter --------------------------------------------------
