@@ -24,8 +24,9 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
 - tle.load / tle.store -> `load_view_tko` / `store_view_tko` at the same tile coordinates (Tile IR's indices are
   tile coordinates too, read as unsigned: a negative index is out of bounds, as in tle). Along the axes where
   the tile is known to lie inside the tensor (tle.inside: the launch keeps it there, tle/abi.py; or a constant
-  index inside a static size) the access says `inbounds` and a pointer load has no mask: a checked view access
-  costs a branch around each 16-byte vector (bias + GELU on [32, 128] f32 tiles: 183 -> 139 us on the H200).
+  index inside a static size) a pointer load has no mask, and a view access whose every axis is inside says
+  `inbounds` (all axes or none: tileiras mishandles a mixed vector, _all_or_none). A checked view access costs a
+  branch around each 16-byte vector (bias + GELU on [32, 128] f32 tiles: 183 -> 139 us on the H200).
 - tle.gather / scatter / atomic -> tiles of pointers `base + sum(idx_i * stride_i)` (offsets in i64) and
   `load_ptr_tko` (masked lanes read `other`) / `store_ptr_tko` / `atomic_rmw_tko` (acq_rel, device scope; masked
   lanes return 0, as the interpreter's). Float atomic max/min have no Tile IR mode: they use integer atomics on
@@ -50,11 +51,11 @@ Performance choices (TileirOptions; each was measured on the H200, docs/tileir.m
   and store. Any TMA access makes tileiras warp-specialise the kernel: a producer warp group plus a consumer one
   whose threads get 255 registers, so one CTA (one row) per SM at a time; an 8192x4096 bf16 softmax ran at 193 us
   against Triton's 37. Kernels with a dot keep TMA: their K loop is pipelined through it.
-- In such a kernel, loads of 16-bit elements go through masked pointers (the pad=1.0 path above) even when a
-  partition view could express the padding: tileiras guards each 16-byte vector of a view load with a branch and
-  sinks the widening to f32 into it, so each thread waits for one load before it issues the next; masked pointer
-  loads are predicated and all in flight (8192x4096 bf16: softmax 70 -> 50 us, rmsnorm 59 -> 37, swiglu 331 ->
-  197). f32 view loads are predicated already and stay view loads.
+- In such a kernel, every tile load goes through masked pointers (the pad=1.0 path above) even when a partition
+  view could express the padding: tileiras guards each 16-byte vector of a bounds-checked view load with a branch
+  (and sinks a widening to f32 into it), so each thread waits for one load before it issues the next; masked
+  pointer loads are predicated and all in flight (8192x4096 bf16: softmax 70 -> 50 us, rmsnorm 59 -> 37, swiglu
+  331 -> 197; bias + GELU on a ragged 8000x8000 f32: 170 -> 136 us, Triton 134). Stores stay view stores.
 - The entry's num_worker_warps hint (_worker_warps): 8 warps for a dot accumulator of more than 128 values per
   thread on 4 warps (128x256 f32: otherwise hundreds of spilled registers, 45 instead of 717 TFLOP/s), and for a
   kernel without a dot whose largest tile has more than 32 values per thread on 4 warps.
@@ -224,6 +225,13 @@ _STRUCTURAL = ("func.return", "scf.yield")
 _F32_FAST = {"arith.divf": {"rounding": "full"}, "math.exp": {"rounding": "approx"}, "math.exp2": {"ftz": True}}
 
 
+def _all_or_none(axes: frozenset, rank: int) -> frozenset:
+    """The `inbounds` axes of a view access: all of them, or none. tileiras 13.5 mishandles a mixed vector: a store
+    with inbounds = [false, true] (rows past the end, the columns inside) wrote the rows past the end on the H200
+    (tests/gpu/test_grid_facts_gpu.py, layernorm on M + 7 programs). cuTile only ever emits a uniform one."""
+    return axes if len(axes) == rank else frozenset()
+
+
 def _is_const_int(v: "ir.Value") -> int | None:
     owner = v.owner
     if isinstance(owner, ir.Block) or owner.name != "arith.constant":
@@ -335,7 +343,7 @@ class _Kernel:
         tma = options.tma
         self.allow_tma = (None if accumulators else False) if tma == "auto" else tma
         loads = options.pointer_loads
-        self.pointer_loads = ("none" if accumulators else "16bit") if loads == "auto" else loads
+        self.pointer_loads = ("none" if accumulators else "all") if loads == "auto" else loads
         if self.pointer_loads not in ("none", "16bit", "all"):
             raise ValueError(f"pointer_loads = {loads!r} is not one of auto, none, 16bit, all")
         largest = max((math.prod(tle_type(r.type)[1] or ()) for op in self.ops for r in op.results
@@ -813,7 +821,7 @@ class _Kernel:
         inside = self.inside(op, view, list(op.operands)[1:], shape)
         if pad is not None and not self.through_pointers(elem):
             tile, out = ct.load_view_tko(view.parts[(shape, pad)], index, token, allow_tma=self.allow_tma,
-                                         inbounds=inside)
+                                         inbounds=_all_or_none(inside, len(index)))
         else:
             tile, out = self.load_by_pointers(view, index, shape, _scalar_value(op.attributes["padding"], elem), token,
                                               inside)
@@ -868,7 +876,8 @@ class _Kernel:
         part = next(p for (s, _), p in view.parts.items() if s == shape)
         inside = self.inside(op, view, list(op.operands)[2:], shape)
         self.after_write(view, ct.store_view_tko(value, part, index, self.write_token(view),
-                                                 allow_tma=self.allow_tma, inbounds=inside))
+                                                 allow_tma=self.allow_tma,
+                                                 inbounds=_all_or_none(inside, len(index))))
 
     def indexed(self, op, with_value: bool):
         """(view, value, index tiles, mask) of a gather / scatter / atomic."""

@@ -792,18 +792,12 @@ entry(file="tileir/cumsum.tle", kernel="cumsum", make=_softmax_make, grid=lambda
       tol={"y": reduction(1024, 1)}, cases=[{"M": 5, "N": 1000}, {"M": 3, "N": 517}])
 
 
-# tileir/inbounds_pointers.tle, tileir/inbounds_views.tle --------------------------------------------------------------
-INBOUNDS_CASES = [{"M": 6, "N": 1024}, {"M": 6, "N": 1000}, {"M": 6, "N": 1500, "extra": 3}]
-INBOUNDS_NOTE = ("the whole tile inside (inbounds on both axes; no mask), the columns ragged, and 3 programs past M "
-                 "(the row check kept)")
-entry(file="tileir/inbounds_pointers.tle", kernel="rows",
-      make=lambda c, k, g: {"x": randn((c["M"], c["N"]), g, torch.bfloat16),
-                            "y": poison((c["M"], c["N"]), torch.bfloat16)},
-      grid=lambda c, k: (c["M"] + c.get("extra", 0),), ref=_rows_ref, tol={"y": EXACT}, cases=INBOUNDS_CASES,
-      note=INBOUNDS_NOTE)
-entry(file="tileir/inbounds_views.tle", kernel="rows", make=_rows_make,
-      grid=lambda c, k: (c["M"] + c.get("extra", 0),), ref=_rows_ref, tol={"y": EXACT}, cases=INBOUNDS_CASES,
-      note=INBOUNDS_NOTE)
+# tileir/inbounds.tle -------------------------------------------------------------------------------------------------
+entry(file="tileir/inbounds.tle", kernel="rows", make=_rows_make, grid=lambda c, k: (c["M"] + c.get("extra", 0),),
+      ref=_rows_ref, tol={"y": EXACT},
+      cases=[{"M": 6, "N": 1024}, {"M": 6, "N": 1000}, {"M": 6, "N": 1500, "extra": 3}],
+      note="the whole tile inside (no mask; an inbounds store), the columns ragged, and 3 programs past M (the row "
+           "check kept)")
 
 
 # tileir/layernorm.tle -----------------------------------------------------------------------------------------------
@@ -857,6 +851,13 @@ entry(file="tileir/padding.tle", kernel="pads",
       grid=lambda c, k: (1,), ref=_pads_ref, tol={"y": chain(2)}, cases=[{"M": 25, "N": 13}],
       note="no program_id: one program (the tiles are fixed). M=25: rows 9..15 of t are pad 1.0; rows 16.. of y "
            "are never written")
+entry(file="tileir/padding.tle", kernel="pads_dot",
+      make=lambda c, k, g: {"a": randn((c["M"], 16), g, torch.float16), "b": randn((16, c["N"]), g, torch.float16),
+                            "c": poison((c["M"], c["N"]))},
+      grid=lambda c, k: (1,), ref=lambda a, c, k: {"c": a["a"].double() @ a["b"].double()},
+      tol={"c": dot_half(16)}, interp_tol={"c": dot_f32(16)}, cases=[{"M": 11, "N": 13}],
+      note="K = 16, one whole tile: the NaN rows of a (past M) and the -0.0 columns of b (past N) only reach "
+           "elements of c past M or N, which the store cuts")
 
 
 # tileir/reductions.tle ----------------------------------------------------------------------------------------------

@@ -54,8 +54,13 @@ def build(src: str, name: str, consts: dict | None = None, spec="default", file:
     return kernel, spec, ast_to_tle(kernel, spec)
 
 
-def lower(src: str, name: str, consts: dict | None = None, spec="default", file: str | None = None):
-    return tle_to_tileir(build(src, name, consts, spec, file)[2])
+def lower(src: str, name: str, consts: dict | None = None, spec="default", file: str | None = None, options=None):
+    return tle_to_tileir(build(src, name, consts, spec, file)[2], options)
+
+
+# The token tests read view loads, which kernels with a dot use; kernels without one load through pointers by
+# default, and those loads take tokens by the same rule (test_read_only_tensors_take_no_tokens checks both forms).
+VIEW_LOADS = lowering.TileirOptions(pointer_loads="none")
 
 
 def example(path: str):
@@ -484,7 +489,7 @@ kernel bump(h: tensor<i32>[B], idx: tensor<i32>[N], out: tensor<i32>[N]) {
 
 
 def test_a_reload_of_a_stored_tensor_waits_for_the_store():
-    module = lower(RELOAD, "reload")
+    module = lower(RELOAD, "reload", options=VIEW_LOADS)
     loads, stores = ops(module, "load_view_tko"), ops(module, "store_view_tko")
     load_x, load_y, load_z = loads
     store_y, store_z, store_x = stores
@@ -503,7 +508,8 @@ def test_read_only_tensors_take_no_tokens():
             if "atomic_" in src:  # matmul_splitk: its atomic orders every written tensor (test_an_atomic_is_a_fence)
                 continue
             module = lower(src, name, file=path)
-            assert all(token_operand(op) is None for op in ops(module, "load_view_tko")), name
+            loads = ops(module, "load_view_tko") + ops(module, "load_ptr_tko")
+            assert loads and all(token_operand(op) is None for op in loads), name
             if name == "matmul_persistent":
                 # Its store to c sits in the tile loop: c's chain is carried through the loop, from one new token.
                 assert len(ops(module, "make_token")) == 1 and not ops(module, "join_tokens"), name
@@ -527,7 +533,7 @@ def test_an_atomic_is_a_fence():
     """docs/language.md, memory ordering of atomics: the atomic on `count` waits for the store to `part` and is
     acq_rel; the reload of `part` after it (in the branch) waits for the atomic, though they touch different
     tensors; the branch carries every written tensor's chain."""
-    module = lower(ARRIVE, "arrive")
+    module = lower(ARRIVE, "arrive", options=VIEW_LOADS)
     (atomic,) = ops(module, "atomic_rmw_tko")
     store_part = ops(module, "store_view_tko")[0]
     assert token_operand(atomic) == store_part.results[0]
@@ -539,7 +545,7 @@ def test_an_atomic_is_a_fence():
 
 
 def test_a_loop_that_stores_and_reloads_carries_the_chain():
-    module = lower(LOOP, "accum")
+    module = lower(LOOP, "accum", options=VIEW_LOADS)
     (loop,) = ops(module, "for")
     assert [str(r.type) for r in loop.results] == ["!cuda_tile.token", "!cuda_tile.token"]
     first_store = ops(module, "store_view_tko")[0]
@@ -558,7 +564,7 @@ def test_a_loop_that_stores_and_reloads_carries_the_chain():
 
 
 def test_scatter_gather_and_atomics_on_one_tensor_are_chained():
-    module = lower(SCATTER_LOOP, "bump")
+    module = lower(SCATTER_LOOP, "bump", options=VIEW_LOADS)
     (loop,) = ops(module, "for")
     assert len(loop.results) == 2  # h's chain; idx is read-only and out is not touched in the loop
     inner = list(walk_region(loop))
@@ -623,7 +629,7 @@ def test_assumed_values_are_the_ones_used():
 
 
 def test_scalar_parameters_get_no_bounds():
-    module = lower(LOOP, "accum")  # steps is an i32 parameter that is no size: it may be negative
+    module = lower(LOOP, "accum", options=VIEW_LOADS)  # steps is an i32 parameter that is no size: it may be negative
     (entry,) = ct.entries(module)
     steps = list(entry.regions[0].blocks[0].arguments)[-1]
     assert 3 not in _assumes(module)
@@ -691,7 +697,7 @@ def _allow_tma(op):
     return ir.BoolAttr(op.attributes["allow_tma"]).value if "allow_tma" in op.attributes else None
 
 
-def test_kernels_without_dot_turn_tma_off_and_load_16bit_elements_through_pointers():
+def test_kernels_without_dot_turn_tma_off_and_load_through_pointers():
     # bf16 softmax: the row is loaded through masked pointers with the -inf padding tile, stored through a view
     # with allow_tma = false; no view load remains.
     m = _example_module("softmax", {"BLOCK": 4096, "T": "bf16"})
@@ -703,10 +709,11 @@ def test_kernels_without_dot_turn_tma_off_and_load_16bit_elements_through_pointe
     (store,) = ops(m, "store_view_tko")
     assert _allow_tma(store) is False
     assert _entry_hint(m, "num_worker_warps") is None
-    # f32 loads stay view loads (tileiras predicates them), without TMA.
+    # f32 loads too (a bounds-checked f32 view load is a branch per 16-byte vector as well); the store stays a
+    # view store without TMA.
     m = _example_module("softmax", {"BLOCK": 4096, "T": "f32"})
-    assert not ops(m, "load_ptr_tko")
-    assert [_allow_tma(op) for op in ops(m, "load_view_tko") + ops(m, "store_view_tko")] == [False, False]
+    assert len(ops(m, "load_ptr_tko")) == 1 and not ops(m, "load_view_tko")
+    assert [_allow_tma(op) for op in ops(m, "store_view_tko")] == [False]
     # rmsnorm bf16: both the row and the weight load through pointers; a 1-D weight of a [N] tensor too.
     m = _example_module("rmsnorm", {"BLOCK": 4096, "T": "bf16"})
     assert len(ops(m, "load_ptr_tko")) == 2 and not ops(m, "load_view_tko")
