@@ -12,8 +12,9 @@ Conventions (the lowerings and the interpreter rely on them):
 - A kernel is a `func.func` with the unit attribute `tle.kernel` and `tle.mesh = ["x", "y", "z"]`: the launch
   grid is a mesh whose named axes `tle.program_id` / `tle.num_programs` read.
 - A tensor parameter arrives as `!tle.ptr<elem>` plus i32 sizes and strides; `tle.make_view` joins them into a
-  `!tle.view<elem, rank>` that loads and stores address. Arguments may carry `tle.divisibility = 16 : i32`
-  (the runtime proved the value divisible by 16; for a pointer: 16-byte aligned). Strides proven to be 1 are
+  `!tle.view<elem, rank>` that loads and stores address. Arguments may carry `tle.divisibility = d : i32`
+  (the runtime proved the value divisible by d: 16, or for a dim or stride also 8, 4 or 2; for a pointer, 16:
+  16-byte aligned). Strides proven to be 1 are
   folded into `arith.constant 1` before this IR is built.
 - Loop hints live on `scf.for` as `tle.num_stages` and `tle.unroll` (i32).
 - A `tle.load` / `tle.store` may carry `tle.inside = array<i32: axis, ...>`: the launch keeps every program's

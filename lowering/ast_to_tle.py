@@ -127,8 +127,9 @@ class _KernelBuilder:
             else:
                 types.append(element_type(a.dtype))
             attrs = {"tle.name": ir.StringAttr.get(a.key)}
-            if a.key in self.spec.divisible16:
-                attrs["tle.divisibility"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 16)
+            if self.spec.divisibility(a.key) > 1:
+                attrs["tle.divisibility"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32),
+                                                               self.spec.divisibility(a.key))
             arg_attrs.append(ir.DictAttr.get(attrs))
         ftype = ir.FunctionType.get(types, [])
         func = self.op("func.func", [], [], {

@@ -12,8 +12,9 @@ The entry takes the tle function's arguments in the same order (the runtime pass
 Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py executes them):
 - Specialisation facts become `assume` ops at the top of the entry, and every use of the argument uses the
   assumed value (an assumption holds only where its result is used): a pointer with `tle.divisibility = 16` gets
-  `div_by<16>` (bytes); an i32 argument used as a size or stride of a view gets `bounded<0, ?>`, plus `div_by<16>`
-  when the spec says so (any other i32 argument with the attribute gets `div_by<16>` alone). With aligned base
+  `div_by<16>` (bytes); an i32 argument used as a size or stride of a view gets `bounded<0, ?>`, plus
+  `div_by<d>` with the attribute's d (16, or 8, 4, 2 for dims and strides: tle/abi.py) when it has one (any
+  other i32 argument with the attribute gets `div_by<d>` alone). With aligned base
   pointers and row strides divisible by 16 elements tileiras selects TMA loads/stores (docs/tileir.md).
 - tle.make_view -> `make_tensor_view` (constant sizes and strides, e.g. a stride folded to 1, are static in its
   type), and one `make_partition_view` per (tile shape, padding) that the kernel's loads and stores use, built
@@ -403,17 +404,17 @@ class _Kernel:
                 shape_args.update(v for v in list(op.operands)[1:] if isinstance(v.owner, ir.Block))
         out = []
         for arg, value, attr in zip(args, values, attrs):
-            div16 = attr is not None and "tle.divisibility" in ir.DictAttr(attr) and \
-                ir.IntegerAttr(ir.DictAttr(attr)["tle.divisibility"]).value % 16 == 0
+            div = ir.IntegerAttr(ir.DictAttr(attr)["tle.divisibility"]).value \
+                if attr is not None and "tle.divisibility" in ir.DictAttr(attr) else 1
             kind, _, _ = tle_type(arg.type)
             if kind.startswith("ptr:"):
-                if div16:
+                if div % 16 == 0:
                     value = ct.assume_div_by(value, 16)
             elif kind in INT_ELEMS and kind != "i1":
                 if arg in shape_args:
                     value = ct.assume_bounded(value, 0, None)
-                if div16:
-                    value = ct.assume_div_by(value, 16)
+                if div > 1:
+                    value = ct.assume_div_by(value, div)
             out.append(value)
         return out
 

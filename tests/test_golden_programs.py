@@ -458,6 +458,18 @@ entry(file="grid_facts.tle", kernel="rows", make=_rows_make, grid=lambda c, k: (
       note="an exact grid (the row check is dropped on the native path) and one with 3 programs past M (kept)")
 
 
+# divisibility_bytes.tle ---------------------------------------------------------------------------------------------
+def _scale_make(c, k, g):
+    m, n, pad = c["M"], c["N"], c.get("pad", 0)
+    return {"x": randn((m, n + pad), g)[:, :n], "y": poison((m, n))}  # x's rows are N + pad elements apart
+
+
+entry(file="divisibility_bytes.tle", kernel="scale", make=_scale_make, grid=lambda c, k: (c["M"],), ref=_rows_ref,
+      tol={"y": EXACT}, cases=[{"M": 6, "N": 1000}, {"M": 5, "N": 1001}, {"M": 4, "N": 996, "pad": 8}],
+      note="N = 1000: N and the strides divisible by 8 (four-wide f32 accesses); 1001: by nothing; 996 in rows "
+           "1004 apart: N and x's stride by 4, y's stride by 4")
+
+
 # if_else.tle --------------------------------------------------------------------------------------------------------
 def _ifelse_ref(a, c, k):
     x = a["x"].double()

@@ -5,9 +5,18 @@ before (M, N), then one stride per axis (in elements). A stride the runtime saw 
 it is a constant in the compiled code. A scalar parameter is passed as itself.
 
 `Spec` is the specialisation key: which arguments are divisible by 16 (for a pointer: 16-byte aligned), which
-strides are 1, and which tiles the launch grid keeps inside their tensor. The lowering writes these facts into the
+dims and strides are divisible by 8, 4 or 2 only, which strides are 1, and which tiles the launch grid keeps inside
+their tensor. The lowering writes these facts into the
 IR (tle.divisibility, folded strides, tle.inside) so that the backends can vectorise, use TMA and drop masks, as
 Triton does for its own arguments.
+
+Past Triton, which only tells divisibility by 16: what vectorises a row is its start being 16-byte aligned, which
+for f32 rows is a stride divisible by 4, for 16-bit rows by 8. A 4096x1000 f32 tensor has that, and with only
+"not divisible by 16" to go on Triton loads its rows one element per instruction (24 `ld.global.b32` per thread in
+examples/layernorm.tle at BLOCK = 1024; with the stride and N known divisible by 8, 6 `ld.global.v4`). So dims and
+strides also carry the largest power of two under 16 that divides them (`Spec.divisible`). Scalars keep the
+16-or-nothing rule: the launch plans see a scalar's value only as "divisible by 16 or not" (runtime/fastlaunch.py),
+while dims and strides come from the tensors' shapes and strides, which the plans key on exactly.
 
 The grid facts: a load or store whose tile index along axis i is `program_id(a)` itself reads tiles 0 .. grid[a]-1
 along that axis; when grid[a] * tile[i] <= the tensor's size there, every one of them lies inside, and the bounds
@@ -45,12 +54,27 @@ class Spec:
     divisible16: frozenset = frozenset()  # AbiArg keys
     unit_strides: frozenset = frozenset()  # stride keys equal to 1
     inside: frozenset = frozenset()  # GridTile and FixedTile facts that hold (the launch keeps those tiles inside)
+    divisible: frozenset = frozenset()  # (dim or stride key, 2 | 4 | 8): its largest power-of-two divisor under 16
 
     def key(self) -> str:
         key = f"d16={','.join(sorted(self.divisible16))};unit={','.join(sorted(self.unit_strides))}"
         if self.inside:  # only then, so that every other key (and the tuning database's) stays as it was
             key += f";inside={','.join(sorted(str(f) for f in self.inside))}"
+        if self.divisible:  # likewise
+            key += f";div={','.join(f'{k}:{d}' for k, d in sorted(self.divisible))}"
         return key
+
+    def divisibility(self, key: str) -> int:
+        """The power of two (1 to 16) the argument `key` is known to be divisible by."""
+        if key in self.divisible16:
+            return 16
+        return next((d for k, d in self.divisible if k == key), 1)
+
+
+def partial_divisor(v: int) -> int | None:
+    """2, 4 or 8: the largest power of two dividing v, where that is under 16 (None for 16 and up, odd or v <= 0)."""
+    d = v & -v if v > 0 else 0
+    return d if 2 <= d < 16 else None
 
 
 @dataclass(frozen=True, order=True)
@@ -101,7 +125,7 @@ def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None) -> Spec:
     pointers (their data_ptr() is checked for 16-byte alignment), ints for dims, strides and scalars. With the
     launch `grid` (3 ints), also the grid facts it proves; a binary built with them may only be launched with a
     grid that proves them too (the runtime plans per grid)."""
-    d16, unit = set(), set()
+    d16, unit, part = set(), set(), set()
     for a in all_args(kernel):
         v = values[a.key]
         if a.kind == "ptr":
@@ -111,7 +135,9 @@ def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None) -> Spec:
             unit.add(a.key)
         elif isinstance(v, int) and not isinstance(v, bool) and a.dtype.startswith("i") and v % 16 == 0:
             d16.add(a.key)
-    return Spec(frozenset(d16), frozenset(unit), grid_facts(kernel, grid, values))
+        elif a.kind in ("dim", "stride") and partial_divisor(v):
+            part.add((a.key, partial_divisor(v)))
+    return Spec(frozenset(d16), frozenset(unit), grid_facts(kernel, grid, values), frozenset(part))
 
 
 def grid_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
@@ -177,20 +203,22 @@ def default_spec(kernel: Kernel) -> Spec:
 
 def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None) -> Spec:
     """What tlec assumes for a launch its command line describes (--sizes, --grid) on contiguous tensors:
-    default_spec's pointers and unit strides, each given dim's divisibility by 16, each stride's where the dims
-    after it are all given (a contiguous tensor's stride is their product), and the grid facts of `grid` (3 ints)
-    over the given dims. Sizes of dims the kernel does not have are ignored (tlec checks them against every
+    default_spec's pointers and unit strides, each given dim's divisibility (by 16, else by 8, 4 or 2), each
+    stride's where the dims after it are all given (a contiguous tensor's stride is their product), and the grid
+    facts of `grid` (3 ints) over the given dims. Sizes of dims the kernel does not have are ignored (tlec checks them against every
     kernel it compiles)."""
     d = default_spec(kernel)
-    d16 = set(d.divisible16) | {name for name, v in sizes.items() if name in kernel.dims and v % 16 == 0}
+    given = {name: v for name, v in sizes.items() if name in kernel.dims}
     for p in kernel.params:
         if isinstance(p, TensorParam):
             dims = [x if isinstance(x, int) else sizes.get(x) for x in p.type.dims]
             for axis in range(len(dims) - 1):
                 after = dims[axis + 1:]
-                if None not in after and math.prod(after) % 16 == 0:
-                    d16.add(f"{p.name}.stride{axis}")
-    return Spec(frozenset(d16), d.unit_strides, grid_facts(kernel, grid, sizes))
+                if None not in after:
+                    given[f"{p.name}.stride{axis}"] = math.prod(after)
+    d16 = set(d.divisible16) | {k for k, v in given.items() if v % 16 == 0}
+    part = {(k, partial_divisor(v)) for k, v in given.items() if partial_divisor(v)}
+    return Spec(frozenset(d16), d.unit_strides, grid_facts(kernel, grid, sizes), frozenset(part))
 
 
 def generic_spec(kernel: Kernel) -> Spec:
