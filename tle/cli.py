@@ -58,8 +58,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="assume nothing about the arguments (default: 16-byte aligned base pointers and "
                         "contiguous rows, as torch tensors usually are)")
     p.add_argument("--sizes", metavar="DIM=N,...",
-                   help="compile as a launch with these sizes of the kernel's symbolic dims would: those divisible "
-                        "by 16 are marked so (as the runtime does for real tensors)")
+                   help="compile as a launch with these sizes of the kernel's symbolic dims would: each size and "
+                        "each contiguous stride is marked with the power of two (up to 16) that divides it, as the "
+                        "runtime does for real tensors")
     p.add_argument("--grid", metavar="X[,Y[,Z]]",
                    help="with --sizes, compile as a launch on this grid would: tiles indexed by program_id that "
                         "the grid keeps inside their tensor lose their bounds checks (docs/language.md)")
