@@ -127,9 +127,8 @@ class _KernelBuilder:
             else:
                 types.append(element_type(a.dtype))
             attrs = {"tle.name": ir.StringAttr.get(a.key)}
-            if self.spec.divisibility(a.key) > 1:
-                attrs["tle.divisibility"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32),
-                                                               self.spec.divisibility(a.key))
+            if (d := self.spec.divisibility(a.key)) > 1:
+                attrs["tle.divisibility"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), d)
             arg_attrs.append(ir.DictAttr.get(attrs))
         ftype = ir.FunctionType.get(types, [])
         func = self.op("func.func", [], [], {

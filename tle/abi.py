@@ -135,8 +135,8 @@ def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None) -> Spec:
             unit.add(a.key)
         elif isinstance(v, int) and not isinstance(v, bool) and a.dtype.startswith("i") and v % 16 == 0:
             d16.add(a.key)
-        elif a.kind in ("dim", "stride") and partial_divisor(v):
-            part.add((a.key, partial_divisor(v)))
+        elif a.kind in ("dim", "stride") and (div := partial_divisor(v)):
+            part.add((a.key, div))
     return Spec(frozenset(d16), frozenset(unit), grid_facts(kernel, grid, values), frozenset(part))
 
 
@@ -205,8 +205,8 @@ def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None) -> Spec:
     """What tlec assumes for a launch its command line describes (--sizes, --grid) on contiguous tensors:
     default_spec's pointers and unit strides, each given dim's divisibility (by 16, else by 8, 4 or 2), each
     stride's where the dims after it are all given (a contiguous tensor's stride is their product), and the grid
-    facts of `grid` (3 ints) over the given dims. Sizes of dims the kernel does not have are ignored (tlec checks them against every
-    kernel it compiles)."""
+    facts of `grid` (3 ints) over the given dims. Sizes of dims the kernel does not have are ignored (tlec checks
+    them against every kernel it compiles)."""
     d = default_spec(kernel)
     given = {name: v for name, v in sizes.items() if name in kernel.dims}
     for p in kernel.params:
@@ -217,7 +217,7 @@ def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None) -> Spec:
                 if None not in after:
                     given[f"{p.name}.stride{axis}"] = math.prod(after)
     d16 = set(d.divisible16) | {k for k, v in given.items() if v % 16 == 0}
-    part = {(k, partial_divisor(v)) for k, v in given.items() if partial_divisor(v)}
+    part = {(k, div) for k, v in given.items() if (div := partial_divisor(v))}
     return Spec(frozenset(d16), d.unit_strides, grid_facts(kernel, grid, sizes), frozenset(part))
 
 
