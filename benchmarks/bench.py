@@ -49,6 +49,10 @@ def _parse_args(argv=None):
                    help="tle backends to run, comma-separated; one that raises is recorded with its error")
     p.add_argument("--only", default="", help="only these kernels (comma-separated)")
     p.add_argument("--decode", action="store_true", help="only the decode matmuls (M <= 128, split-K)")
+    p.add_argument("--shapes", default="",
+                   help="time these shapes instead of the built-in ones, comma-separated: N for vector_add, MxN "
+                        "for the row kernels and swiglu, MxNxK for matmul (M <= 128 runs split-K); each shape "
+                        "runs for every kernel of --only it fits, in each of the kernel's dtypes")
     p.add_argument("--timer", choices=("events", "graph", "do_bench"), default="events",
                    help="events: CUDA events around single launches, inputs rotated, no L2 flush (default); "
                         "graph: events around replays of a CUDA graph of back-to-back launches, inputs rotated, "
@@ -246,10 +250,36 @@ def matmul_case(m, n, k, dtype, quick=False):
                 2 * m * n * k, quick, "decode" if m <= 128 else "")
 
 
+def shape_cases(spec: str, only=()) -> list[Case]:
+    """--shapes: the listed shapes for every kernel (of --only) whose rank they fit, in the kernel's dtypes."""
+    cases = []
+    for text in (t.strip() for t in spec.split(",") if t.strip()):
+        try:
+            dims = tuple(int(d) for d in text.lower().split("x"))
+        except ValueError:
+            raise SystemExit(f"--shapes: {text!r} is not N, MxN or MxNxK") from None
+        for kernel in (k for k in KERNELS if not only or k in only):
+            if kernel == "vector_add" and len(dims) == 1:
+                cases += [vector_add_case(dims[0])]
+            elif kernel in ("softmax", "layernorm", "rmsnorm", "cumsum") and len(dims) == 2:
+                cases += [row_case(kernel, *dims, dt) for dt in ("bf16", "f32")]
+            elif kernel == "swiglu" and len(dims) == 2:
+                cases += [swiglu_case(*dims, "bf16")]
+            elif kernel == "matmul" and len(dims) == 3:
+                cases += [matmul_case(*dims, dt) for dt in ("f16", "bf16")]
+    if not cases:
+        raise SystemExit(f"--shapes {spec!r} fits none of the kernels {only or KERNELS}")
+    return cases
+
+
 def build_cases(quick: bool, only=()) -> list[Case]:
+    if ARGS.shapes:
+        return shape_cases(ARGS.shapes, only)
     cases = [vector_add_case(1 << p, quick=(p == 24)) for p in (20, 22, 24, 26, 28)]
     for kernel in ("softmax", "layernorm", "rmsnorm"):
-        for m, n in ((4096, 1024), (8192, 4096), (16384, 8192), (32768, 8192)):
+        # 4096x1000: rows that are not a multiple of 16 elements (Triton's launcher then knows nothing of their
+        # alignment; tle's specialisation knows 1000 = 8 x 125: docs/architecture.md, section 3)
+        for m, n in ((4096, 1000), (4096, 1024), (8192, 4096), (16384, 8192), (32768, 8192)):
             for dt in ("bf16", "f32"):
                 q = (m, n) == (8192, 4096) and (dt == "bf16" or kernel == "softmax")
                 cases.append(row_case(kernel, m, n, dt, q))

@@ -119,3 +119,18 @@ def test_runner_call_catches_what_the_plan_hands_the_runner():
     runner = Runner()
     assert bench.runner_call(Kernel(runner), runner, (4,), ("x", "y"), {"n": 7}) == ((4, 1, 1), ["x", "y", 7])
     assert runner.calls == [((4, 1, 1), ["x", "y", 7])] and "launch" not in vars(runner)
+
+
+def test_shapes_option_builds_each_fitting_kernel_in_its_dtypes():
+    cases = bench.shape_cases("4096x1000, 1x4096x4096", ("layernorm", "matmul", "vector_add"))
+    got = [(c.kernel, c.shape, c.dtype, c.group) for c in cases]
+    assert got == [("layernorm", (4096, 1000), "bf16", ""), ("layernorm", (4096, 1000), "f32", ""),
+                   ("matmul", (1, 4096, 4096), "f16", "decode"), ("matmul", (1, 4096, 4096), "bf16", "decode")]
+    assert cases[0].consts == {"BLOCK": 1024}
+
+
+def test_shapes_option_rejects_a_shape_no_kernel_takes():
+    with pytest.raises(SystemExit, match="fits none"):
+        bench.shape_cases("4096x1000", ("vector_add",))
+    with pytest.raises(SystemExit, match="is not N, MxN or MxNxK"):
+        bench.shape_cases("4096by1000")
