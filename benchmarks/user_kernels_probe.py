@@ -9,7 +9,8 @@ tle native with the reference's options, tle on Tile IR, the Triton reference, t
 (a spin kernel, then events around one launch), inputs rotated through enough copies to keep them out of L2,
 implementations in a rotating order over --rounds rounds, median of the rounds.
 
-    python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu] [--rounds 3]
+    python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu,embedding,
+                                                    vocab_softmax] [--rounds 3]
 """
 from __future__ import annotations
 
@@ -61,6 +62,34 @@ kernel linear_relu<BM: int = 128, BN: int = 128, BK: int = 64, T: dtype = f16>(
     }
     acc += cast<f32>(load(bias, tile=[BN], at=[pn]))
     store(c, cast<T>(max(acc, 0.0)), at=[pm, pn])
+}
+
+// An embedding lookup: y[i, :] = w[ids[i], :]. Rows past M read row 0 (ids' padding) and are not stored.
+kernel embedding<BM: int = 16, BN: int = 512, T: dtype = bf16>(ids: tensor<i32>[M], w: tensor<T>[V, D],
+                                                               y: tensor<T>[M, D]) {
+    let rows = reshape(load(ids, tile=[BM], at=[program_id(0)]), [BM, 1])
+    let cols = reshape(program_id(1) * BN + arange(0, BN), [1, BN])
+    store(y, gather(w, [rows, cols], mask=cols < D), at=[program_id(0), program_id(1)])
+}
+
+// Softmax over rows too long for one tile (a vocabulary of logits): one pass keeps a running maximum and sum per
+// lane, a second writes exp(x - max) / sum.
+kernel vocab_softmax<BLOCK: int = 2048, T: dtype = bf16>(x: tensor<T>[M, N], y: tensor<T>[M, N]) {
+    let row = program_id(0)
+    var mx = full<f32>[1, BLOCK](-inf)
+    var total = zeros<f32>[1, BLOCK]
+    for j in range(cdiv(N, BLOCK)) {
+        let t = cast<f32>(load(x, tile=[1, BLOCK], at=[row, j], pad=-inf))
+        let m2 = max(mx, t)
+        total = total * exp(mx - m2) + exp(t - m2)
+        mx = m2
+    }
+    let m = max(mx, axis=1, keepdims=true)
+    let s = sum(total * exp(mx - m), axis=1, keepdims=true)
+    for j in range(cdiv(N, BLOCK)) {
+        let t = cast<f32>(load(x, tile=[1, BLOCK], at=[row, j], pad=-inf))
+        store(y, cast<T>(exp(t - m) / s), at=[row, j])
+    }
 }
 """
 
@@ -138,6 +167,35 @@ def linear_relu_ref(a_ptr, w_ptr, bias_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN
     acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.maximum(acc, 0.0).to(c_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def embedding_ref(ids_ptr, w_ptr, y_ptr, M, D, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rows = tl.load(ids_ptr + rm, mask=rm < M, other=0)
+    t = tl.load(w_ptr + rows[:, None] * D + rn[None, :], mask=rn[None, :] < D, other=0.0)
+    tl.store(y_ptr + rm[:, None] * D + rn[None, :], t, mask=(rm[:, None] < M) & (rn[None, :] < D))
+
+
+@triton.jit
+def vocab_softmax_ref(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mx = tl.full([BLOCK], -float("inf"), tl.float32)
+    total = tl.zeros([BLOCK], tl.float32)
+    for j in range(0, tl.cdiv(N, BLOCK)):
+        c = j * BLOCK + cols
+        t = tl.load(x_ptr + row * N + c, mask=c < N, other=-float("inf")).to(tl.float32)
+        m2 = tl.maximum(mx, t)
+        total = total * tl.exp(mx - m2) + tl.exp(t - m2)
+        mx = m2
+    m = tl.max(mx, 0)
+    s = tl.sum(total * tl.exp(mx - m), 0)
+    for j in range(0, tl.cdiv(N, BLOCK)):
+        c = j * BLOCK + cols
+        t = tl.load(x_ptr + row * N + c, mask=c < N, other=-float("inf")).to(tl.float32)
+        tl.store(y_ptr + row * N + c, (tl.exp(t - m) / s).to(y_ptr.dtype.element_ty), mask=c < N)
 
 
 # ---- cases --------------------------------------------------------------------------------------------------------
@@ -229,12 +287,34 @@ def cases(dev, only):
                             _both_paths(small.linear_relu, g,
                                         lambda t, g=g, m=m, n=n, k=k: linear_relu_ref[g](
                                             *t, m, n, k, BM=128, BN=128, BK=64, num_warps=4, num_stages=3)), 3))
+    if "embedding" in only:
+        # Llama-2's vocabulary and width; 8192 tokens, ids drawn at random (rows gathered all over the table)
+        for dt, (v, d, m) in itertools.product((torch.bfloat16, torch.float32), ((32000, 4096, 8192),)):
+            nb = 2 * m * d * dt.itemsize + 4 * m
+            w = r(v, d, dt=dt)  # one table: a model has one; the ids and outputs rotate
+            sets = _sets(lambda: [torch.randint(0, v, (m,), device=dev, dtype=torch.int32), w,
+                                  torch.empty(m, d, device=dev, dtype=dt)], nb)
+            g = (triton.cdiv(m, 16), triton.cdiv(d, 512))
+            out.append((f"embedding {m} of {v}x{d} {str(dt)[6:]}", (nb, 0), sets,
+                        lambda t: torch.index_select(t[1], 0, t[0], out=t[2]),
+                        _both_paths(small.embedding, g,
+                                    lambda t, g=g, m=m, d=d: embedding_ref[g](*t, m, d, BM=16, BN=512)), 2))
+    if "vocab_softmax" in only:
+        # logits over Llama-3's vocabulary (128256: not a multiple of the block, so the last tile is ragged)
+        for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((1024, 128256), (4096, 32000))):
+            nb = 3 * m * n * dt.itemsize  # read twice, written once
+            sets = _sets(lambda: [r(m, n, dt=dt), torch.empty(m, n, device=dev, dtype=dt)], nb)
+            g = (m,)
+            out.append((f"vocab_softmax {m}x{n} {str(dt)[6:]}", (nb, 0), sets,
+                        lambda t: torch.ops.aten._softmax.out(t[0], -1, False, out=t[1]),
+                        _both_paths(small.vocab_softmax, g,
+                                    lambda t, g=g, m=m, n=n: vocab_softmax_ref[g](*t, m, n, BLOCK=2048)), 1))
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu")
+    ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu,embedding,vocab_softmax")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     dev = "cuda"

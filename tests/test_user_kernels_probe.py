@@ -46,3 +46,18 @@ def test_linear_relu(small):
     small.linear_relu[(2, 3)](a, w, bias, c, BM=32, BN=32, BK=32)
     want = torch.relu(a.float() @ w.float() + bias.float())
     torch.testing.assert_close(c.float(), want, rtol=2e-3, atol=2e-3)
+
+
+def test_embedding(small):
+    w = torch.randn(50, 300, dtype=torch.bfloat16)
+    ids = torch.randint(0, 50, (21,), dtype=torch.int32)
+    y = torch.full((21, 300), float("nan"), dtype=torch.bfloat16)
+    small.embedding[(2, 3)](ids, w, y, BM=16, BN=128)
+    assert torch.equal(y, w[ids.long()])
+
+
+def test_vocab_softmax_loops_over_a_ragged_row(small):
+    x = torch.randn(3, 1000) * 4
+    y = torch.full((3, 1000), float("nan"))
+    small.vocab_softmax[(3,)](x, y, BLOCK=256)  # 4 tiles, the last one 232 wide
+    torch.testing.assert_close(y, torch.softmax(x, -1), rtol=1e-5, atol=1e-7)
