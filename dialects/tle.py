@@ -17,9 +17,10 @@ Conventions (the lowerings and the interpreter rely on them):
   16-byte aligned). Strides proven to be 1 are
   folded into `arith.constant 1` before this IR is built.
 - Loop hints live on `scf.for` as `tle.num_stages` and `tle.unroll` (i32).
-- A `tle.load` / `tle.store` may carry `tle.inside = array<i32: axis, ...>`: the launch keeps every program's
-  tile inside the view along those axes (tle/abi.py GridTile / FixedTile), so a lowering may drop their bounds
-  checks. `inside_axes(op)` reads it.
+- A `tle.load` / `tle.store` may carry `tle.inside = array<i32: axis, ...>`: every program's tile lies inside the
+  view along those axes, so a lowering drops their bounds checks (and checks nothing else to find such axes).
+  Either the launch keeps it there (tle/abi.py GridTile / FixedTile) or the kernel does: a constant tile index
+  along a dim of static size, `(index + 1) * tile <= size`. `inside_axes(op)` reads it.
 - Every op carries the location of the .tle text it came from.
 """
 from __future__ import annotations
@@ -195,6 +196,16 @@ def inside_axes(op) -> frozenset:
     if "tle.inside" not in op.attributes:
         return frozenset()
     return frozenset(ir.DenseI32ArrayAttr(op.attributes["tle.inside"]))
+
+
+def constant_int(value: "ir.Value") -> int | None:
+    """The value of an integer scalar `arith.constant`, else None (a block argument or a computed value)."""
+    owner = value.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+        return None
+    t = value.type  # newer bindings downcast types, older ones have IntegerType.isinstance
+    is_int = ir.IntegerType.isinstance(t) if hasattr(ir.IntegerType, "isinstance") else isinstance(t, ir.IntegerType)
+    return ir.IntegerAttr(owner.attributes["value"]).value if is_int else None
 
 
 def registered() -> bool:

@@ -12,7 +12,7 @@ import threading
 from ..abi import Spec, abi, access_facts
 from .. import typed as T
 from ..dialects.mlir import ir, new_context
-from ..dialects.tle import load_tle
+from ..dialects.tle import constant_int, load_tle
 from ..types import Scalar, Tile, is_float
 
 MESH_AXES = ("x", "y", "z")
@@ -340,24 +340,32 @@ class _KernelBuilder:
     def x_load(self, e):
         view = self.views[e.tensor.name]
         idx = [self.expr(a) for a in e.args]
-        attrs = {"padding": scalar_attr(e.type.dtype, e.attrs["padding"]), **self._inside(e), **self._tma(e)}
+        attrs = {"padding": scalar_attr(e.type.dtype, e.attrs["padding"]), **self._inside(e, idx, e.attrs["tile"]),
+                 **self._tma(e)}
         return self.value("tle.load", ir_type(e.type), [view, *idx], attrs, e.span)
 
     def x_store(self, e):
         view = self.views[e.tensor.name]
         value, *idx = [self.expr(a) for a in e.args]
-        self.op("tle.store", [], [view, value, *idx], {**self._inside(e), **self._tma(e)}, e.span)
+        inside = self._inside(e, idx, e.args[0].type.shape)
+        self.op("tle.store", [], [view, value, *idx], {**inside, **self._tma(e)}, e.span)
 
     @staticmethod
     def _tma(e) -> dict:
         """{"tle.tma": unit} for a load or store written with tma=true: a hint the native path reads."""
         return {"tle.tma": ir.UnitAttr.get()} if e.attrs.get("tma") else {}
 
-    def _inside(self, e) -> dict:
-        """{"tle.inside": [axes]} for the axes of a load or store whose tile the launch keeps inside the tensor:
-        those whose fact (tle/abi.py access_facts: GridTile or FixedTile) the spec holds."""
-        axes = [i for i, fact in self.access_facts.get(id(e), ()) if fact in self.spec.inside]
-        return {"tle.inside": ir.DenseI32ArrayAttr.get(axes)} if axes else {}
+    def _inside(self, e, idx, tile) -> dict:
+        """{"tle.inside": [axes]} for the axes of a load or store whose tile lies inside the tensor: those whose
+        launch fact (tle/abi.py access_facts: GridTile or FixedTile) the spec holds, and those where a constant
+        tile index c keeps it inside a dim of static size ((c + 1) * tile <= size; c is an IR constant, so
+        `let c = 1` counts). The lowerings drop the bounds checks of exactly these axes."""
+        axes = {i for i, fact in self.access_facts.get(id(e), ()) if fact in self.spec.inside}
+        for i, (index, dim) in enumerate(zip(idx, e.tensor.type.dims)):
+            c = constant_int(index)
+            if isinstance(dim, int) and c is not None and 0 <= c and (c + 1) * tile[i] <= dim:
+                axes.add(i)
+        return {"tle.inside": ir.DenseI32ArrayAttr.get(sorted(axes))} if axes else {}
 
     def _indexed(self, e, with_value):
         view = self.views[e.tensor.name]

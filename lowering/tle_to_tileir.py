@@ -24,8 +24,8 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
   unsigned compare, so negative tile indices are out of bounds too) and `load_ptr_tko` with a padding tile.
 - tle.load / tle.store -> `load_view_tko` / `store_view_tko` at the same tile coordinates (Tile IR's indices are
   tile coordinates too, read as unsigned: a negative index is out of bounds, as in tle). Along the axes where
-  the tile is known to lie inside the tensor (tle.inside: the launch keeps it there, tle/abi.py; or a constant
-  index inside a static size) a pointer load has no mask, and a view access whose every axis is inside says
+  the tile is known to lie inside the tensor (tle.inside: the launch, or a constant index along a static size,
+  keeps it there; dialects/tle.py) a pointer load has no mask, and a view access whose every axis is inside says
   `inbounds` (all axes or none: tileiras mishandles a mixed vector, _all_or_none). A checked view access costs a
   branch around each 16-byte vector (bias + GELU on [32, 128] f32 tiles: 183 -> 139 us on the H200).
 - tle.gather / scatter / atomic -> tiles of pointers `base + sum(idx_i * stride_i)` (offsets in i64) and
@@ -819,7 +819,7 @@ class _Kernel:
         elem, shape, _ = tle_type(op.result.type)
         pad = padding_name(op.attributes["padding"], elem)
         token = self.read_token(view)
-        inside = self.inside(op, view, list(op.operands)[1:], shape)
+        inside = inside_axes(op)
         if pad is not None and not self.through_pointers(elem):
             tile, out = ct.load_view_tko(view.parts[(shape, pad)], index, token, allow_tma=self.allow_tma,
                                          inbounds=_all_or_none(inside, len(index)))
@@ -828,18 +828,6 @@ class _Kernel:
                                               inside)
         self.after_read(view, out)
         self.set(op.result, tile)
-
-    @staticmethod
-    def inside(op, view: _View, tle_index, shape) -> frozenset:
-        """The axes along which a load or store's tile is known to lie inside the tensor, so that its bounds check
-        can go (tileiras guards each 16-byte vector of a checked view access with a branch): those the launch
-        keeps inside (tle.inside, tle/abi.py), and those whose index and size are constants that do."""
-        axes = set(inside_axes(op))
-        for axis, (i, size) in enumerate(zip(tle_index, view.sizes)):
-            c = _is_const_int(i)
-            if c is not None and isinstance(size, int) and 0 <= c * shape[axis] and (c + 1) * shape[axis] <= size:
-                axes.add(axis)
-        return frozenset(axes)
 
     def load_by_pointers(self, view: _View, index, shape, pad, token, inside=frozenset()):
         """A tile load whose padding a partition view cannot express: masked gather of the tile's elements
@@ -875,7 +863,7 @@ class _Kernel:
         index = [self.get(v) for v in list(op.operands)[2:]]
         shape = self.shape(value)
         part = next(p for (s, _), p in view.parts.items() if s == shape)
-        inside = self.inside(op, view, list(op.operands)[2:], shape)
+        inside = inside_axes(op)
         self.after_write(view, ct.store_view_tko(value, part, index, self.write_token(view),
                                                  allow_tma=self.allow_tma,
                                                  inbounds=_all_or_none(inside, len(index))))

@@ -321,16 +321,12 @@ class _Lowering:
           only the scalar base changes from one iteration to the next.
         The mask compares `start + k < size` unsigned (a negative start reads as huge), or signed where start is
         a constant >= 0 (the compare user code writes, `arange(0, B) < N`, so Triton can reuse one for the other).
-        An axis is left unmasked when its index and size are constants that put the tile inside, or when it is in
-        `inside` (the op's tle.inside: the launch grid keeps every program's tile inside, tle/abi.py)."""
+        An axis is left unmasked when it is in `inside` (the op's tle.inside: the launch, or a constant index
+        along a static size, keeps every program's tile inside; dialects/tle.py)."""
         i32 = _i(32)
         out_shape = _squeezed(shape) if squeeze else list(shape)
         axis_of = {i: sum(1 for t in shape[:i] if t != 1 or not squeeze) for i in range(len(shape))}
-        masked = []
-        for i, (idx, t, size) in enumerate(zip(indices, shape, view.sizes)):
-            c_idx, c_size = _const_int(idx), _const_int(size)
-            masked.append(i not in inside and not (c_idx is not None and c_size is not None and 0 <= c_idx * t
-                                                   and (c_idx + 1) * t <= c_size))
+        masked = [i not in inside for i in range(len(shape))]
         offset = None  # scalar, i32
         inner = None  # tensor of the tile's shape, i32
         pos = {}  # axis -> start + k, tensor<t x i32>

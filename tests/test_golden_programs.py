@@ -721,6 +721,21 @@ entry(file="specialization.tle", kernel="copy", make=_copy_make, grid=lambda c, 
            "N=100 > 64 leaves columns 64.. unwritten")
 
 
+# static_inside.tle --------------------------------------------------------------------------------------------------
+def _fixed_ref(a, c, k):
+    t = a["x"].double()[:16, 128:256]  # program 0's tile at [0, 1]
+    y, z = a["y"].double().clone(), a["z"].double().clone()
+    y[48:64, :128] = t
+    z[32:48, :64] = t.reshape(32, 64)[:16]  # rows 48-63 of the [32, 64] tile at [1, 0] lie past z's 48 rows
+    return {"y": y, "z": z}
+
+
+entry(file="static_inside.tle", kernel="fixed",
+      make=lambda c, k, g: {"x": randn((64, 256), g), "y": poison((64, 256)), "z": poison((48, 256))},
+      grid=lambda c, k: (1,), ref=_fixed_ref, tol={"y": EXACT, "z": EXACT},
+      note="static dims: constant indices whose checks are dropped (y, z's columns) and one that is kept (z's rows)")
+
+
 # static_if.tle ------------------------------------------------------------------------------------------------------
 def _act_make(c, k, g):
     x = randn((c["N"],), g)
