@@ -57,6 +57,9 @@ Performance choices (TileirOptions; each was measured on the H200, docs/tileir.m
   (and sinks a widening to f32 into it), so each thread waits for one load before it issues the next; masked
   pointer loads are predicated and all in flight (8192x4096 bf16: softmax 70 -> 50 us, rmsnorm 59 -> 37, swiglu
   331 -> 197; bias + GELU on a ragged 8000x8000 f32: 170 -> 136 us, Triton 134). Stores stay view stores.
+- View loads of a kernel with a dot on a 128x256 accumulator or larger say `latency = 6` (_load_latency): tileiras
+  then pipelines the K loop deeper (matmul 4096^3-8192^3: 0.93-0.99x -> 0.97-1.02x of cuBLAS); smaller tiles get
+  no hint, which is what they ran best with.
 - The entry's num_worker_warps hint (_worker_warps): 8 warps for a dot accumulator of more than 128 values per
   thread on 4 warps (128x256 f32: otherwise hundreds of spilled registers, 45 instead of 717 TFLOP/s), and for a
   kernel without a dot whose largest tile has more than 32 values per thread on 4 warps.
@@ -100,12 +103,15 @@ class TileirOptions:
     occupancy: "auto", None (no hint) or 1..32 (the entry's occupancy hint: CTAs per SM tileiras plans for).
     num_cta_in_cga: "auto" (no hint) or 1, 2, 4, ... (the entry's num_cta_in_cga hint; the cubin then says
       EIATTR_BLOCKS_ARE_CLUSTERS, so the launch grid stays one block per tile).
+    load_latency: "auto", None (no hint) or 1..10 (the `latency` hint of every view load: how heavy the DRAM
+      traffic is expected to be; tileiras pipelines deeper for a higher one).
     """
     tma: object = "auto"
     pointer_loads: str = "auto"
     num_worker_warps: object = "auto"
     occupancy: object = "auto"
     num_cta_in_cga: object = "auto"
+    load_latency: object = "auto"
 
 
 def tle_to_tileir(module: "ir.Module", options: TileirOptions | None = None) -> "ir.Module":
@@ -288,6 +294,23 @@ def _occupancy(accumulators, io_elems: list, largest_tile: int) -> int | None:
     return 8 if largest_tile <= four_warps else (4 if largest_tile <= 2 * four_warps else None)
 
 
+# The latency hint on the view loads of a kernel with a dot whose accumulator has 128x256 values or more. Measured
+# on the H200 (docs/tileir.md, "Performance"; bench.py --only matmul, Tile IR against cuBLAS in the same process,
+# two runs): at 4096^3 and 8192^3 with 128x256x64 tiles, no hint 0.93-0.99x, latency 6 0.97-1.02x, latency 10
+# 0.97-1.02x; at 2048^3 with 128x128x64 tiles latency 6 changed nothing and 10 lost 21-23%, as it did on a linear
+# + ReLU with 128x128 tiles (4096^3: 239.8 -> 285.7 us); latency 1 or 3 lost 20-35% on the big tiles. So 6, and
+# only on the big tiles.
+_DOT_LOAD_LATENCY = 6
+_LATENCY_MIN_ACC = 128 * 256
+
+
+def _load_latency(accumulators) -> int | None:
+    """The view loads' latency hint: _DOT_LOAD_LATENCY for a kernel with an accumulator of _LATENCY_MIN_ACC values
+    or more, else none (tileiras infers one)."""
+    big = any(math.prod(shape) >= _LATENCY_MIN_ACC for _, shape, _ in accumulators)
+    return _DOT_LOAD_LATENCY if big else None
+
+
 @dataclass
 class _View:
     """A lowered tle.make_view: the tensor's base, sizes and strides (ints where static), its partition views."""
@@ -358,6 +381,10 @@ class _Kernel:
             occupancy = _occupancy(accumulators, io, largest)
         self.occupancy = occupancy
         self.num_cta_in_cga = None if options.num_cta_in_cga == "auto" else options.num_cta_in_cga
+        latency = options.load_latency
+        self.load_latency = _load_latency(accumulators) if latency == "auto" else latency
+        if self.load_latency is not None and not 1 <= self.load_latency <= 10:
+            raise ValueError(f"load_latency = {latency!r} is not auto, None or 1..10")
 
     def through_pointers(self, elem: str) -> bool:
         """Does a load of `elem` whose padding a partition view could express still go through pointers?"""
@@ -822,7 +849,7 @@ class _Kernel:
         inside = inside_axes(op)
         if pad is not None and not self.through_pointers(elem):
             tile, out = ct.load_view_tko(view.parts[(shape, pad)], index, token, allow_tma=self.allow_tma,
-                                         inbounds=_all_or_none(inside, len(index)))
+                                         latency=self.load_latency, inbounds=_all_or_none(inside, len(index)))
         else:
             tile, out = self.load_by_pointers(view, index, shape, _scalar_value(op.attributes["padding"], elem), token,
                                               inside)

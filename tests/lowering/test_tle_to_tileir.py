@@ -763,6 +763,29 @@ def test_occupancy_hints():
     assert _entry_hint(forced, "occupancy") is None
 
 
+def _latencies(module):
+    return [ir.IntegerAttr(op.attributes["latency"]).value if "latency" in op.attributes else None
+            for op in ops(module, "load_view_tko")]
+
+
+def test_load_latency_hint_only_on_big_dot_tiles():
+    """docs/tileir.md, Performance: `latency = 6` on the view loads of a kernel with an accumulator of 128x256 values
+    or more (tileiras pipelines the K loop deeper); smaller dots, and kernels without one, get no hint."""
+    assert _latencies(_example_module("matmul", {"BM": 128, "BN": 256, "BK": 64})) == [6, 6]
+    assert _latencies(_example_module("matmul", {"BM": 256, "BN": 128, "BK": 32})) == [6, 6]
+    assert _latencies(_example_module("matmul", {"BM": 128, "BN": 128, "BK": 64})) == [None, None]
+    assert _latencies(_example_module("matmul", {"BM": 16, "BN": 32, "BK": 128})) == [None, None]
+    assert _latencies(_example_module("attention", {"D": 64})) == [None] * 3
+    m = _example_module("softmax", {"BLOCK": 4096, "T": "bf16"}, options=OLD_CHOICES)  # view loads, no dot
+    assert _latencies(m) == [None]
+    forced = lowering.TileirOptions(load_latency=3)
+    assert _latencies(_example_module("matmul", {"BM": 128, "BN": 128, "BK": 64}, options=forced)) == [3, 3]
+    off = lowering.TileirOptions(load_latency=None)
+    assert _latencies(_example_module("matmul", {"BM": 128, "BN": 256, "BK": 64}, options=off)) == [None, None]
+    with pytest.raises(ValueError, match="load_latency"):
+        _example_module("matmul", {}, options=lowering.TileirOptions(load_latency=11))
+
+
 def test_options_force_each_choice():
     m = _example_module("softmax", {"BLOCK": 4096, "T": "bf16"}, options=OLD_CHOICES)
     assert not ops(m, "load_ptr_tko")
