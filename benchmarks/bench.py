@@ -1509,8 +1509,8 @@ def _out_dir() -> str:
 
 def dry_run(only) -> int:
     cases = build_cases(ARGS.quick, only)
-    print(f"{len(cases)} benchmark cases ({'quick' if ARGS.quick else 'full'}); configurations (same for tle and "
-          "the reference):")
+    which = "--shapes" if ARGS.shapes else "quick" if ARGS.quick else "full"
+    print(f"{len(cases)} benchmark cases ({which}); configurations (same for tle and the reference):")
     for c in cases:
         print(f"  {c.key:34s} grid {str(c.grid()):14s} {c.config_text():36s} {c.bytes / 1e6:9.1f} MB"
               + (f" {c.flops / 1e9:10.1f} GFLOP" if c.flops else ""))
