@@ -86,7 +86,7 @@ from dataclasses import dataclass, field
 from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
 from ..dialects.mlir import ir, nested_ops
-from ..dialects.tle import inside_axes
+from ..dialects.tle import constant_int, inside_axes
 
 __all__ = ["tle_to_tileir", "TileirOptions", "LOWERED_OPS"]
 
@@ -237,16 +237,6 @@ def _all_or_none(axes: frozenset, rank: int) -> frozenset:
     with inbounds = [false, true] (rows past the end, the columns inside) wrote the rows past the end on the H200
     (tests/gpu/test_grid_facts_gpu.py, layernorm on M + 7 programs). cuTile only ever emits a uniform one."""
     return axes if len(axes) == rank else frozenset()
-
-
-def _is_const_int(v: "ir.Value") -> int | None:
-    owner = v.owner
-    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
-        return None
-    kind, shape, _ = tle_type(v.type)
-    if shape is not None or kind not in INT_ELEMS:
-        return None
-    return ir.IntegerAttr(owner.attributes["value"]).value
 
 
 # num_worker_warps (tileiras' own choice is 4 worker warps, one warp group). Measured on the H200 (docs/tileir.md):
@@ -792,7 +782,7 @@ class _Kernel:
         elem = tle_type(op.result.type)[0][5:]
 
         def static_or_value(v):
-            c = _is_const_int(v)
+            c = constant_int(v)
             return c if c is not None else self.get(v)
 
         sizes = [static_or_value(v) for v in operands[1:1 + rank]]

@@ -43,7 +43,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..dialects.mlir import ir
-from ..dialects.tle import inside_axes
+from ..dialects.tle import constant_int, inside_axes
 
 # Triton 3.6 enums (I32EnumAttr: written as plain i32 in the generic form). Values from triton._C.libtriton.ir.
 _RMW = {"add": 4, "fadd": 5, "max": 6, "min": 7, "umax": 8, "umin": 9}
@@ -122,15 +122,6 @@ def _width(t: "ir.Type") -> int:
     e = _elem(t)
     return ir.IntegerType(e).width if _isa(e, ir.IntegerType) else {"f16": 16, "bf16": 16, "f32": 32,
                                                                         "f64": 64}[str(e)]
-
-
-def _const_int(v: "ir.Value") -> int | None:
-    """The value of an integer scalar arith.constant, else None (a block argument or a computed value)."""
-    owner = v.owner
-    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
-        return None
-    attr = owner.attributes["value"]
-    return ir.IntegerAttr(attr).value if _isa(attr, ir.IntegerAttr) else None
 
 
 def _attrs(op) -> dict:
@@ -331,7 +322,7 @@ class _Lowering:
         inner = None  # tensor of the tile's shape, i32
         pos = {}  # axis -> start + k, tensor<t x i32>
         for i, (idx, t, stride) in enumerate(zip(indices, shape, view.strides)):
-            c_idx, c_stride = _const_int(idx), _const_int(stride)
+            c_idx, c_stride = constant_int(idx), constant_int(stride)
             shared = t > 1 and c_idx is None and masked[i] and not _loop_variant(idx)
             if not shared and c_idx != 0:  # start * stride into the scalar base
                 if c_idx is not None and c_stride is not None:
@@ -370,7 +361,7 @@ class _Lowering:
             if t == 1:
                 scalar.append(self.cmpi(_ULT, idx, size))
                 continue
-            c_idx = _const_int(idx)
+            c_idx = constant_int(idx)
             signed = c_idx is not None and 0 <= c_idx * t and (c_idx + 1) * t <= 2 ** 31 - 1
             tensor.append(self.along(self.cmpi(_SLT if signed else _ULT, pos[i], self.splat(size, [t])),
                                      axis_of[i], out_shape))
@@ -385,7 +376,7 @@ class _Lowering:
         shape = _shape(indices[0])
         offset = None
         for idx, stride in zip(indices, view.strides):
-            c = _const_int(stride)
+            c = constant_int(stride)
             if c != 1:
                 idx = self.binop("arith.muli", idx, self.const(idx.type, c) if c is not None
                                  else self.splat(stride, shape))
@@ -782,7 +773,7 @@ def _descriptor_ok(view: _View, shape, padding) -> bool:
     constant 1 and whose row is at least 16 bytes. Row strides must be 16-byte aligned at run time: the runtime's
     divisibility facts cannot be seen here, so the view's row stride must carry them (a constant multiple of
     16 bytes or a stride argument with tt.divisibility)."""
-    if len(shape) != 2 or _const_int(view.strides[-1]) != 1 or max(shape) > 256:  # TMA boxes: <= 256 per axis
+    if len(shape) != 2 or constant_int(view.strides[-1]) != 1 or max(shape) > 256:  # TMA boxes: <= 256 per axis
         return False
     if padding is not None:
         if _isa(padding, ir.FloatAttr):
@@ -795,7 +786,7 @@ def _descriptor_ok(view: _View, shape, padding) -> bool:
     if shape[-1] * elem_bytes < 16:
         return False
     row = view.strides[0]
-    c = _const_int(row)
+    c = constant_int(row)
     row_ok = (c * elem_bytes) % 16 == 0 if c is not None else _divisible16(row)
     return row_ok and _divisible16(view.ptr)
 
