@@ -7,7 +7,7 @@ Two providers ship the same upstream API:
   are built as unregistered ops there (the checker and the CI verification still cover them).
 
 `TLE_MLIR=torch_mlir|jaxlib` forces one. Everything else in tle imports `ir`, `func`, `arith`, `scf`, `math`
-and `new_context` from here, and walk IR with `nested_ops`.
+and `new_context` from here, walk IR with `nested_ops` and test types and attributes with `isa`.
 """
 from __future__ import annotations
 
@@ -35,6 +35,11 @@ if not PROVIDER:
         raise ImportError(
             "tle needs the MLIR Python bindings: pip install torch-mlir==20261001 (or have jaxlib installed)"
         ) from e
+
+
+def isa(x, cls) -> bool:
+    """isinstance for MLIR types and attributes: newer bindings downcast them, older ones have cls.isinstance."""
+    return cls.isinstance(x) if hasattr(cls, "isinstance") else isinstance(x, cls)
 
 
 def nested_ops(op: "ir.Operation"):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .mlir import PROVIDER, ir, irdl, nested_ops
+from .mlir import PROVIDER, ir, irdl, isa, nested_ops
 
 # Operand/result constraints: "any", "i32", "i1", "tensor" (a builtin ranked tensor), "ptr", "view";
 # prefixed "variadic " or "optional " where that applies.
@@ -203,9 +203,7 @@ def constant_int(value: "ir.Value") -> int | None:
     owner = value.owner
     if isinstance(owner, ir.Block) or owner.name != "arith.constant":
         return None
-    t = value.type  # newer bindings downcast types, older ones have IntegerType.isinstance
-    is_int = ir.IntegerType.isinstance(t) if hasattr(ir.IntegerType, "isinstance") else isinstance(t, ir.IntegerType)
-    return ir.IntegerAttr(owner.attributes["value"]).value if is_int else None
+    return ir.IntegerAttr(owner.attributes["value"]).value if isa(value.type, ir.IntegerType) else None
 
 
 def registered() -> bool:

@@ -15,7 +15,7 @@ Lowering choices (the semantics are the ones dialects/tle.py states):
   as hand-written Triton computes them: the runtime refuses tensors that span more than 2**31 - 1 elements
   (runtime/kernel.py), so every element inside a view has an i32 offset. The mask is `0 <= index_i * tile_i + k
   < size_i` for every axis, one compare per axis (unsigned, signed where the start is a constant >= 0); an axis
-  is left unmasked only when its index and size are both constants that put the tile inside. Masked-off elements
+  is left unmasked only where the op's tle.inside marks it (dialects/tle.py). Masked-off elements
   read `padding` (tt.load's `other`). `_Lowering.tile_pointers` says which part is scalar and which per element.
   Loads and stores written with `tma=true` (tle.tma), and every one under mode="descriptor", move 2-D tiles whose
   padding is 0 through tensor descriptors (Hopper TMA) where `_descriptor_ok` proves TMA's layout rules; the rest
@@ -42,7 +42,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from ..dialects.mlir import ir
+from ..dialects.mlir import ir, isa
 from ..dialects.tle import constant_int, inside_axes
 
 # Triton 3.6 enums (I32EnumAttr: written as plain i32 in the generic form). Values from triton._C.libtriton.ir.
@@ -82,11 +82,6 @@ def lower(module: "ir.Module", mode: str = "pointer", tma: bool = True) -> "ir.M
 
 # ---- types and small helpers ------------------------------------------------------------------------------------
 
-def _isa(x, cls) -> bool:
-    """isinstance for MLIR types and attributes: newer bindings downcast them, older ones have cls.isinstance."""
-    return cls.isinstance(x) if hasattr(cls, "isinstance") else isinstance(x, cls)
-
-
 def _i(bits: int) -> "ir.Type":
     return ir.IntegerType.get_signless(bits)
 
@@ -107,20 +102,20 @@ def _tensor(shape, elem) -> "ir.Type":
 
 
 def _shape(v: "ir.Value") -> list[int] | None:
-    return list(ir.RankedTensorType(v.type).shape) if _isa(v.type, ir.RankedTensorType) else None
+    return list(ir.RankedTensorType(v.type).shape) if isa(v.type, ir.RankedTensorType) else None
 
 
 def _elem(t: "ir.Type") -> "ir.Type":
-    return ir.RankedTensorType(t).element_type if _isa(t, ir.RankedTensorType) else t
+    return ir.RankedTensorType(t).element_type if isa(t, ir.RankedTensorType) else t
 
 
 def _is_float(t: "ir.Type") -> bool:
-    return not _isa(_elem(t), ir.IntegerType)
+    return not isa(_elem(t), ir.IntegerType)
 
 
 def _width(t: "ir.Type") -> int:
     e = _elem(t)
-    return ir.IntegerType(e).width if _isa(e, ir.IntegerType) else {"f16": 16, "bf16": 16, "f32": 32,
+    return ir.IntegerType(e).width if isa(e, ir.IntegerType) else {"f16": 16, "bf16": 16, "f32": 32,
                                                                         "f64": 64}[str(e)]
 
 
@@ -207,7 +202,7 @@ class _Lowering:
         """A scalar or splat-tensor constant of type t."""
         e = _elem(t)
         attr = ir.FloatAttr.get(e, value) if _is_float(e) else ir.IntegerAttr.get(e, int(value))
-        if _isa(t, ir.RankedTensorType):
+        if isa(t, ir.RankedTensorType):
             attr = ir.DenseElementsAttr.get_splat(t, attr)
         return self.val("arith.constant", t, [], {"value": attr})
 
@@ -225,7 +220,7 @@ class _Lowering:
 
     @staticmethod
     def _like(t, elem):
-        return _tensor(ir.RankedTensorType(t).shape, elem) if _isa(t, ir.RankedTensorType) else elem
+        return _tensor(ir.RankedTensorType(t).shape, elem) if isa(t, ir.RankedTensorType) else elem
 
     def splat(self, v, shape):
         return self.val("tt.splat", _tensor(shape, v.type), [v])
@@ -761,7 +756,7 @@ def _negf(L: _Lowering, op):
     zeros and NaN)."""
     x = L.v(op.operands[0])
     it = L._like(x.type, _i(_width(x.type)))
-    cast = "tt.bitcast" if _isa(x.type, ir.RankedTensorType) else "arith.bitcast"
+    cast = "tt.bitcast" if isa(x.type, ir.RankedTensorType) else "arith.bitcast"
     flipped = L.binop("arith.xori", L.val(cast, it, [x]), L.const(it, -(1 << (_width(x.type) - 1))))
     L.bind(op, L.val(cast, x.type, [flipped]))
 
@@ -776,7 +771,7 @@ def _descriptor_ok(view: _View, shape, padding) -> bool:
     if len(shape) != 2 or constant_int(view.strides[-1]) != 1 or max(shape) > 256:  # TMA boxes: <= 256 per axis
         return False
     if padding is not None:
-        if _isa(padding, ir.FloatAttr):
+        if isa(padding, ir.FloatAttr):
             v = ir.FloatAttr(padding).value
             if v != 0.0 or math.copysign(1.0, v) < 0:
                 return False
