@@ -10,7 +10,7 @@ tle native with the reference's options, tle on Tile IR, the Triton reference, t
 implementations in a rotating order over --rounds rounds, median of the rounds.
 
     python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu,embedding,
-                                                    vocab_softmax] [--rounds 3]
+                                                    vocab_softmax,linear_nt,bmm,add_rmsnorm] [--rounds 3]
 """
 from __future__ import annotations
 
@@ -90,6 +90,45 @@ kernel vocab_softmax<BLOCK: int = 2048, T: dtype = bf16>(x: tensor<T>[M, N], y: 
         let t = cast<f32>(load(x, tile=[1, BLOCK], at=[row, j], pad=-inf))
         store(y, cast<T>(exp(t - m) / s), at=[row, j])
     }
+}
+// nn.Linear's layout: y = x @ w^T with the weight stored [N, K] (out_features x in_features), each weight tile
+// loaded as it lies and transposed for the dot.
+kernel linear_nt<BM: int = 128, BN: int = 256, BK: int = 64, T: dtype = bf16>(
+        x: tensor<T>[M, K], w: tensor<T>[N, K], y: tensor<T>[M, N]) {
+    let pm = program_id(0)
+    let pn = program_id(1)
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) pipeline(stages=3) {
+        acc = dot(load(x, tile=[BM, BK], at=[pm, k]), transpose(load(w, tile=[BN, BK], at=[pn, k])), acc)
+    }
+    store(y, cast<T>(acc), at=[pm, pn])
+}
+
+// A batch of independent products c[b] = a[b] @ d[b] (program_id(2) is the batch), each operand tile loaded as
+// [1, rows, cols] and reshaped to two dimensions.
+kernel bmm<BM: int = 128, BN: int = 128, BK: int = 64, T: dtype = f16>(
+        a: tensor<T>[B, M, K], d: tensor<T>[B, K, N], c: tensor<T>[B, M, N]) {
+    let pm = program_id(0)
+    let pn = program_id(1)
+    let b = program_id(2)
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) pipeline(stages=3) {
+        acc = dot(reshape(load(a, tile=[1, BM, BK], at=[b, pm, k]), [BM, BK]),
+                  reshape(load(d, tile=[1, BK, BN], at=[b, k, pn]), [BK, BN]), acc)
+    }
+    store(c, reshape(cast<T>(acc), [1, BM, BN]), at=[b, pm, pn])
+}
+
+// A transformer block's residual step: h = x + r is written back (the next residual) and normalised,
+// y = h / sqrt(mean(h^2) + eps) * w. One program per row, BLOCK >= N.
+kernel add_rmsnorm<BLOCK: int = 4096, T: dtype = bf16>(x: tensor<T>[M, N], r: tensor<T>[M, N], w: tensor<T>[N],
+                                                       h: tensor<T>[M, N], y: tensor<T>[M, N], eps: f32) {
+    let row = program_id(0)
+    let hs = load(x, tile=[1, BLOCK], at=[row, 0]) + load(r, tile=[1, BLOCK], at=[row, 0])
+    store(h, hs, at=[row, 0])
+    let t = cast<f32>(hs)
+    let rstd = rsqrt(sum(t * t, axis=1, keepdims=true) / N + eps)
+    store(y, cast<T>(t * rstd * cast<f32>(reshape(load(w, tile=[BLOCK]), [1, BLOCK]))), at=[row, 0])
 }
 """
 
@@ -196,6 +235,52 @@ def vocab_softmax_ref(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
         c = j * BLOCK + cols
         t = tl.load(x_ptr + row * N + c, mask=c < N, other=-float("inf")).to(tl.float32)
         tl.store(y_ptr + row * N + c, (tl.exp(t - m) / s).to(y_ptr.dtype.element_ty), mask=c < N)
+
+
+@triton.jit
+def linear_nt_ref(x_ptr, w_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        kk = k * BK + rk
+        x = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        w = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
+        acc = tl.dot(x, tl.trans(w), acc)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc.to(y_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def bmm_ref(a_ptr, d_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    b = tl.program_id(2).to(tl.int64)
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a_ptr += b * M * K
+    d_ptr += b * K * N
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        kk = k * BK + rk
+        a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        d = tl.load(d_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, d, acc)
+    tl.store(c_ptr + b * M * N + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def add_rmsnorm_ref(x_ptr, r_ptr, w_ptr, h_ptr, y_ptr, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    hs = tl.load(x_ptr + row * N + cols, mask=mask, other=0.0) + tl.load(r_ptr + row * N + cols, mask=mask, other=0.0)
+    tl.store(h_ptr + row * N + cols, hs, mask=mask)
+    t = hs.to(tl.float32)
+    rstd = tl.rsqrt(tl.sum(t * t, axis=0) / N + eps)
+    w = tl.load(w_ptr + cols, mask=mask).to(tl.float32)
+    tl.store(y_ptr + row * N + cols, (t * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 # ---- cases --------------------------------------------------------------------------------------------------------
@@ -309,12 +394,56 @@ def cases(dev, only):
                         lambda t: torch.ops.aten._softmax.out(t[0], -1, False, out=t[1]),
                         _both_paths(small.vocab_softmax, g,
                                     lambda t, g=g, m=m, n=n: vocab_softmax_ref[g](*t, m, n, BLOCK=2048)), 1))
+    if "linear_nt" in only:
+        # tle:tuned: the same kernel through the tuning database (docs/tuning.md), over tiles, warps and backend
+        tuned = tle.compile(SMALL_TLE, tune={"linear_nt": {
+            "BM": [64, 128], "BN": [128, 256], "BK": [32, 64], "num_warps": [4, 8], "backend": ["triton", "tileir"]}})
+        tuned.linear_nt.tune_space.budget_s = 60
+        for dt in (torch.float16, torch.bfloat16):
+            for m, n, k in ((4096, 4096, 4096), (8192, 14336, 4096), (4000, 4000, 4000)):
+                nb = (m * k + k * n + m * n) * dt.itemsize
+                sets = _sets(lambda: [r(m, k, dt=dt), r(n, k, dt=dt), torch.empty(m, n, device=dev, dtype=dt)], nb)
+                g = (triton.cdiv(m, 128), triton.cdiv(n, 256))
+                impls = _both_paths(small.linear_nt, g, lambda t, g=g, m=m, n=n, k=k: linear_nt_ref[g](
+                    *t, m, n, k, BM=128, BN=256, BK=64, num_warps=8, num_stages=3))
+                impls["tle:tuned"] = lambda t: tuned.linear_nt[
+                    lambda c: (triton.cdiv(c["M"], c["BM"]), triton.cdiv(c["N"], c["BN"]))](*t)
+                out.append((f"linear_nt {m}x{n}x{k} {str(dt)[6:]}", (nb, 2 * m * n * k), sets,
+                            lambda t: torch.matmul(t[0], t[1].t(), out=t[2]), impls, 2))
+    if "bmm" in only:
+        for dt in (torch.float16, torch.bfloat16):
+            for b, m, n, k in ((32, 1024, 1024, 1024), (8, 4096, 4096, 128)):
+                nb = b * (m * k + k * n + m * n) * dt.itemsize
+                sets = _sets(lambda: [r(b, m, k, dt=dt), r(b, k, n, dt=dt),
+                                      torch.empty(b, m, n, device=dev, dtype=dt)], nb)
+                g = (m // 128, n // 128, b)
+                out.append((f"bmm {b}x{m}x{n}x{k} {str(dt)[6:]}", (nb, 2 * b * m * n * k), sets,
+                            lambda t: torch.bmm(t[0], t[1], out=t[2]),
+                            _both_paths(small.bmm, g, lambda t, g=g, m=m, n=n, k=k: bmm_ref[g](
+                                *t, m, n, k, BM=128, BN=128, BK=64, num_warps=4, num_stages=3)), 2))
+    if "add_rmsnorm" in only:
+        for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((8192, 4096), (4096, 8192))):
+            nb = 4 * m * n * dt.itemsize
+            w = r(n, dt=dt)
+            sets = _sets(lambda: [r(m, n, dt=dt), r(m, n, dt=dt), w, torch.empty(m, n, device=dev, dtype=dt),
+                                  torch.empty(m, n, device=dev, dtype=dt)], nb)
+
+            def torch_add_rmsnorm(t, n=n):
+                torch.add(t[0], t[1], out=t[3])
+                t[4].copy_(torch.nn.functional.rms_norm(t[3], (n,), t[2], 1e-6))
+            out.append((f"add_rmsnorm {m}x{n} {str(dt)[6:]}", (nb, 0), sets, torch_add_rmsnorm,
+                        {"tle:triton": lambda t, m=m, n=n: small.add_rmsnorm[(m,)](*t, 1e-6, BLOCK=n,
+                                                                                   backend="triton"),
+                         "tle:tileir": lambda t, m=m, n=n: small.add_rmsnorm[(m,)](*t, 1e-6, BLOCK=n,
+                                                                                   backend="tileir"),
+                         "triton_ref": lambda t, m=m, n=n: add_rmsnorm_ref[(m,)](*t, n, 1e-6, BLOCK=n)}, 4))
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu,embedding,vocab_softmax")
+    ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu,embedding,vocab_softmax,"
+                                       "linear_nt,bmm,add_rmsnorm")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     dev = "cuda"

@@ -61,3 +61,25 @@ def test_vocab_softmax_loops_over_a_ragged_row(small):
     y = torch.full((3, 1000), float("nan"))
     small.vocab_softmax[(3,)](x, y, BLOCK=256)  # 4 tiles, the last one 232 wide
     torch.testing.assert_close(y, torch.softmax(x, -1), rtol=1e-5, atol=1e-7)
+
+
+def test_linear_nt_transposes_the_weight_tiles(small):
+    x, w = torch.randn(40, 80, dtype=torch.float16), torch.randn(70, 80, dtype=torch.float16)
+    y = torch.full((40, 70), float("nan"), dtype=torch.float16)
+    small.linear_nt[(2, 3)](x, w, y, BM=32, BN=32, BK=32)
+    torch.testing.assert_close(y.float(), x.float() @ w.float().t(), rtol=2e-3, atol=2e-3)
+
+
+def test_bmm_keeps_batches_apart(small):
+    a, d = torch.randn(3, 40, 80, dtype=torch.float16), torch.randn(3, 80, 50, dtype=torch.float16)
+    c = torch.full((3, 40, 50), float("nan"), dtype=torch.float16)
+    small.bmm[(2, 2, 3)](a, d, c, BM=32, BN=32, BK=32)
+    torch.testing.assert_close(c.float(), a.float() @ d.float(), rtol=2e-3, atol=2e-3)
+
+
+def test_add_rmsnorm_writes_the_residual_and_the_norm(small):
+    x, r, w = torch.randn(5, 300), torch.randn(5, 300), torch.randn(300)
+    h, y = torch.full((5, 300), float("nan")), torch.full((5, 300), float("nan"))
+    small.add_rmsnorm[(5,)](x, r, w, h, y, 1e-6, BLOCK=512)
+    assert torch.equal(h, x + r)
+    torch.testing.assert_close(y, torch.nn.functional.rms_norm(x + r, (300,), w, 1e-6), rtol=1e-5, atol=1e-5)
