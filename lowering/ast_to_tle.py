@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from ..abi import Spec, abi, access_facts
+from ..abi import Spec, abi, access_facts, loop_facts
 from .. import typed as T
 from ..dialects.mlir import ir, new_context
 from ..dialects.tle import constant_int, load_tle
@@ -93,6 +93,7 @@ class _KernelBuilder:
         self.k = kernel
         self.spec = spec
         self.access_facts = access_facts(kernel)  # the facts that could drop each load's or store's checks
+        self.loop_facts = loop_facts(kernel)  # the facts that could say a loop runs at least once
         self.module = module
         self.env: dict = {}  # Variable -> ir.Value
         self.dims: dict[str, object] = {}
@@ -185,6 +186,8 @@ class _KernelBuilder:
             attrs["tle.num_stages"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), s.stages)
         if s.unroll is not None:
             attrs["tle.unroll"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), s.unroll)
+        if (fact := self.loop_facts.get(id(s))) and fact[0] in self.spec.inside:
+            attrs["tle.nonempty"] = ir.UnitAttr.get()  # the launch's sizes make it run at least once
         loop = self.op("scf.for", [v.type for v in inits], [start, stop, step, *inits], attrs, s.span, regions=1)
         block = loop.regions[0].blocks.append(element_type("i32"), *[v.type for v in inits])
         saved_ip, saved_env = self.ip, dict(self.env)

@@ -34,7 +34,7 @@ import math
 
 from dataclasses import dataclass
 
-from .typed import Bind, Const, Kernel, Op, Read, TensorParam, nodes
+from .typed import Bind, Const, Dim, For, Kernel, Op, Read, TensorParam, nodes
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,16 @@ class FixedTile:
         return f"@{self.index}:{self.dim}:{self.tile}"
 
 
+@dataclass(frozen=True, order=True)
+class LoopRuns:
+    """The `ordinal`-th for loop of the kernel (program order) runs at least once: its start, a constant, is below
+    its stop, an expression of dims and constants (`range(cdiv(K, BK))`), under the launch's sizes."""
+    ordinal: int
+
+    def __str__(self) -> str:
+        return f"loop{self.ordinal}"
+
+
 def all_args(kernel: Kernel) -> list[AbiArg]:
     """Every argument a kernel could take, strides included, in ABI order."""
     out, seen = [], set()
@@ -148,9 +158,13 @@ def grid_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
     if grid is None:
         return frozenset()
     tiles = grid_tiles(kernel)
-    return frozenset(f for f in tiles if f.dim in sizes and (
+    facts = {f for f in tiles if f.dim in sizes and (
         1 <= grid[f.axis] and grid[f.axis] * f.tile <= sizes[f.dim] if isinstance(f, GridTile)
-        else (f.index + 1) * f.tile <= sizes[f.dim]))
+        else (f.index + 1) * f.tile <= sizes[f.dim])}
+    for fact, start, stop in loop_facts(kernel).values():
+        if (end := _size_expr_value(stop, sizes)) is not None and start < end:
+            facts.add(fact)
+    return frozenset(facts)
 
 
 def grid_tiles(kernel: Kernel) -> frozenset:
@@ -188,6 +202,63 @@ def access_facts(kernel: Kernel) -> dict:
         elif isinstance(n, Bind) and not n.var.mutable and axis_of(n.value) is not None:
             pids[n.var] = axis_of(n.value)  # `let row = program_id(0)`, or an inlined fn's parameter bound to it
     return found
+
+
+def loop_facts(kernel: Kernel) -> dict:
+    """Per for loop of the kernel (keyed by id() of its typed For) whose start is a constant, whose step is a
+    positive constant and whose stop is an expression of dims and constants only: (LoopRuns, start, stop). The
+    runtime proves the fact from the sizes (grid_facts); lowering/ast_to_tle.py marks the loop (tle.nonempty)."""
+    found, ordinal = {}, 0
+    for n in nodes(kernel.body):
+        if not isinstance(n, For):
+            continue
+        if isinstance(n.start, Const) and isinstance(n.step, Const) and type(n.start.value) is int \
+                and type(n.step.value) is int and n.step.value > 0 and _is_size_expr(n.stop):
+            found[id(n)] = (LoopRuns(ordinal), n.start.value, n.stop)
+        ordinal += 1
+    return found
+
+
+_SIZE_OPS = ("add", "sub", "mul", "div", "min", "max")  # cdiv(a, b) is (a + b - 1) / b by now (tle/check.py)
+
+
+def _is_size_expr(e) -> bool:
+    """Is e an i32 expression of dims and integer constants only (what _size_expr_value can evaluate)?"""
+    if isinstance(e, Dim):
+        return True
+    if isinstance(e, Const):
+        return type(e.value) is int
+    return isinstance(e, Op) and e.name in _SIZE_OPS and getattr(e.type, "dtype", None) == "i32" and \
+        all(_is_size_expr(a) for a in e.args)
+
+
+def _size_expr_value(e, sizes: dict) -> int | None:
+    """The value an _is_size_expr expression has on the GPU (i32 arithmetic), given the dims' sizes; None where a
+    dim is not given, a step leaves i32 or one divides by zero (then no fact may rest on it)."""
+    if isinstance(e, Dim):
+        return sizes.get(e.name)
+    if isinstance(e, Const):
+        return e.value
+    args = [_size_expr_value(a, sizes) for a in e.args]
+    if None in args:
+        return None
+    a, b = args
+    if e.name == "div":
+        if b == 0:
+            return None
+        value = _trunc_div(a, b)
+    else:
+        value = {"add": a + b, "sub": a - b, "mul": a * b, "min": min(a, b), "max": max(a, b)}[e.name]
+    return value if _I32_MIN <= value <= _I32_MAX else None
+
+
+_I32_MIN, _I32_MAX = -2 ** 31, 2 ** 31 - 1
+
+
+def _trunc_div(a: int, b: int) -> int:
+    """arith.divsi: the quotient rounded towards zero."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
 
 
 def default_spec(kernel: Kernel) -> Spec:

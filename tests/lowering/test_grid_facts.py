@@ -1,6 +1,7 @@
 """Launch facts (tle/abi.py): a tile indexed by program_id(a) along a dim loses its bounds check when the launch
 grid proves grid[a] * tile <= dim (GridTile), a tile at a constant index c when the sizes prove (c + 1) * tile <=
-dim (FixedTile), and each keeps it otherwise.
+dim (FixedTile), and each keeps it otherwise. A loop over a range of sizes that the sizes prove non-empty
+(LoopRuns) is marked so, and its TTIR says so to LLVM.
 
 One behaviour per test: which accesses are candidates (grid_tiles), which facts a grid proves (spec_of), what the
 lowering drops (tle.inside in the tle dialect, the mask in TTIR), and that the runtime plans per grid.
@@ -8,10 +9,12 @@ lowering drops (tle.inside in the tle dialect, the mask in TTIR), and that the r
 from __future__ import annotations
 
 import dataclasses
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from tle.abi import FixedTile, GridTile, Spec, default_spec, grid_tiles, spec_of
+from tle.abi import FixedTile, GridTile, LoopRuns, Spec, default_spec, grid_tiles, loop_facts, spec_of
 from tle.check import check_kernel, load_program
 from tle.lowering.ast_to_tle import ast_to_tle
 from tle.lowering.tle_to_ttir import tle_to_ttir
@@ -125,6 +128,48 @@ def test_the_tle_dialect_marks_the_proven_axes():
     assert "tle.inside" not in str(ast_to_tle(k, default_spec(k)))
 
 
+LOOPS = """
+kernel loops<BK: int = 64>(x: tensor<f32>[M, K], o: tensor<f32>[M], n: i32) {
+    var acc = zeros<f32>[1]
+    for k in range(cdiv(K, BK)) { acc += sum(load(x, tile=[1, BK], at=[0, k]), axis=1) }  // loop0: a candidate
+    for k in range(program_id(0), K) { acc += 1.0 }                                           // loop1: not
+    for k in range(n) { acc += 1.0 }                                                          // loop2: not
+    for k in range(2, M * K - 1, 4) { acc += 1.0 }                                            // loop3: a candidate
+    store(o, acc, at=[0])
+}
+"""
+
+
+def test_loop_candidates_start_at_a_constant_and_stop_at_an_expression_of_sizes():
+    k = kernel_of(LOOPS)
+    assert sorted((fact, start) for fact, start, _ in loop_facts(k).values()) == [(LoopRuns(0), 0), (LoopRuns(3), 2)]
+
+
+def test_sizes_prove_a_loop_runs_exactly_when_its_range_is_not_empty():
+    k = kernel_of(LOOPS)
+    values = {"x": _Aligned(), "o": _Aligned(), "M": 1, "K": 1, "n": 5, "x.stride0": 1, "x.stride1": 1,
+              "o.stride0": 1}
+
+    def runs(**sizes):
+        return {f for f in spec_of(k, dict(values, **sizes), (1, 1, 1)).inside if isinstance(f, LoopRuns)}
+    assert runs() == {LoopRuns(0)}                   # cdiv(1, 64) = 1 trip; 2 < 1 * 1 - 1 fails
+    assert runs(K=0) == set()                        # cdiv(0, 64) = 0 trips
+    assert runs(M=1, K=4) == {LoopRuns(0), LoopRuns(3)}  # 2 < 3
+    assert runs(M=3, K=1) == {LoopRuns(0)}           # 2 < 2 fails
+    assert LoopRuns(0) not in runs(K=2 ** 31 - 1)    # K + 64 leaves i32 on the GPU: nothing rests on it
+    assert {f for f in spec_of(k, values).inside if isinstance(f, LoopRuns)} == set()  # no launch described
+
+
+def test_a_loop_that_runs_gets_a_stop_of_at_least_start_plus_one_in_ttir():
+    k = kernel_of(LOOPS)
+    assert 'tle.nonempty' in str(ast_to_tle(k, with_facts(k, [LoopRuns(0)])))
+    assert "tle.nonempty" not in str(ast_to_tle(k, default_spec(k)))
+    raised = ttir_of(k, with_facts(k, [LoopRuns(0), LoopRuns(3)]))
+    assert raised.count("arith.maxsi") == 2 and "arith.maxsi" not in ttir_of(k, default_spec(k))
+    assert "value = 3 : i32" in raised  # loop3's stop is at least its start + 1
+    assert "tle.nonempty" not in raised
+
+
 class _Aligned:
     def data_ptr(self):
         return 256
@@ -147,3 +192,38 @@ def test_the_runtime_plans_per_grid_and_stays_right(grid):
     (entry_key,) = k._entries
     spec = entry_key[1]
     assert spec.inside == ({GridTile(0, "N", 256)} if grid == (4,) else frozenset())
+
+
+def test_x_times_w_transposed_keeps_its_wgmmas_in_flight():
+    """The measured reason for LoopRuns: x @ w^T with 128x256 tiles, launched on 4096^3. With the loop's zero-trip
+    path left in, ptxas serialises every wgmma of the loop (C7515; 251 against 190 us on the H200, bf16); with
+    the loop known to run, three of the four per K step go out without waiting."""
+    import subprocess
+    import triton
+    from tle.abi import launch_spec
+    from tle.compiler import compile_kernel
+    src = """
+kernel nt<BM: int = 128, BN: int = 256, BK: int = 64>(x: tensor<bf16>[M, K], w: tensor<bf16>[N, K],
+                                                      y: tensor<bf16>[M, N]) {
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) {
+        acc = dot(load(x, tile=[BM, BK], at=[program_id(0), k]), transpose(load(w, tile=[BN, BK], at=[program_id(1), k])), acc)
+    }
+    store(y, cast<bf16>(acc), at=[program_id(0), program_id(1)])
+}
+"""
+    prog = load_program(src, "nt.tle")
+    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+
+    def waits_per_wgmma(grid):
+        k = check_kernel(prog, "nt", {})
+        spec = launch_spec(k, {"M": 4096, "N": 4096, "K": 4096}, grid)
+        cubin = compile_kernel(prog, "nt", {}, spec, num_warps=8).binary.cubin
+        path = Path(tempfile.mkdtemp()) / "nt.cubin"
+        path.write_bytes(cubin)
+        sass = subprocess.run([str(cuobjdump), "-sass", str(path)], capture_output=True, text=True, check=True).stdout
+        wgmmas = [line for line in sass.splitlines() if "HGMMA" in line]
+        assert len(wgmmas) == 4  # BK / 16, the loop body's
+        return sum("gsb0" in line for line in wgmmas)
+    assert waits_per_wgmma(None) == 4        # tlec without --grid: no launch facts, the loop may run 0 times
+    assert waits_per_wgmma((32, 16, 1)) == 1  # the launch's sizes prove it runs
