@@ -721,6 +721,19 @@ entry(file="specialization.tle", kernel="copy", make=_copy_make, grid=lambda c, 
            "N=100 > 64 leaves columns 64.. unwritten")
 
 
+# loop_nonempty.tle --------------------------------------------------------------------------------------------------
+def _loop_nonempty_ref(a, c, k):
+    x = a["x"].double()
+    return {"y": x.sum(1), "z": x[:, 64:].sum(1)}  # the second loop starts at tile 1
+
+
+entry(file="loop_nonempty.tle", kernel="rowsum",
+      make=lambda c, k, g: {"x": randn((c["M"], c["K"]), g), "y": poison((c["M"],)), "z": poison((c["M"],))},
+      grid=lambda c, k: (cdiv(c["M"], 16),), ref=_loop_nonempty_ref, tol={"y": reduction(300, 0), "z": reduction(300, 0)},
+      cases=[{"M": 40, "K": 300}, {"M": 20, "K": 50}, {"M": 20, "K": 0}],
+      note="K=300: both loops run; K=50: only the first (one tile); K=0: neither, both sums are 0")
+
+
 # static_inside.tle --------------------------------------------------------------------------------------------------
 def _fixed_ref(a, c, k):
     t = a["x"].double()[:16, 128:256]  # program 0's tile at [0, 1]
