@@ -22,6 +22,7 @@ import re
 import sys
 import tempfile
 import traceback
+from dataclasses import dataclass
 
 from tle.diagnostics import Span, TleError, register_source, span_of_location_text
 from tle.targets.binary import Binary
@@ -321,6 +322,41 @@ def compile_ttir(ttir: str, arch: str = "sm_90", *, num_warps: int = 4, num_stag
     finally:
         source.close()
     return _binary(kernel, arch, params)
+
+
+# ---- what ptxas says about a kernel (tlec -v) -------------------------------------------------------------------
+
+@dataclass
+class PtxasReport:
+    """ptxas -v on a kernel's PTX: registers per thread, bytes spilled to local memory, and its "Potential
+    Performance Loss" remarks in its own words (wgmma instructions serialised, and why)."""
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    losses: list[str]
+
+
+def ptxas_report(ptx: str) -> PtxasReport:
+    """Run Triton's ptxas with -v on `ptx` (for the arch its `.target` names) and read what it reports. Triton runs
+    ptxas with -v too but drops the log; this runs it again, so it is for tlec -v, not for every launch."""
+    import subprocess
+    from triton import knobs
+    target = re.search(r"^\.target\s+(sm_\w+)", ptx, re.MULTILINE)
+    with tempfile.TemporaryDirectory(prefix="tle-ptxas-") as tmp:
+        src = os.path.join(tmp, "kernel.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        out = subprocess.run([knobs.nvidia.ptxas.path, "-v", f"--gpu-name={target.group(1) if target else 'sm_90a'}",
+                              src, "-o", os.path.join(tmp, "kernel.cubin")], capture_output=True, text=True)
+    log = out.stderr + out.stdout
+    if out.returncode != 0:
+        raise RuntimeError(f"ptxas failed (exit {out.returncode}): {log.strip()[:2000]}")
+    regs = re.search(r"Used (\d+) registers", log)
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    losses = [re.sub(r" in the function '[^']*'$", "", m.strip())
+              for m in re.findall(r"Potential Performance Loss:\s*(.*)", log)]
+    return PtxasReport(int(regs.group(1)) if regs else 0, int(spills.group(1)) if spills else 0,
+                       int(spills.group(2)) if spills else 0, losses)
 
 
 def _binary(kernel, arch: str, params: list[str]) -> Binary:

@@ -170,6 +170,8 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             how = (f"the native CUDA path (Triton): {out.fallback}" if out.fallback else
                    {"tileir": "the CUDA Tile IR path", "triton": "the native CUDA path (Triton)"}[out.backend])
             print(f"tlec: kernel '{name}' compiled for {args.arch} on {how}", file=sys.stderr)
+            if out.backend == "triton" and "ptx" in out.stages:
+                _report_ptxas(name, out)
         result = out.stages[args.emit]
         if args.emit in BINARY_EMITS:
             path = args.output or f"{name}.{args.emit}"
@@ -185,6 +187,32 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
     if texts:
         _write(args, "\n".join(t.rstrip("\n") + "\n" for t in texts))
     return 0
+
+
+# Why ptxas gives up overlapping wgmmas, as far as it says, and what a kernel author can do about it.
+_PTXAS_HINTS = {
+    "insufficient register resources": "the accumulators and the pipeline's operands do not fit the registers: "
+                                       "more warps (--num-warps) or a smaller tile leave room",
+    "non wgmma instructions defining accumulator registers": "the accumulator is written outside the wgmmas, "
+                                                             "often on the path where its loop runs zero times: "
+                                                             "compile for a launch (--sizes with --grid) so that "
+                                                             "tle knows the loop runs (docs/architecture.md, "
+                                                             "section 3)",
+}
+
+
+def _report_ptxas(name: str, out) -> None:
+    """tlec -v on the native path: registers and spills, and each of ptxas' "Potential Performance Loss"
+    remarks as a warning at the kernel's source line (ptxas itself names no line)."""
+    from .diagnostics import Note, render
+    from .targets.triton import ptxas_report
+    report = ptxas_report(out.stages["ptx"])
+    spilled = (f"{report.spill_stores} bytes spilled to local memory ({report.spill_loads} read back)"
+               if report.spill_stores or report.spill_loads else "no spills")
+    print(f"tlec: kernel '{name}': ptxas: {report.registers} registers per thread, {spilled}", file=sys.stderr)
+    for loss in report.losses:
+        hints = [Note(h) for key, h in _PTXAS_HINTS.items() if key in loss]
+        print(render(TleError(out.kernel.span, f"ptxas: {loss}", hints), "warning"), file=sys.stderr)
 
 
 def _parse_launch(sizes: str | None, grid: str | None, generic: bool, parser):

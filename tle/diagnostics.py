@@ -94,9 +94,10 @@ def _snippet(span: Span) -> list[str]:
     return ["    " + raw.expandtabs(4), "    " + " " * lead + "^" * carets]
 
 
-def render(err: TleError) -> str:
-    """clang style: `file:line:col: error: message`, the source line, carets under the span, then the notes."""
-    lines = [f"{_where(err.span)}error: {err.message}", *_snippet(err.span)]
+def render(err: TleError, severity: str = "error") -> str:
+    """clang style: `file:line:col: error: message`, the source line, carets under the span, then the notes.
+    severity "warning" renders a diagnostic that does not stop the compile (tlec -v's ptxas warnings)."""
+    lines = [f"{_where(err.span)}{severity}: {err.message}", *_snippet(err.span)]
     for note in err.notes:
         if note.span is not None:
             lines.append(f"{_where(note.span)}note: {note.message}")

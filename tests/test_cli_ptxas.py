@@ -1,0 +1,55 @@
+"""tlec -v on the native path reports what ptxas says about the kernel: registers, spills, and each "Potential
+Performance Loss" remark (wgmmas serialised) as a warning at the kernel's source line, with what to try."""
+from __future__ import annotations
+
+import pytest
+
+from tle.cli import main
+
+NT = """kernel nt<BM: int = 128, BN: int = 256, BK: int = 64>(x: tensor<bf16>[M, K], w: tensor<bf16>[N, K],
+                                                      y: tensor<bf16>[M, N]) {
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) {
+        acc = dot(load(x, tile=[BM, BK], at=[program_id(0), k]), transpose(load(w, tile=[BN, BK], at=[program_id(1), k])), acc)
+    }
+    store(y, cast<bf16>(acc), at=[program_id(0), program_id(1)])
+}
+"""
+LAUNCH = ["--sizes", "M=4096,N=4096,K=4096", "--grid", "32,16"]
+
+
+@pytest.fixture
+def nt(tmp_path):
+    path = tmp_path / "nt.tle"
+    path.write_text(NT)
+    return str(path)
+
+
+def stderr_of(capsys, *argv) -> str:
+    assert main(list(argv)) == 0
+    return capsys.readouterr().err
+
+
+def test_a_pipeline_without_registers_is_a_warning_at_the_kernel(nt, tmp_path, capsys):
+    err = stderr_of(capsys, nt, "-v", "--backend", "triton", "--num-warps", "4", "-o", str(tmp_path / "k.cubin"),
+                    *LAUNCH)
+    assert "ptxas: 255 registers per thread" in err and "bytes spilled to local memory" in err
+    assert f"{nt}:1:1: warning: ptxas: wgmma.mma_async instructions are serialized due to insufficient register " \
+           "resources" in err
+    assert "    kernel nt<" in err and "\n    ^^^" in err  # the source line and carets
+    assert "note: the accumulators and the pipeline's operands do not fit the registers" in err
+
+
+def test_the_zero_trip_path_warning_goes_away_for_a_launch(nt, tmp_path, capsys):
+    out = str(tmp_path / "k.cubin")
+    err = stderr_of(capsys, nt, "-v", "--backend", "triton", "-D", "BK=32", "--sizes", "M=4096,N=4096,K=4096", "-o", out)
+    assert "warning: ptxas: wgmma.mma_async instructions are serialized due to non wgmma instructions defining " \
+           "accumulator registers" in err  # sizes but no grid: no launch facts, the loop may run zero times
+    assert "compile for a launch (--sizes with --grid)" in err
+    err = stderr_of(capsys, nt, "-v", "--backend", "triton", "-D", "BK=32", *LAUNCH, "-o", out)
+    assert "no spills" in err and "warning" not in err
+
+
+def test_without_verbose_nothing_is_said(nt, tmp_path, capsys):
+    assert stderr_of(capsys, nt, "--backend", "triton", "--num-warps", "4", *LAUNCH,
+                     "-o", str(tmp_path / "k.cubin")) == ""
