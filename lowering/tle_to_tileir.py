@@ -47,7 +47,8 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
 - scf.for -> `for`, scf.if -> `if`, with results and carried values; tle.num_stages / tle.unroll are dropped
   (tileiras pipelines on its own), and so is tle.nonempty (the native path's reason for it, ptxas serialising
   wgmmas, was not seen here: x @ w^T with 128x256 tiles ran at 0.90-0.96x of cuBLAS on this path, against
-  0.65-0.75x natively before the mark; benchmarks/RESULTS.md). tle.undef -> a zero constant (reading it is an error the interpreter reports).
+  0.65-0.75x natively before the mark; benchmarks/RESULTS.md). tle.undef -> a zero constant (reading it is an
+  error the interpreter reports).
 
 Performance choices (TileirOptions; each was measured on the H200, docs/tileir.md "Performance"):
 - A kernel without a tle.dot (row kernels, elementwise: memory-bound) puts `allow_tma = false` on every view load

@@ -10,7 +10,8 @@ NT = """kernel nt<BM: int = 128, BN: int = 256, BK: int = 64>(x: tensor<bf16>[M,
                                                       y: tensor<bf16>[M, N]) {
     var acc = zeros<f32>[BM, BN]
     for k in range(cdiv(K, BK)) {
-        acc = dot(load(x, tile=[BM, BK], at=[program_id(0), k]), transpose(load(w, tile=[BN, BK], at=[program_id(1), k])), acc)
+        acc = dot(load(x, tile=[BM, BK], at=[program_id(0), k]),
+                  transpose(load(w, tile=[BN, BK], at=[program_id(1), k])), acc)
     }
     store(y, cast<bf16>(acc), at=[program_id(0), program_id(1)])
 }
@@ -42,7 +43,8 @@ def test_a_pipeline_without_registers_is_a_warning_at_the_kernel(nt, tmp_path, c
 
 def test_the_zero_trip_path_warning_goes_away_for_a_launch(nt, tmp_path, capsys):
     out = str(tmp_path / "k.cubin")
-    err = stderr_of(capsys, nt, "-v", "--backend", "triton", "-D", "BK=32", "--sizes", "M=4096,N=4096,K=4096", "-o", out)
+    err = stderr_of(capsys, nt, "-v", "--backend", "triton", "-D", "BK=32", "--sizes", "M=4096,N=4096,K=4096",
+                    "-o", out)
     assert "warning: ptxas: wgmma.mma_async instructions are serialized due to non wgmma instructions defining " \
            "accumulator registers" in err  # sizes but no grid: no launch facts, the loop may run zero times
     assert "compile for a launch (--sizes with --grid)" in err

@@ -207,7 +207,8 @@ kernel nt<BM: int = 128, BN: int = 256, BK: int = 64>(x: tensor<bf16>[M, K], w: 
                                                       y: tensor<bf16>[M, N]) {
     var acc = zeros<f32>[BM, BN]
     for k in range(cdiv(K, BK)) {
-        acc = dot(load(x, tile=[BM, BK], at=[program_id(0), k]), transpose(load(w, tile=[BN, BK], at=[program_id(1), k])), acc)
+        acc = dot(load(x, tile=[BM, BK], at=[program_id(0), k]),
+                  transpose(load(w, tile=[BN, BK], at=[program_id(1), k])), acc)
     }
     store(y, cast<bf16>(acc), at=[program_id(0), program_id(1)])
 }
