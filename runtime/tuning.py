@@ -186,11 +186,28 @@ def _db(path: str | None = None) -> sqlite3.Connection:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         conn = sqlite3.connect(path, timeout=60.0, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 60000")
-        conn.execute("PRAGMA journal_mode = WAL")
-        with conn:
-            conn.executescript(SCHEMA)
+        _while_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+
+        def create():
+            with conn:
+                conn.executescript(SCHEMA)
+        _while_locked(create)
         _connections[key] = conn
     return conn
+
+
+def _while_locked(step, timeout_s: float = 60.0):
+    """Run `step`, again while SQLite says the database is locked. Switching a new file to WAL can fail at once
+    with "database is locked", without waiting out busy_timeout, when another process opens the same new file at
+    the same moment (tests/tuning/test_db.py::test_two_processes_write_at_once, under load)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def make_key(fields: dict) -> str:
@@ -339,9 +356,10 @@ class _Launch:
             "kernel": kernel.name, "fingerprint": kernel.fingerprint,
             "fixed": json.dumps(fixed, sort_keys=True),
             "shape": json.dumps({d: bucket(self.dims[d]) for d in key_dims}, sort_keys=True),
-            # Without the 8/4/2 divisibility of dims and strides (tle/abi.py): sizes of one bucket that differ only
-            # there share a result, as they would have before those facts; the timing uses this launch's facts.
-            "spec": dataclasses.replace(self.spec, divisible=frozenset()).key(),
+            # Without the 8/4/2 divisibility of dims and strides and without the launch facts (tle/abi.py): sizes
+            # of one bucket that differ only there share a result, as they would have before those facts; the
+            # timing uses this launch's facts.
+            "spec": dataclasses.replace(self.spec, divisible=frozenset(), inside=frozenset()).key(),
             "dtypes": json.dumps(dtypes, sort_keys=True),
             "device": device, "capability": capability, "tle_version": _build_id(),
             "backend_versions": _backend_versions(["interp" if b == "auto" and not self.on_gpu else b

@@ -41,14 +41,16 @@ def test_a_pipeline_without_registers_is_a_warning_at_the_kernel(nt, tmp_path, c
     assert "note: the accumulators and the pipeline's operands do not fit the registers" in err
 
 
-def test_the_zero_trip_path_warning_goes_away_for_a_launch(nt, tmp_path, capsys):
+def test_the_zero_trip_path_warning_goes_away_when_the_loop_is_known_to_run(nt, tmp_path, capsys):
     out = str(tmp_path / "k.cubin")
-    err = stderr_of(capsys, nt, "-v", "--backend", "triton", "-D", "BK=32", "--sizes", "M=4096,N=4096,K=4096",
-                    "-o", out)
+    scalar_stop = tmp_path / "nts.tle"  # the same loop, stopping at a scalar parameter: no size says it runs
+    scalar_stop.write_text(NT.replace("y: tensor<bf16>[M, N]) {", "y: tensor<bf16>[M, N], kt: i32) {")
+                           .replace("range(cdiv(K, BK))", "range(kt)"))
+    err = stderr_of(capsys, str(scalar_stop), "-v", "--backend", "triton", *LAUNCH, "-o", out)
     assert "warning: ptxas: wgmma.mma_async instructions are serialized due to non wgmma instructions defining " \
-           "accumulator registers" in err  # sizes but no grid: no launch facts, the loop may run zero times
-    assert "compile for a launch (--sizes with --grid)" in err
-    err = stderr_of(capsys, nt, "-v", "--backend", "triton", "-D", "BK=32", *LAUNCH, "-o", out)
+           "accumulator registers" in err
+    assert "one that stops at a scalar parameter is not" in err
+    err = stderr_of(capsys, nt, "-v", "--backend", "triton", *LAUNCH, "-o", out)
     assert "no spills" in err and "warning" not in err
 
 

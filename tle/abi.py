@@ -25,8 +25,9 @@ this (its launcher does not look at the grid); tle's runtime plans each launch p
 
 The fixed-tile facts, proved in the same place: a tile at a constant index c along a symbolic dim (a row kernel's
 `at=[row, 0]`) lies inside when (c + 1) * tile <= the dim's size, which the launch's sizes decide (a row of
-N = 1024 read as one tile of 1024 needs no column mask). The runtime plans per argument shapes too, so a plan
-never meets sizes that break its facts.
+N = 1024 read as one tile of 1024 needs no column mask). Likewise a loop from a constant to an expression of dims
+runs at least once where the sizes say so (LoopRuns). These need no grid: the runtime plans per argument shapes,
+so a plan never meets sizes that break them, whether its grid is numbers or a callable.
 """
 from __future__ import annotations
 
@@ -151,15 +152,13 @@ def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None) -> Spec:
 
 
 def grid_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
-    """The launch facts of a planned launch: the GridTiles of the kernel that `grid` (3 ints) keeps inside
-    (grid[axis] * tile <= size, with at least one program) and the FixedTiles its sizes keep inside ((index + 1) *
-    tile <= size), given the dims' sizes (a dim missing from `sizes` proves nothing). None for the grid: no launch
-    is described (the tuning database's keys, tlec without --grid), and no facts at all."""
-    if grid is None:
-        return frozenset()
-    tiles = grid_tiles(kernel)
-    facts = {f for f in tiles if f.dim in sizes and (
-        1 <= grid[f.axis] and grid[f.axis] * f.tile <= sizes[f.dim] if isinstance(f, GridTile)
+    """The launch facts of a planned launch, given the dims' sizes (a dim missing from `sizes` proves nothing):
+    the FixedTiles its sizes keep inside ((index + 1) * tile <= size), the loops they make run (LoopRuns), and,
+    where the grid is known (3 ints), the GridTiles it keeps inside (grid[axis] * tile <= size, with at least one
+    program). A grid of None (a callable grid, worked out per launch; tlec without --grid; the tuner's trials) gives
+    the first two only: they rest on the sizes alone, and every plan is made for exact sizes."""
+    facts = {f for f in grid_tiles(kernel) if f.dim in sizes and (
+        grid is not None and 1 <= grid[f.axis] and grid[f.axis] * f.tile <= sizes[f.dim] if isinstance(f, GridTile)
         else (f.index + 1) * f.tile <= sizes[f.dim])}
     for fact, start, stop in loop_facts(kernel).values():
         if (end := _size_expr_value(stop, sizes)) is not None and start < end:
@@ -275,9 +274,9 @@ def default_spec(kernel: Kernel) -> Spec:
 def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None) -> Spec:
     """What tlec assumes for a launch its command line describes (--sizes, --grid) on contiguous tensors:
     default_spec's pointers and unit strides, each given dim's divisibility (by 16, else by 8, 4 or 2), each
-    stride's where the dims after it are all given (a contiguous tensor's stride is their product), and the grid
-    facts of `grid` (3 ints) over the given dims. Sizes of dims the kernel does not have are ignored (tlec checks
-    them against every kernel it compiles)."""
+    stride's where the dims after it are all given (a contiguous tensor's stride is their product), and the launch
+    facts over the given dims (grid_facts: with `grid`, 3 ints, the grid's too). Sizes of dims the kernel does not
+    have are ignored (tlec checks them against every kernel it compiles)."""
     d = default_spec(kernel)
     given = {name: v for name, v in sizes.items() if name in kernel.dims}
     for p in kernel.params:

@@ -60,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", metavar="DIM=N,...",
                    help="compile as a launch with these sizes of the kernel's symbolic dims would: each size and "
                         "each contiguous stride is marked with the power of two (up to 16) that divides it, as the "
-                        "runtime does for real tensors")
+                        "runtime does for real tensors; tiles at constant indices that the sizes keep inside lose "
+                        "their bounds checks, and loops the sizes make run are marked so")
     p.add_argument("--grid", metavar="X[,Y[,Z]]",
                    help="with --sizes, compile as a launch on this grid would: tiles indexed by program_id that "
                         "the grid keeps inside their tensor lose their bounds checks (docs/language.md)")
@@ -194,10 +195,12 @@ _PTXAS_HINTS = {
     "insufficient register resources": "the accumulators and the pipeline's operands do not fit the registers: "
                                        "more warps (--num-warps) or a smaller tile leave room",
     "non wgmma instructions defining accumulator registers": "the accumulator is written outside the wgmmas, "
-                                                             "often on the path where its loop runs zero times: "
-                                                             "compile for a launch (--sizes with --grid) so that "
-                                                             "tle knows the loop runs (docs/architecture.md, "
-                                                             "section 3)",
+                                                             "often on the path where its loop runs zero times; a "
+                                                             "loop from a constant to an expression of dims "
+                                                             "(range(cdiv(K, BK))) is known to run when compiled "
+                                                             "for its sizes (--sizes here, every launch at run "
+                                                             "time), one that stops at a scalar parameter is not "
+                                                             "(docs/architecture.md, section 3)",
 }
 
 

@@ -42,7 +42,7 @@ def test_dims_and_strides_carry_it_scalars_do_not():
 def test_a_spec_without_such_facts_keeps_its_key():
     spec = spec_of(kernel(), values(64, 1024, 1024, 7))
     assert spec.divisible == frozenset()
-    assert spec.key() == Spec(spec.divisible16, spec.unit_strides).key()
+    assert spec.key() == Spec(spec.divisible16, spec.unit_strides, spec.inside).key()
     assert ";div=" in spec_of(kernel(), values(64, 1000, 1000, 7)).key()
 
 

@@ -1,7 +1,8 @@
 """Launch facts (tle/abi.py): a tile indexed by program_id(a) along a dim loses its bounds check when the launch
 grid proves grid[a] * tile <= dim (GridTile), a tile at a constant index c when the sizes prove (c + 1) * tile <=
 dim (FixedTile), and each keeps it otherwise. A loop over a range of sizes that the sizes prove non-empty
-(LoopRuns) is marked so, and its TTIR says so to LLVM.
+(LoopRuns) is marked so, and its TTIR says so to LLVM. FixedTile and LoopRuns rest on the sizes alone, so they
+hold without a grid too (a callable grid, the tuner's trials, tlec --sizes without --grid).
 
 One behaviour per test: which accesses are candidates (grid_tiles), which facts a grid proves (spec_of), what the
 lowering drops (tle.inside in the tle dialect, the mask in TTIR), and that the runtime plans per grid.
@@ -74,7 +75,7 @@ def test_sizes_prove_a_fixed_tile_exactly_when_it_fits():
     assert column in spec_of(k, values, (8, 1, 1)).inside                  # the row is one whole tile
     assert column in spec_of(k, dict(values, N=3000), (8, 1, 1)).inside    # the tile is the row's first 1024
     assert column not in spec_of(k, dict(values, N=1000), (8, 1, 1)).inside  # the row ends inside the tile
-    assert spec_of(k, values).inside == frozenset()  # no launch described: no facts of either kind
+    assert spec_of(k, values).inside == {column}  # no grid needed: the sizes alone prove it
 
 
 def test_a_grid_proves_a_fact_exactly_when_its_tiles_fit():
@@ -85,7 +86,7 @@ def test_a_grid_proves_a_fact_exactly_when_its_tiles_fit():
     assert spec_of(k, values, (5, 1, 1)).inside == frozenset()  # the fifth tile is outside
     assert spec_of(k, dict(values, N=1000), (4, 1, 1)).inside == frozenset()  # the fourth is partly outside
     assert spec_of(k, values, (0, 1, 1)).inside == frozenset()  # no programs: nothing to prove
-    assert spec_of(k, values).inside == frozenset()  # no grid known (tlec, the tuner's trials)
+    assert spec_of(k, values).inside == frozenset()  # no grid known (a callable grid, tlec without --grid)
 
 
 def test_the_spec_key_is_unchanged_without_facts():
@@ -157,7 +158,8 @@ def test_sizes_prove_a_loop_runs_exactly_when_its_range_is_not_empty():
     assert runs(M=1, K=4) == {LoopRuns(0), LoopRuns(3)}  # 2 < 3
     assert runs(M=3, K=1) == {LoopRuns(0)}           # 2 < 2 fails
     assert LoopRuns(0) not in runs(K=2 ** 31 - 1)    # K + 64 leaves i32 on the GPU: nothing rests on it
-    assert {f for f in spec_of(k, values).inside if isinstance(f, LoopRuns)} == set()  # no launch described
+    assert {f for f in spec_of(k, values).inside if isinstance(f, LoopRuns)} == {LoopRuns(0)}  # no grid needed
+    assert {f for f in spec_of(k, dict(values, K=0)).inside if isinstance(f, LoopRuns)} == set()
 
 
 def test_a_loop_that_runs_gets_a_stop_of_at_least_start_plus_one_in_ttir():
@@ -216,9 +218,11 @@ kernel nt<BM: int = 128, BN: int = 256, BK: int = 64>(x: tensor<bf16>[M, K], w: 
     prog = load_program(src, "nt.tle")
     cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 
-    def waits_per_wgmma(grid):
+    def waits_per_wgmma(loop_runs: bool):
         k = check_kernel(prog, "nt", {})
-        spec = launch_spec(k, {"M": 4096, "N": 4096, "K": 4096}, grid)
+        spec = launch_spec(k, {"M": 4096, "N": 4096, "K": 4096}, (32, 16, 1))
+        if not loop_runs:
+            spec = dataclasses.replace(spec, inside=frozenset(f for f in spec.inside if not isinstance(f, LoopRuns)))
         cubin = compile_kernel(prog, "nt", {}, spec, num_warps=8).binary.cubin
         path = Path(tempfile.mkdtemp()) / "nt.cubin"
         path.write_bytes(cubin)
@@ -226,5 +230,5 @@ kernel nt<BM: int = 128, BN: int = 256, BK: int = 64>(x: tensor<bf16>[M, K], w: 
         wgmmas = [line for line in sass.splitlines() if "HGMMA" in line]
         assert len(wgmmas) == 4  # BK / 16, the loop body's
         return sum("gsb0" in line for line in wgmmas)
-    assert waits_per_wgmma(None) == 4        # tlec without --grid: no launch facts, the loop may run 0 times
-    assert waits_per_wgmma((32, 16, 1)) == 1  # the launch's sizes prove it runs
+    assert waits_per_wgmma(False) == 4  # as before LoopRuns: the loop may run 0 times
+    assert waits_per_wgmma(True) == 1   # the launch's sizes prove it runs
