@@ -148,10 +148,10 @@ def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None) -> Spec:
             d16.add(a.key)
         elif a.kind in ("dim", "stride") and (div := partial_divisor(v)):
             part.add((a.key, div))
-    return Spec(frozenset(d16), frozenset(unit), grid_facts(kernel, grid, values), frozenset(part))
+    return Spec(frozenset(d16), frozenset(unit), launch_facts(kernel, grid, values), frozenset(part))
 
 
-def grid_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
+def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
     """The launch facts of a planned launch, given the dims' sizes (a dim missing from `sizes` proves nothing):
     the FixedTiles its sizes keep inside ((index + 1) * tile <= size), the loops they make run (LoopRuns), and,
     where the grid is known (3 ints), the GridTiles it keeps inside (grid[axis] * tile <= size, with at least one
@@ -206,7 +206,7 @@ def access_facts(kernel: Kernel) -> dict:
 def loop_facts(kernel: Kernel) -> dict:
     """Per for loop of the kernel (keyed by id() of its typed For) whose start is a constant, whose step is a
     positive constant and whose stop is an expression of dims and constants only: (LoopRuns, start, stop). The
-    runtime proves the fact from the sizes (grid_facts); lowering/ast_to_tle.py marks the loop (tle.nonempty)."""
+    runtime proves the fact from the sizes (launch_facts); lowering/ast_to_tle.py marks the loop (tle.nonempty)."""
     found, ordinal = {}, 0
     for n in nodes(kernel.body):
         if not isinstance(n, For):
@@ -275,7 +275,7 @@ def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None) -> Spec:
     """What tlec assumes for a launch its command line describes (--sizes, --grid) on contiguous tensors:
     default_spec's pointers and unit strides, each given dim's divisibility (by 16, else by 8, 4 or 2), each
     stride's where the dims after it are all given (a contiguous tensor's stride is their product), and the launch
-    facts over the given dims (grid_facts: with `grid`, 3 ints, the grid's too). Sizes of dims the kernel does not
+    facts over the given dims (launch_facts: with `grid`, 3 ints, the grid's too). Sizes of dims the kernel does not
     have are ignored (tlec checks them against every kernel it compiles)."""
     d = default_spec(kernel)
     given = {name: v for name, v in sizes.items() if name in kernel.dims}
@@ -288,7 +288,7 @@ def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None) -> Spec:
                     given[f"{p.name}.stride{axis}"] = math.prod(after)
     d16 = set(d.divisible16) | {k for k, v in given.items() if v % 16 == 0}
     part = {(k, div) for k, v in given.items() if (div := partial_divisor(v))}
-    return Spec(frozenset(d16), d.unit_strides, grid_facts(kernel, grid, sizes), frozenset(part))
+    return Spec(frozenset(d16), d.unit_strides, launch_facts(kernel, grid, sizes), frozenset(part))
 
 
 def generic_spec(kernel: Kernel) -> Spec:

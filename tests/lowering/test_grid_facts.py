@@ -204,18 +204,8 @@ def test_x_times_w_transposed_keeps_its_wgmmas_in_flight():
     import triton
     from tle.abi import launch_spec
     from tle.compiler import compile_kernel
-    src = """
-kernel nt<BM: int = 128, BN: int = 256, BK: int = 64>(x: tensor<bf16>[M, K], w: tensor<bf16>[N, K],
-                                                      y: tensor<bf16>[M, N]) {
-    var acc = zeros<f32>[BM, BN]
-    for k in range(cdiv(K, BK)) {
-        acc = dot(load(x, tile=[BM, BK], at=[program_id(0), k]),
-                  transpose(load(w, tile=[BN, BK], at=[program_id(1), k])), acc)
-    }
-    store(y, cast<bf16>(acc), at=[program_id(0), program_id(1)])
-}
-"""
-    prog = load_program(src, "nt.tle")
+    path = Path(__file__).parent.parent / "data" / "linear_nt.tle"
+    prog = load_program(path.read_text(), str(path))
     cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 
     def waits_per_wgmma(loop_runs: bool):
