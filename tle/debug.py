@@ -2,7 +2,8 @@
 
 TLE_DEBUG=N   1: time each stage; 2: also print the IR after each stage (with locations);
               3: also the final TTIR / Tile IR text; 4: Python tracebacks for errors in tlec.
-TLE_CACHE_DIR the on-disk kernel cache (default ~/.cache/tle); TLE_CACHE=0 disables it.
+TLE_CACHE_DIR the on-disk cache of kernels and of the parser's tables (default ~/.cache/tle); TLE_CACHE=0
+              disables it.
 TLE_TILEIRAS  the tileiras binary to use (else PATH, else the nvidia-cuda-tileiras package).
 TLE_MLIR      torch_mlir | jaxlib: which MLIR Python bindings to use (default: whichever imports).
 TLE_TUNE_DB   the autotuning database (default ~/.cache/tle/tuning.sqlite); TLE_TUNE_QUIET=1: no progress bar.

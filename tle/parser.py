@@ -6,16 +6,56 @@ and no Lark type leaves this module.
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import lark
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 from lark.lexer import PatternStr
 
 from . import ast
+from .debug import cache_dir
 from .diagnostics import Span, TleError, register_source
 
 # lexer="basic": keywords are reserved everywhere (grammar.lark says why the contextual lexer is not used).
-_parser = Lark.open("grammar.lark", rel_to=__file__, parser="lalr", lexer="basic", propagate_positions=True,
-                    strict=True, maybe_placeholders=True)
+_OPTIONS = dict(parser="lalr", lexer="basic", propagate_positions=True, strict=True, maybe_placeholders=True)
+
+
+def _build_parser() -> Lark:
+    """The LALR parser of grammar.lark, from the disk cache when it holds this grammar's tables.
+
+    Building it takes Lark about a second (the LALR tables, and strict mode's check that no two terminals can match
+    the same text), which every `import tle` and every tlec run would pay. The built parser is pickled into the
+    cache directory (TLE_CACHE_DIR, default ~/.cache/tle) under a key of everything that shapes it: the grammar text,
+    the options and the Lark and Python versions. A missing, stale or unreadable file is rebuilt; the write goes to a
+    temporary file renamed into place, so a process never reads another's half-written tables."""
+    text = (Path(__file__).parent / "grammar.lark").read_text(encoding="utf-8")
+    root = cache_dir()
+    if root is None:
+        return Lark(text, **_OPTIONS)
+    key = hashlib.sha256(repr((text, sorted(_OPTIONS.items()), lark.__version__, sys.version_info[:2])).encode())
+    path = Path(root) / "parser" / f"lark-{key.hexdigest()[:24]}.pickle"
+    try:
+        with open(path, "rb") as f:
+            return Lark.load(f)
+    except Exception:  # noqa: BLE001 (absent, truncated or from another Lark: build it again)
+        pass
+    parser = Lark(text, **_OPTIONS)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name, delete=False) as f:
+            parser.save(f)
+        os.replace(f.name, path)
+    except OSError:
+        pass  # a read-only cache directory only costs the build next time
+    return parser
+
+
+_parser = _build_parser()
 
 
 def _span(meta_or_tok, file: str) -> Span:
