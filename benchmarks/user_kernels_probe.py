@@ -10,7 +10,8 @@ tle native with the reference's options, tle on Tile IR, the Triton reference, t
 implementations in a rotating order over --rounds rounds, median of the rounds.
 
     python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu,embedding,
-                                                    vocab_softmax,linear_nt,bmm,add_rmsnorm] [--rounds 3]
+                                                    vocab_softmax,linear_nt,bmm,add_rmsnorm,rope,
+                                                    cross_entropy] [--rounds 3]
 """
 from __future__ import annotations
 
@@ -129,6 +130,40 @@ kernel add_rmsnorm<BLOCK: int = 4096, T: dtype = bf16>(x: tensor<T>[M, N], r: te
     let t = cast<f32>(hs)
     let rstd = rsqrt(sum(t * t, axis=1, keepdims=true) / N + eps)
     store(y, cast<T>(t * rstd * cast<f32>(reshape(load(w, tile=[BLOCK]), [1, BLOCK]))), at=[row, 0])
+}
+
+// Rotary position embedding, GPT-NeoX's rotate-half form: in each head of token s, the halves x1 and x2 of its D
+// values become x1 * cos - x2 * sin and x2 * cos + x1 * sin, with cos and sin [S, D / 2] per position. One program
+// per token and BH heads; a head's halves are tiles 0 and 1 along D (D = 2 * HALF).
+kernel rope<BH: int = 8, HALF: int = 64, T: dtype = bf16>(x: tensor<T>[S, H, D], cosines: tensor<f32>[S, E],
+                                                       sines: tensor<f32>[S, E], y: tensor<T>[S, H, D]) {
+    let s = program_id(0)
+    let hb = program_id(1)
+    let x1 = cast<f32>(reshape(load(x, tile=[1, BH, HALF], at=[s, hb, 0]), [BH, HALF]))
+    let x2 = cast<f32>(reshape(load(x, tile=[1, BH, HALF], at=[s, hb, 1]), [BH, HALF]))
+    let c = load(cosines, tile=[1, HALF], at=[s, 0])
+    let sn = load(sines, tile=[1, HALF], at=[s, 0])
+    store(y, reshape(cast<T>(x1 * c - x2 * sn), [1, BH, HALF]), at=[s, hb, 0])
+    store(y, reshape(cast<T>(x2 * c + x1 * sn), [1, BH, HALF]), at=[s, hb, 1])
+}
+
+// Cross-entropy of each row of logits against its target class: loss = logsumexp(x[row, :]) - x[row, target[row]].
+// One pass keeps a running maximum and sum per lane (as vocab_softmax), then the target's logit is gathered.
+kernel cross_entropy<BLOCK: int = 4096, T: dtype = bf16>(x: tensor<T>[M, V], target: tensor<i32>[M],
+                                                         loss: tensor<f32>[M]) {
+    let row = program_id(0)
+    var mx = full<f32>[1, BLOCK](-inf)
+    var total = zeros<f32>[1, BLOCK]
+    for j in range(cdiv(V, BLOCK)) {
+        let t = cast<f32>(load(x, tile=[1, BLOCK], at=[row, j], pad=-inf))
+        let m2 = max(mx, t)
+        total = total * exp(mx - m2) + exp(t - m2)
+        mx = m2
+    }
+    let m = max(mx)
+    let lse = m + log(sum(total * exp(mx - m)))
+    let picked = cast<f32>(gather(x, [row, gather(target, row)]))
+    store(loss, lse - picked, at=row)
 }
 """
 
@@ -281,6 +316,39 @@ def add_rmsnorm_ref(x_ptr, r_ptr, w_ptr, h_ptr, y_ptr, N, eps, BLOCK: tl.constex
     rstd = tl.rsqrt(tl.sum(t * t, axis=0) / N + eps)
     w = tl.load(w_ptr + cols, mask=mask).to(tl.float32)
     tl.store(y_ptr + row * N + cols, (t * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def rope_ref(x_ptr, cos_ptr, sin_ptr, y_ptr, H, BH: tl.constexpr, HALF: tl.constexpr):
+    s = tl.program_id(0)
+    h = tl.program_id(1) * BH + tl.arange(0, BH)[:, None]
+    j = tl.arange(0, HALF)[None, :]
+    mask = h < H
+    at = s * H * 2 * HALF + h * 2 * HALF + j
+    x1 = tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(x_ptr + at + HALF, mask=mask, other=0.0).to(tl.float32)
+    c = tl.load(cos_ptr + s * HALF + j)
+    sn = tl.load(sin_ptr + s * HALF + j)
+    tl.store(y_ptr + at, (x1 * c - x2 * sn).to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + at + HALF, (x2 * c + x1 * sn).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def cross_entropy_ref(x_ptr, target_ptr, loss_ptr, V, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mx = tl.full([BLOCK], -float("inf"), tl.float32)
+    total = tl.zeros([BLOCK], tl.float32)
+    for j in range(0, tl.cdiv(V, BLOCK)):
+        c = j * BLOCK + cols
+        t = tl.load(x_ptr + row * V + c, mask=c < V, other=-float("inf")).to(tl.float32)
+        m2 = tl.maximum(mx, t)
+        total = total * tl.exp(mx - m2) + tl.exp(t - m2)
+        mx = m2
+    m = tl.max(mx, 0)
+    lse = m + tl.log(tl.sum(total * tl.exp(mx - m), 0))
+    picked = tl.load(x_ptr + row * V + tl.load(target_ptr + row)).to(tl.float32)
+    tl.store(loss_ptr + row, lse - picked)
 
 
 # ---- cases --------------------------------------------------------------------------------------------------------
@@ -437,13 +505,39 @@ def cases(dev, only):
                          "tle:tileir": lambda t, m=m, n=n: small.add_rmsnorm[(m,)](*t, 1e-6, BLOCK=n,
                                                                                    backend="tileir"),
                          "triton_ref": lambda t, m=m, n=n: add_rmsnorm_ref[(m,)](*t, n, 1e-6, BLOCK=n)}, 4))
+    if "rope" in only:
+        # Llama-2 7B's attention shapes (32 heads of 128) over a prefill of 8192 tokens and a batch of 512 tokens
+        for dt, (sq, h, d) in itertools.product((torch.bfloat16, torch.float32), ((8192, 32, 128), (512, 32, 128))):
+            nb = 2 * sq * h * d * dt.itemsize + 2 * sq * d * 2
+            ang = torch.arange(sq, device=dev)[:, None] * (10000.0 ** (-torch.arange(0, d, 2, device=dev) / d))
+            cs, sn = ang.cos().contiguous(), ang.sin().contiguous()
+            sets = _sets(lambda: [r(sq, h, d, dt=dt), cs, sn, torch.empty(sq, h, d, device=dev, dtype=dt)], nb)
+            g = (sq, triton.cdiv(h, 8))
+
+            def torch_rope(t, half=d // 2):
+                x, c, s = t[0].float(), t[1][:, None, :], t[2][:, None, :]
+                x1, x2 = x[..., :half], x[..., half:]
+                t[3].copy_(torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1))
+            out.append((f"rope {sq}x{h}x{d} {str(dt)[6:]}", (nb, 0), sets, torch_rope,
+                        _both_paths(small.rope, g, lambda t, g=g, h=h, d=d: rope_ref[g](
+                            *t, h, BH=8, HALF=d // 2)), 3))
+    if "cross_entropy" in only:
+        # a training step's logits over Llama-3's vocabulary (ragged last tile) and Llama-2's
+        for dt, (m, v) in itertools.product((torch.bfloat16, torch.float32), ((1024, 128256), (4096, 32000))):
+            nb = m * v * dt.itemsize + 8 * m
+            sets = _sets(lambda: [r(m, v, dt=dt), torch.randint(0, v, (m,), device=dev, dtype=torch.int32),
+                                  torch.empty(m, device=dev)], nb)
+            out.append((f"cross_entropy {m}x{v} {str(dt)[6:]}", (nb, 0), sets,
+                        lambda t: t[2].copy_(torch.nn.functional.cross_entropy(t[0], t[1].long(), reduction="none")),
+                        _both_paths(small.cross_entropy, (m,), lambda t, m=m, v=v: cross_entropy_ref[(m,)](
+                            *t, v, BLOCK=4096)), 2))
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu,embedding,vocab_softmax,"
-                                       "linear_nt,bmm,add_rmsnorm")
+                                       "linear_nt,bmm,add_rmsnorm,rope,cross_entropy")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     dev = "cuda"

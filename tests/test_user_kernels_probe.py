@@ -83,3 +83,23 @@ def test_add_rmsnorm_writes_the_residual_and_the_norm(small):
     small.add_rmsnorm[(5,)](x, r, w, h, y, 1e-6, BLOCK=512)
     assert torch.equal(h, x + r)
     torch.testing.assert_close(y, torch.nn.functional.rms_norm(x + r, (300,), w, 1e-6), rtol=1e-5, atol=1e-5)
+
+
+def test_rope_rotates_the_two_halves_of_each_head(small):
+    x = torch.randn(5, 11, 32, dtype=torch.bfloat16)  # 11 heads: the second program's block of 8 is ragged
+    ang = torch.arange(5)[:, None] * (10000.0 ** (-torch.arange(0, 32, 2) / 32))
+    cos, sin = ang.cos(), ang.sin()
+    y = torch.full_like(x, float("nan"))
+    small.rope[(5, 2)](x, cos, sin, y, BH=8, HALF=16)
+    x1, x2 = x.float()[..., :16], x.float()[..., 16:]
+    c, s = cos[:, None, :], sin[:, None, :]
+    assert torch.equal(y, torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1).to(torch.bfloat16))
+
+
+def test_cross_entropy_over_a_ragged_vocabulary(small):
+    x = torch.randn(4, 1000) * 3
+    target = torch.tensor([0, 999, 512, 7], dtype=torch.int32)
+    loss = torch.full((4,), float("nan"))
+    small.cross_entropy[(4,)](x, target, loss, BLOCK=256)  # 4 tiles, the last one 232 wide
+    want = torch.nn.functional.cross_entropy(x, target.long(), reduction="none")
+    torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-5)
