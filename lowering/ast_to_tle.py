@@ -360,8 +360,8 @@ class _KernelBuilder:
 
     def _inside(self, e, idx, tile) -> dict:
         """{"tle.inside": [axes]} for the axes of a load or store whose tile lies inside the tensor: those whose
-        launch fact (tle/abi.py access_facts: GridTile or FixedTile) the spec holds, and those where a constant
-        tile index c keeps it inside a dim of static size ((c + 1) * tile <= size; c is an IR constant, so
+        launch fact (tle/abi.py access_facts: GridTile, FixedTile or LoopTile) the spec holds, and those where a
+        constant tile index c keeps it inside a dim of static size ((c + 1) * tile <= size; c is an IR constant, so
         `let c = 1` counts). The lowerings drop the bounds checks of exactly these axes."""
         axes = {i for i, fact in self.access_facts.get(id(e), ()) if fact in self.spec.inside}
         for i, (index, dim) in enumerate(zip(idx, e.tensor.type.dims)):

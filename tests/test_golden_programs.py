@@ -734,6 +734,20 @@ entry(file="loop_nonempty.tle", kernel="rowsum",
       note="K=300: both loops run; K=50: only the first (one tile); K=0: neither, both sums are 0")
 
 
+# loop_tile.tle ------------------------------------------------------------------------------------------------------
+def _loop_tile_ref(a, c, k):
+    x = a["x"].double()
+    odd = (torch.arange(x.shape[0]) // 16) % 2 == 1  # the second loop starts at tile program_id(0) % 2
+    return {"y": x.sum(1), "z": torch.where(odd, x[:, 64:].sum(1), x.sum(1))}
+
+
+entry(file="loop_tile.tle", kernel="rowsum",
+      make=lambda c, k, g: {"x": randn((c["M"], c["K"]), g), "y": poison((c["M"],)), "z": poison((c["M"],))},
+      grid=lambda c, k: (cdiv(c["M"], 16),), ref=_loop_tile_ref, tol={"y": reduction(320, 0), "z": reduction(320, 0)},
+      cases=[{"M": 64, "K": 256}, {"M": 40, "K": 300}, {"M": 48, "K": 64}],
+      note="K=256 and 64: BK divides K, so the first loop's tiles load unmasked; K=300: tile 4 is ragged and checked")
+
+
 # static_inside.tle --------------------------------------------------------------------------------------------------
 def _fixed_ref(a, c, k):
     t = a["x"].double()[:16, 128:256]  # program 0's tile at [0, 1]

@@ -26,8 +26,10 @@ this (its launcher does not look at the grid); tle's runtime plans each launch p
 The fixed-tile facts, proved in the same place: a tile at a constant index c along a symbolic dim (a row kernel's
 `at=[row, 0]`) lies inside when (c + 1) * tile <= the dim's size, which the launch's sizes decide (a row of
 N = 1024 read as one tile of 1024 needs no column mask). Likewise a loop from a constant to an expression of dims
-runs at least once where the sizes say so (LoopRuns). These need no grid: the runtime plans per argument shapes,
-so a plan never meets sizes that break them, whether its grid is numbers or a callable.
+runs at least once where the sizes say so (LoopRuns), and a tile whose index is such a loop's variable lies
+inside when stop * tile <= the dim's size (LoopTile: a matmul's K loop over cdiv(K, BK) tiles when BK divides K).
+These need no grid: the runtime plans per argument shapes, so a plan never meets sizes that break them, whether its
+grid is numbers or a callable.
 """
 from __future__ import annotations
 
@@ -54,7 +56,7 @@ class AbiArg:
 class Spec:
     divisible16: frozenset = frozenset()  # AbiArg keys
     unit_strides: frozenset = frozenset()  # stride keys equal to 1
-    inside: frozenset = frozenset()  # GridTile and FixedTile facts that hold (the launch keeps those tiles inside)
+    inside: frozenset = frozenset()  # launch facts that hold: GridTile, FixedTile, LoopTile, LoopRuns
     divisible: frozenset = frozenset()  # (dim or stride key, 2 | 4 | 8): its largest power-of-two divisor under 16
 
     def key(self) -> str:
@@ -110,6 +112,19 @@ class LoopRuns:
         return f"loop{self.ordinal}"
 
 
+@dataclass(frozen=True, order=True)
+class LoopTile:
+    """A tile access whose index along a dim of size `dim` (`tile` elements per index) is the variable of the
+    `ordinal`-th for loop, a loop from a constant >= 0 to a stop of dims and constants (`for k in range(cdiv(K,
+    BK))`). Every index the loop gives is below its stop, so the tile lies inside when stop * tile <= dim."""
+    ordinal: int
+    dim: str
+    tile: int
+
+    def __str__(self) -> str:
+        return f"loop{self.ordinal}@{self.dim}:{self.tile}"
+
+
 def all_args(kernel: Kernel) -> list[AbiArg]:
     """Every argument a kernel could take, strides included, in ABI order."""
     out, seen = [], set()
@@ -157,9 +172,18 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
     where the grid is known (3 ints), the GridTiles it keeps inside (grid[axis] * tile <= size, with at least one
     program). A grid of None (a callable grid, worked out per launch; tlec without --grid; the tuner's trials) gives
     the first two only: they rest on the sizes alone, and every plan is made for exact sizes."""
-    facts = {f for f in grid_tiles(kernel) if f.dim in sizes and (
-        grid is not None and 1 <= grid[f.axis] and grid[f.axis] * f.tile <= sizes[f.dim] if isinstance(f, GridTile)
-        else (f.index + 1) * f.tile <= sizes[f.dim])}
+    loops = {fact.ordinal: _size_expr_value(stop, sizes) for fact, _, stop in loop_facts(kernel).values()}
+
+    def holds(f) -> bool:
+        if f.dim not in sizes:
+            return False
+        if isinstance(f, GridTile):
+            return grid is not None and 1 <= grid[f.axis] and grid[f.axis] * f.tile <= sizes[f.dim]
+        if isinstance(f, LoopTile):
+            return loops.get(f.ordinal) is not None and loops[f.ordinal] * f.tile <= sizes[f.dim]
+        return (f.index + 1) * f.tile <= sizes[f.dim]
+
+    facts = {f for f in grid_tiles(kernel) if holds(f)}
     for fact, start, stop in loop_facts(kernel).values():
         if (end := _size_expr_value(stop, sizes)) is not None and start < end:
             facts.add(fact)
@@ -167,16 +191,21 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
 
 
 def grid_tiles(kernel: Kernel) -> frozenset:
-    """Every GridTile and FixedTile of the kernel (access_facts, over all its loads and stores)."""
+    """Every GridTile, FixedTile and LoopTile of the kernel (access_facts, over all its loads and stores)."""
     return frozenset(f for axes in access_facts(kernel).values() for _, f in axes)
 
 
 def access_facts(kernel: Kernel) -> dict:
     """Per load or store of the kernel (keyed by id() of its typed Op), the (axis, fact) pairs whose fact would let
     that axis go unchecked: a tile index that is `program_id(a)` itself (directly or through a `let`) gives a
-    GridTile, a constant >= 0 a FixedTile, along a symbolic dim. The runtime proves facts from this (grid_tiles);
-    lowering/ast_to_tle.py marks an access's axes (tle.inside) where the Spec holds their fact."""
+    GridTile, a constant >= 0 a FixedTile, the variable of a loop that loop_facts describes a LoopTile, along a
+    symbolic dim. The runtime proves facts from this (grid_tiles); lowering/ast_to_tle.py marks an access's axes
+    (tle.inside) where the Spec holds their fact."""
     found, pids = {}, {}
+    loops, loop_vars = loop_facts(kernel), {}  # a loop variable -> its loop's ordinal, where a LoopTile may rest on it
+    for n in nodes(kernel.body):
+        if isinstance(n, For) and id(n) in loops and loops[id(n)][1] >= 0:
+            loop_vars[n.var] = loops[id(n)][0].ordinal
 
     def axis_of(x):
         if isinstance(x, Op) and x.name == "program_id":
@@ -196,10 +225,14 @@ def access_facts(kernel: Kernel) -> dict:
                     axes.append((i, GridTile(axis, dim, tile[i])))
                 elif isinstance(idx, Const) and type(idx.value) is int and idx.value >= 0:
                     axes.append((i, FixedTile(idx.value, dim, tile[i])))
+                elif isinstance(idx, Read) and idx.var in loop_vars:
+                    axes.append((i, LoopTile(loop_vars[idx.var], dim, tile[i])))
             if axes:
                 found[id(n)] = axes
         elif isinstance(n, Bind) and not n.var.mutable and axis_of(n.value) is not None:
             pids[n.var] = axis_of(n.value)  # `let row = program_id(0)`, or an inlined fn's parameter bound to it
+        elif isinstance(n, Bind) and not n.var.mutable and isinstance(n.value, Read) and n.value.var in loop_vars:
+            loop_vars[n.var] = loop_vars[n.value.var]  # likewise for a loop's variable
     return found
 
 

@@ -1,8 +1,9 @@
 """Launch facts (tle/abi.py): a tile indexed by program_id(a) along a dim loses its bounds check when the launch
 grid proves grid[a] * tile <= dim (GridTile), a tile at a constant index c when the sizes prove (c + 1) * tile <=
-dim (FixedTile), and each keeps it otherwise. A loop over a range of sizes that the sizes prove non-empty
-(LoopRuns) is marked so, and its TTIR says so to LLVM. FixedTile and LoopRuns rest on the sizes alone, so they
-hold without a grid too (a callable grid, the tuner's trials, tlec --sizes without --grid).
+dim (FixedTile), a tile indexed by a loop's variable when the sizes prove stop * tile <= dim (LoopTile), and each
+keeps it otherwise. A loop over a range of sizes that the sizes prove non-empty (LoopRuns) is marked so, and its
+TTIR says so to LLVM. FixedTile, LoopTile and LoopRuns rest on the sizes alone, so they hold without a grid too (a
+callable grid, the tuner's trials, tlec --sizes without --grid).
 
 One behaviour per test: which accesses are candidates (grid_tiles), which facts a grid proves (spec_of), what the
 lowering drops (tle.inside in the tle dialect, the mask in TTIR), and that the runtime plans per grid.
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tle.abi import FixedTile, GridTile, LoopRuns, Spec, default_spec, grid_tiles, loop_facts, spec_of
+from tle.abi import (FixedTile, GridTile, LoopRuns, LoopTile, Spec, default_spec, grid_tiles, loop_facts,
+                     spec_of)
 from tle.check import check_kernel, load_program
 from tle.lowering.ast_to_tle import ast_to_tle
 from tle.lowering.tle_to_ttir import tle_to_ttir
@@ -170,6 +172,32 @@ def test_a_loop_that_runs_gets_a_stop_of_at_least_start_plus_one_in_ttir():
     assert raised.count("arith.maxsi") == 2 and "arith.maxsi" not in ttir_of(k, default_spec(k))
     assert "value = 3 : i32" in raised  # loop3's stop is at least its start + 1
     assert "tle.nonempty" not in raised
+
+
+def test_a_tile_indexed_by_such_a_loops_variable_is_a_candidate():
+    k = kernel_of(LOOPS)
+    assert {f for f in grid_tiles(k) if isinstance(f, LoopTile)} == {LoopTile(0, "K", 64)}
+
+
+def test_sizes_prove_a_loops_tiles_inside_when_its_stop_times_the_tile_fits():
+    k = kernel_of(LOOPS)
+    values = {"x": _Aligned(), "o": _Aligned(), "M": 1, "n": 5, "x.stride0": 1, "x.stride1": 1, "o.stride0": 1}
+
+    def tiles(K):
+        return {f for f in spec_of(k, dict(values, K=K)).inside if isinstance(f, LoopTile)}
+    assert tiles(256) == {LoopTile(0, "K", 64)}  # k < 4 and 4 * 64 <= 256
+    assert tiles(300) == set()                   # k < 5 and 5 * 64 > 300: tile 4 is ragged
+    assert tiles(0) == {LoopTile(0, "K", 64)}    # no trip, no tile: nothing to check
+    assert tiles(2 ** 31 - 64) == set()          # the stop's K + 63 leaves i32 on the GPU: nothing rests on it
+
+
+def test_a_proven_loop_tile_loads_without_a_mask():
+    k = kernel_of(LOOPS)
+    row = FixedTile(0, "M", 1)
+    loads = [line for line in ttir_of(k, with_facts(k, [row, LoopTile(0, "K", 64)])).splitlines() if "tt.load" in line]
+    assert len(loads) == 1 and "array<i32: 1, 0, 0>" in loads[0]    # pointers only: no mask, no padding
+    loads = [line for line in ttir_of(k, with_facts(k, [row])).splitlines() if "tt.load" in line]
+    assert len(loads) == 1 and "array<i32: 1, 1, 1>" in loads[0]    # the column mask stays
 
 
 class _Aligned:
