@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from ..abi import Spec, abi, access_facts, loop_facts
+from ..abi import LoopSplit, LoopTile, Spec, abi, access_facts, loop_facts
 from .. import typed as T
 from ..dialects.mlir import ir, new_context
 from ..dialects.tle import constant_int, load_tle
@@ -94,6 +94,7 @@ class _KernelBuilder:
         self.spec = spec
         self.access_facts = access_facts(kernel)  # the facts that could drop each load's or store's checks
         self.loop_facts = loop_facts(kernel)  # the facts that could say a loop runs at least once
+        self.unchecked: frozenset = frozenset()  # LoopTiles the first half of a split loop holds (s_For)
         self.module = module
         self.env: dict = {}  # Variable -> ir.Value
         self.dims: dict[str, object] = {}
@@ -180,14 +181,34 @@ class _KernelBuilder:
 
     def s_For(self, s: T.For):
         start, stop, step = self.expr(s.start), self.expr(s.stop), self.expr(s.step)
-        inits = [self.env[v] for v in s.carried]
         attrs = {}
         if s.stages is not None:
             attrs["tle.num_stages"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), s.stages)
         if s.unroll is not None:
             attrs["tle.unroll"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), s.unroll)
-        if (fact := self.loop_facts.get(id(s))) and fact[0] in self.spec.inside:
+        fact = self.loop_facts.get(id(s))
+        if fact and fact[0] in self.spec.inside:
             attrs["tle.nonempty"] = ir.UnitAttr.get()  # the launch's sizes make it run at least once
+        if fact and LoopSplit(fact[0].ordinal) in self.spec.inside:
+            # The sizes put start < mid < stop, mid = min(dim / tile) over the tiles the loop's variable indexes:
+            # [start, mid) runs with those tiles unchecked, [mid, stop) checked, both non-empty (tle/abi.py).
+            tiles = {f for axes in self.access_facts.values() for _, f in axes
+                     if isinstance(f, LoopTile) and f.ordinal == fact[0].ordinal}
+            mid = None
+            for t in sorted(tiles):
+                full = self.value("arith.divsi", element_type("i32"), [self.dims[t.dim], self.const("i32", t.tile)],
+                                  None, s.span)
+                mid = full if mid is None else self.value("arith.minsi", element_type("i32"), [mid, full], None,
+                                                          s.span)
+            self._loop(s, start, mid, step, attrs, tiles)
+            self._loop(s, mid, stop, step, attrs, frozenset())
+        else:
+            self._loop(s, start, stop, step, attrs, frozenset())
+
+    def _loop(self, s: T.For, start, stop, step, attrs, unchecked):
+        """One scf.for over [start, stop) running s.body, its accesses under the facts `unchecked` marked inside
+        as well as those the spec holds."""
+        inits = [self.env[v] for v in s.carried]
         loop = self.op("scf.for", [v.type for v in inits], [start, stop, step, *inits], attrs, s.span, regions=1)
         block = loop.regions[0].blocks.append(element_type("i32"), *[v.type for v in inits])
         saved_ip, saved_env = self.ip, dict(self.env)
@@ -195,7 +216,9 @@ class _KernelBuilder:
         self.env[s.var] = block.arguments[0]
         for v, arg in zip(s.carried, list(block.arguments)[1:]):
             self.env[v] = arg
+        saved_unchecked, self.unchecked = self.unchecked, self.unchecked | unchecked
         self.stmts(s.body)
+        self.unchecked = saved_unchecked
         self.op("scf.yield", [], [self.env[v] for v in s.carried], None, s.span)
         self.ip, self.env = saved_ip, saved_env
         for v, r in zip(s.carried, loop.results):
@@ -363,7 +386,7 @@ class _KernelBuilder:
         launch fact (tle/abi.py access_facts: GridTile, FixedTile or LoopTile) the spec holds, and those where a
         constant tile index c keeps it inside a dim of static size ((c + 1) * tile <= size; c is an IR constant, so
         `let c = 1` counts). The lowerings drop the bounds checks of exactly these axes."""
-        axes = {i for i, fact in self.access_facts.get(id(e), ()) if fact in self.spec.inside}
+        axes = {i for i, fact in self.access_facts.get(id(e), ()) if fact in self.spec.inside or fact in self.unchecked}
         for i, (index, dim) in enumerate(zip(idx, e.tensor.type.dims)):
             c = constant_int(index)
             if isinstance(dim, int) and c is not None and 0 <= c and (c + 1) * tile[i] <= dim:

@@ -125,6 +125,19 @@ class LoopTile:
         return f"loop{self.ordinal}@{self.dim}:{self.tile}"
 
 
+@dataclass(frozen=True, order=True)
+class LoopSplit:
+    """The `ordinal`-th for loop (step 1) indexes tiles with its variable (LoopTile candidates), and under the
+    launch's sizes its first iterations have every such tile inside and its last do not: start < mid < stop, where
+    mid = min(dim // tile) over those tiles. The lowering then runs it as two loops, [start, mid) with those tiles
+    unchecked and [mid, stop) checked: a softmax over a vocabulary of 128256 in tiles of 4096 checks one tile of
+    32, not all 32."""
+    ordinal: int
+
+    def __str__(self) -> str:
+        return f"split{self.ordinal}"
+
+
 def all_args(kernel: Kernel) -> list[AbiArg]:
     """Every argument a kernel could take, strides included, in ABI order."""
     out, seen = [], set()
@@ -168,10 +181,11 @@ def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None) -> Spec:
 
 def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
     """The launch facts of a planned launch, given the dims' sizes (a dim missing from `sizes` proves nothing):
-    the FixedTiles its sizes keep inside ((index + 1) * tile <= size), the loops they make run (LoopRuns), and,
-    where the grid is known (3 ints), the GridTiles it keeps inside (grid[axis] * tile <= size, with at least one
-    program). A grid of None (a callable grid, worked out per launch; tlec without --grid; the tuner's trials) gives
-    the first two only: they rest on the sizes alone, and every plan is made for exact sizes."""
+    the FixedTiles its sizes keep inside ((index + 1) * tile <= size), the loops they make run (LoopRuns), the
+    loops whose every tile they keep inside (LoopTile: stop * tile <= size) or whose first tiles only (LoopSplit),
+    and, where the grid is known (3 ints), the GridTiles it keeps inside (grid[axis] * tile <= size, with at least
+    one program). A grid of None (a callable grid, worked out per launch; tlec without --grid; the tuner's trials)
+    gives all but GridTiles: they rest on the sizes alone, and every plan is made for exact sizes."""
     loops = {fact.ordinal: _size_expr_value(stop, sizes) for fact, _, stop in loop_facts(kernel).values()}
 
     def holds(f) -> bool:
@@ -183,11 +197,28 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
             return loops.get(f.ordinal) is not None and loops[f.ordinal] * f.tile <= sizes[f.dim]
         return (f.index + 1) * f.tile <= sizes[f.dim]
 
-    facts = {f for f in grid_tiles(kernel) if holds(f)}
+    candidates = grid_tiles(kernel)
+    facts = {f for f in candidates if holds(f)}
     for fact, start, stop in loop_facts(kernel).values():
         if (end := _size_expr_value(stop, sizes)) is not None and start < end:
             facts.add(fact)
+            tiles = [t for t in candidates if isinstance(t, LoopTile) and t.ordinal == fact.ordinal]
+            if tiles and fact.ordinal in step1_loops(kernel) and all(t.dim in sizes for t in tiles) and \
+                    start < min(sizes[t.dim] // t.tile for t in tiles) < end:
+                facts.add(LoopSplit(fact.ordinal))
     return frozenset(facts)
+
+
+def step1_loops(kernel: Kernel) -> frozenset:
+    """The ordinals of the loops a LoopSplit may split: those loop_facts describes whose step is 1, innermost (a
+    split doubles the body) and without a dot. Measured on the H200 (benchmarks/RESULTS.md, eleventh session):
+    splitting streams of tiles (a cross-entropy or softmax over 128256 logits in tiles of 4096) made them 2-3%
+    faster on both paths; splitting a matmul's K loop (K = 4000) did not pay, since the tensor cores, not the one
+    ragged tile's checks, set its pace, and the second pipelined loop cost registers (196 -> 230)."""
+    described = loop_facts(kernel)
+    return frozenset(described[id(n)][0].ordinal for n in nodes(kernel.body)
+                     if isinstance(n, For) and id(n) in described and n.step.value == 1
+                     and not any(isinstance(m, For) or isinstance(m, Op) and m.name == "dot" for m in nodes(n.body)))
 
 
 def grid_tiles(kernel: Kernel) -> frozenset:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tle.abi import (FixedTile, GridTile, LoopRuns, LoopTile, Spec, default_spec, grid_tiles, loop_facts,
-                     spec_of)
+from tle.abi import (FixedTile, GridTile, LoopRuns, LoopSplit, LoopTile, Spec, default_spec, grid_tiles,
+                     loop_facts, spec_of)
 from tle.check import check_kernel, load_program
 from tle.lowering.ast_to_tle import ast_to_tle
 from tle.lowering.tle_to_ttir import tle_to_ttir
@@ -189,6 +189,56 @@ def test_sizes_prove_a_loops_tiles_inside_when_its_stop_times_the_tile_fits():
     assert tiles(300) == set()                   # k < 5 and 5 * 64 > 300: tile 4 is ragged
     assert tiles(0) == {LoopTile(0, "K", 64)}    # no trip, no tile: nothing to check
     assert tiles(2 ** 31 - 64) == set()          # the stop's K + 63 leaves i32 on the GPU: nothing rests on it
+
+
+def test_sizes_split_a_loop_whose_first_tiles_are_whole_and_last_is_not():
+    k = kernel_of(LOOPS)
+    values = {"x": _Aligned(), "o": _Aligned(), "M": 1, "n": 5, "x.stride0": 1, "x.stride1": 1, "o.stride0": 1}
+
+    def split(K):
+        return {f for f in spec_of(k, dict(values, K=K)).inside if isinstance(f, LoopSplit)}
+    assert split(300) == {LoopSplit(0)}  # 0 < 300 // 64 = 4 < 5
+    assert split(256) == set()           # every tile whole: LoopTile instead
+    assert split(32) == set()            # no tile whole: 0 < 0 fails
+    assert split(0) == set()
+
+
+SPLITS = """
+kernel splits<B: int = 64>(x: tensor<f32>[M, N], o: tensor<f32>[M]) {
+    var acc = zeros<f32>[1, B]
+    for j in range(cdiv(N, B)) { acc += load(x, tile=[1, B], at=[0, j]) }                    // loop0: split
+    for j in range(0, cdiv(N, B), 2) { acc += load(x, tile=[1, B], at=[0, j]) }              // loop1: step 2
+    for i in range(cdiv(M, 1)) {                                                              // loop2: not innermost
+        for j in range(cdiv(N, B)) { acc += load(x, tile=[1, B], at=[i, j]) }                 // loop3: split
+    }
+    store(o, sum(acc, axis=1), at=[0])
+}
+"""
+
+
+def test_only_innermost_loops_of_step_1_are_split():
+    k = kernel_of(SPLITS)
+    values = {"x": _Aligned(), "o": _Aligned(), "M": 3, "N": 300, "x.stride0": 300, "x.stride1": 1, "o.stride0": 1}
+    assert {f for f in spec_of(k, values).inside if isinstance(f, LoopSplit)} == {LoopSplit(0), LoopSplit(3)}
+
+
+def test_a_loop_with_a_dot_is_not_split():
+    """A matmul's K loop over a ragged K keeps one loop: splitting it measured no faster and cost registers."""
+    k = kernel_of(Path(__file__).resolve().parents[2].joinpath("examples", "matmul.tle").read_text(),
+                  {"BM": 64, "BN": 64, "BK": 64})
+    values = {"a": _Aligned(), "b": _Aligned(), "c": _Aligned(), "M": 64, "N": 64, "K": 300, "a.stride0": 300,
+              "a.stride1": 1, "b.stride0": 64, "b.stride1": 1, "c.stride0": 64, "c.stride1": 1}
+    inside = spec_of(k, values).inside
+    assert LoopRuns(0) in inside and not any(isinstance(f, (LoopSplit, LoopTile)) for f in inside)
+
+
+def test_a_split_loop_is_two_loops_and_its_first_loads_unmasked():
+    k = kernel_of(LOOPS)
+    row = FixedTile(0, "M", 1)
+    text = ttir_of(k, with_facts(k, [row, LoopRuns(0), LoopSplit(0)]))
+    loads = [line for line in text.splitlines() if "tt.load" in line]
+    assert len(loads) == 2 and "array<i32: 1, 0, 0>" in loads[0] and "array<i32: 1, 1, 1>" in loads[1]
+    assert text.count('"scf.for"') == 5  # loop0 as two, then loops 1 to 3
 
 
 def test_a_proven_loop_tile_loads_without_a_mask():
