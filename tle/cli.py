@@ -60,8 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", metavar="DIM=N,...",
                    help="compile as a launch with these sizes of the kernel's symbolic dims would: each size and "
                         "each contiguous stride is marked with the power of two (up to 16) that divides it, as the "
-                        "runtime does for real tensors; tiles at constant indices that the sizes keep inside lose "
-                        "their bounds checks, and loops the sizes make run are marked so")
+                        "runtime does for real tensors; tiles at constant indices or at a loop's index that the "
+                        "sizes keep inside lose their bounds checks, a loop whose last tiles only are ragged runs "
+                        "as two (the first unchecked), and loops the sizes make run are marked so")
     p.add_argument("--grid", metavar="X[,Y[,Z]]",
                    help="with --sizes, compile as a launch on this grid would: tiles indexed by program_id that "
                         "the grid keeps inside their tensor lose their bounds checks (docs/language.md)")
