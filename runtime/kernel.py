@@ -24,7 +24,7 @@ from ..check import Program, check_kernel
 from ..compiler import default_num_warps
 from . import cache
 
-LAUNCH_OPTIONS = ("num_warps", "num_stages", "backend")
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "backend", "occupancy")
 I32_MAX = 2 ** 31 - 1
 
 
@@ -302,7 +302,8 @@ class Kernel:
         num_warps = options.get("num_warps")
         num_warps = int(num_warps) if num_warps is not None else default_num_warps(kernel)
         num_stages = int(options.get("num_stages", 3))
-        entry = self._entry(kernel, constants, spec, backend, device, num_warps, num_stages)
+        occupancy = _occupancy_option(options.get("occupancy"), self.name)
+        entry = self._entry(kernel, constants, spec, backend, device, num_warps, num_stages, occupancy)
         self.last_backend = entry.compiled.backend
         meta = {**kernel.constants, **dims}
         # Where each ABI argument comes from: the caller's argument (pointers, scalars) or a fixed value.
@@ -380,9 +381,9 @@ class Kernel:
             raise LaunchError(f"grid must be 1 to 3 non-negative ints; got {grid}")
         return grid + (1,) * (3 - len(grid))
 
-    def _entry(self, kernel, constants, spec, backend, device, num_warps, num_stages) -> _Entry:
+    def _entry(self, kernel, constants, spec, backend, device, num_warps, num_stages, occupancy=None) -> _Entry:
         arch = self.arch or (_arch_of(device) if backend != "interp" else "cpu")
-        mkey = (tuple(sorted(kernel.constants.items())), spec, backend, arch, num_warps, num_stages,
+        mkey = (tuple(sorted(kernel.constants.items())), spec, backend, arch, num_warps, num_stages, occupancy,
                 getattr(device, "index", None))
         entry = self._entries.get(mkey)
         if entry is not None:
@@ -393,15 +394,17 @@ class Kernel:
             compiled.backend = "interp"
             entry = _Entry(compiled, compiled.module)
         else:
-            entry = _Entry(*self._gpu_binary(kernel, constants, spec, backend, arch, num_warps, num_stages, device))
+            entry = _Entry(*self._gpu_binary(kernel, constants, spec, backend, arch, num_warps, num_stages, device,
+                                             occupancy))
         self._entries[mkey] = entry
         return entry
 
-    def _gpu_binary(self, kernel, constants, spec, backend, arch, num_warps, num_stages, device=None):
+    def _gpu_binary(self, kernel, constants, spec, backend, arch, num_warps, num_stages, device=None,
+                    occupancy=None):
         from ..compiler import Compiled, compile_kernel
         from ..targets.binary import Binary
         from .launch import load
-        key = self._binary_key(kernel, spec, backend, arch, num_warps, num_stages)
+        key = self._binary_key(kernel, spec, backend, arch, num_warps, num_stages, occupancy)
         data = self._prebuilt.pop(key, None)
         if data is not None:
             cache.put(key, data)
@@ -413,7 +416,7 @@ class Kernel:
                                 fallback=binary.extra.get("fallback"))
         else:
             compiled = compile_kernel(self.program, self.name, constants, spec, backend=backend, arch=arch,
-                                      num_warps=num_warps, num_stages=num_stages)
+                                      num_warps=num_warps, num_stages=num_stages, occupancy=occupancy)
             binary = compiled.binary
             if compiled.fallback:
                 binary.extra["fallback"] = compiled.fallback
@@ -429,13 +432,26 @@ class Kernel:
         with torch.cuda.device(device.index):  # loaded in the context of the tensors' device, not the current one
             return compiled, load(binary, device.index)
 
-    def _binary_key(self, kernel, spec, backend, arch, num_warps, num_stages) -> str:
-        """The disk-cache key of a binary: everything that decides its bytes."""
+    def _binary_key(self, kernel, spec, backend, arch, num_warps, num_stages, occupancy=None) -> str:
+        """The disk-cache key of a binary: everything that decides its bytes (an occupancy only when given, so
+        that every other key stays as it was)."""
+        extra = () if occupancy is None else (("occupancy", occupancy),)
         return cache.key_of(self.fingerprint, self.name, sorted(kernel.constants.items()), spec.key(), backend,
-                            arch, num_warps, num_stages, cache.build_id(), _backend_version(backend))
+                            arch, num_warps, num_stages, cache.build_id(), _backend_version(backend), *extra)
 
 
 _PLAIN = (int, float, bool, str, type(None))
+
+
+def _occupancy_option(value, name: str):
+    """The `occupancy` launch option: None (the lowering's choice) or programs per SM, 1 to 32, for the Tile IR
+    path's occupancy hint (tileiras caps registers and shapes its code for that many CTAs per SM; the native path
+    ignores it, as Tile IR ignores num_warps and num_stages)."""
+    if value is None:
+        return None
+    if type(value) is not int or not 1 <= value <= 32:
+        raise LaunchError(f"{name}: occupancy must be an int from 1 to 32 (programs per SM), got {value!r}")
+    return value
 
 
 def _signature(args, kwargs):

@@ -54,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
                         "more accumulator elements, else 4)")
     p.add_argument("--num-stages", type=int, default=3,
                    help="default software-pipelining depth for loops without pipeline(...) (default 3)")
+    p.add_argument("--occupancy", type=_occupancy, default=None, metavar="N",
+                   help="programs per SM for the Tile IR path's occupancy hint, 1 to 32 (tileiras caps registers "
+                        "and shapes its code for N CTAs per SM; default: the lowering's choice, docs/tileir.md)")
     p.add_argument("--generic", action="store_true",
                    help="assume nothing about the arguments (default: 16-byte aligned base pointers and "
                         "contiguous rows, as torch tensors usually are)")
@@ -122,6 +125,17 @@ def main(argv: list[str] | None = None) -> int:
         return 3
 
 
+def _occupancy(text: str) -> int:
+    """--occupancy: an int from 1 to 32."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 32:
+        raise argparse.ArgumentTypeError(f"expected programs per SM from 1 to 32, got {text!r}")
+    return n
+
+
 def _run(args, text: str, filename: str, constants: dict) -> int:
     from .check import load_program
     from .parser import parse
@@ -164,7 +178,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             spec = launch_spec(checked[name], args.sizes, args.grid)
         try:
             out = compile_kernel(program, name, own, spec, backend=args.backend, arch=args.arch, stop=args.emit,
-                                 num_warps=args.num_warps, num_stages=args.num_stages)
+                                 num_warps=args.num_warps, num_stages=args.num_stages, occupancy=args.occupancy)
         except ValueError as e:  # a stage the chosen backend does not produce
             print(f"tlec: error: {e}", file=sys.stderr)
             return 2

@@ -96,7 +96,7 @@ def default_num_warps(kernel: Kernel) -> int:
 
 def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | None = None, *,
                    backend: str = "triton", arch: str = "sm_90", stop: str = "cubin",
-                   num_warps: int | None = None, num_stages: int = 3) -> Compiled:
+                   num_warps: int | None = None, num_stages: int = 3, occupancy: int | None = None) -> Compiled:
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend '{backend}'; choose {', '.join(BACKENDS)}")
     backend = backend_for_stage(stop, backend)
@@ -126,7 +126,7 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
     if backend == "triton":
         _triton(out, module, arch, upto, num_warps, num_stages)
     else:
-        _tileir(out, module, arch, upto)
+        _tileir(out, module, arch, upto, occupancy)
     return out
 
 
@@ -149,11 +149,12 @@ def _triton(out: Compiled, module, arch, upto, num_warps, num_stages) -> None:
     out.stages["cubin"] = binary.cubin
 
 
-def _tileir(out: Compiled, module, arch, upto) -> None:
+def _tileir(out: Compiled, module, arch, upto, occupancy: int | None = None) -> None:
     order = STAGES["tileir"]
-    from .lowering.tle_to_tileir import tle_to_tileir
+    from .lowering.tle_to_tileir import TileirOptions, tle_to_tileir
     with debug.timed("tle_to_tileir"):
-        tileir = tle_to_tileir(module)
+        # occupancy: the caller's programs per SM for tileiras' occupancy hint, in place of the lowering's choice
+        tileir = tle_to_tileir(module, TileirOptions(occupancy=occupancy) if occupancy is not None else None)
     out.stages["tileir"] = tileir.operation.get_asm(enable_debug_info=debug.level() >= 2)
     debug.dump("tileir", out.stages["tileir"])
     if upto <= order.index("tileir"):

@@ -1,0 +1,102 @@
+"""The `occupancy` option: programs per SM for the Tile IR path's occupancy hint, from a launch (`occupancy=N`) or
+tlec (`--occupancy N`), in place of the lowering's own choice. It reaches tileiras (fewer registers at a higher
+occupancy), keys its own binary, and the native path and the interpreter ignore it."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+import tle
+from tle.cli import main
+from tle.runtime.kernel import LaunchError
+
+# Two f32 tiles of 4096 carried across a loop: 133 registers on Tile IR without a hint (3 CTAs of 128 threads per
+# SM), as the cross-entropy of benchmarks/user_kernels_probe.py.
+STREAM = """
+kernel stream<BLOCK: int = 4096>(x: tensor<f32>[M, V], out: tensor<f32>[M]) {
+    let row = program_id(0)
+    var mx = full<f32>[1, BLOCK](-inf)
+    var total = zeros<f32>[1, BLOCK]
+    for j in range(cdiv(V, BLOCK)) {
+        let t = load(x, tile=[1, BLOCK], at=[row, j], pad=-inf)
+        let m2 = max(mx, t)
+        total = total * exp(mx - m2) + exp(t - m2)
+        mx = m2
+    }
+    let m = max(mx)
+    store(out, full<f32>[1](m + log(sum(total * exp(mx - m)))), at=row)
+}
+"""
+
+
+@pytest.fixture
+def source(tmp_path):
+    path = tmp_path / "stream.tle"
+    path.write_text(STREAM)
+    return str(path)
+
+
+def registers(cubin: Path) -> int:
+    import triton
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    out = subprocess.run([str(tool), "-res-usage", str(cubin)], capture_output=True, text=True, check=True).stdout
+    return int(re.search(r"REG:(\d+)", out).group(1))
+
+
+def test_tlec_passes_the_hint_to_the_tile_ir_entry(source, capsys):
+    assert main([source, "--backend", "tileir", "--emit", "tileir", "--occupancy", "4"]) == 0
+    assert "occupancy = 4" in capsys.readouterr().out
+    assert main([source, "--backend", "tileir", "--emit", "tileir"]) == 0
+    assert "occupancy" not in capsys.readouterr().out  # f32 rows get no hint of the lowering's own
+
+
+def test_a_higher_occupancy_makes_tileiras_use_fewer_registers(source, tmp_path):
+    pytest.importorskip("triton")
+    launch = ["--backend", "tileir", "--sizes", "M=1024,V=128256", "--grid", "1024"]
+    assert main([source, *launch, "-o", str(tmp_path / "a.cubin")]) == 0
+    assert main([source, *launch, "--occupancy", "4", "-o", str(tmp_path / "b.cubin")]) == 0
+    assert registers(tmp_path / "a.cubin") > 128 >= registers(tmp_path / "b.cubin")  # 4 x 128 threads fit
+
+
+@pytest.mark.parametrize("bad", ["0", "33", "four"])
+def test_tlec_refuses_an_occupancy_outside_1_to_32(source, bad, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([source, "--occupancy", bad])
+    assert exit_.value.code == 2 and "expected programs per SM from 1 to 32" in capsys.readouterr().err
+
+
+def test_a_launch_checks_the_option_and_the_interpreter_ignores_it():
+    k = tle.compile(STREAM).stream
+    x = torch.randn(3, 5000)
+    out = torch.full((3,), float("nan"))
+    k[(3,)](x, out, BLOCK=1024, occupancy=4)
+    torch.testing.assert_close(out, torch.logsumexp(x, 1), rtol=1e-5, atol=1e-5)
+    for bad in (0, 33, 2.0, "4"):
+        with pytest.raises(LaunchError, match="occupancy must be an int from 1 to 32"):
+            k[(3,)](x, out, BLOCK=1024, occupancy=bad)
+
+
+def test_the_option_keys_its_own_binary_and_none_keeps_the_old_key():
+    k = tle.compile(STREAM).stream
+    from tle.check import check_kernel
+    checked = check_kernel(k.program, "stream", {})
+    from tle.abi import default_spec
+    spec = default_spec(checked)
+    plain = k._binary_key(checked, spec, "tileir", "sm_90", 4, 3)
+    assert k._binary_key(checked, spec, "tileir", "sm_90", 4, 3, None) == plain
+    assert k._binary_key(checked, spec, "tileir", "sm_90", 4, 3, 4) != plain
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_hinted_binary_runs_and_is_right():
+    k = tle.compile(STREAM).stream
+    x = torch.randn(64, 20000, device="cuda")
+    for occupancy in (None, 4):
+        out = torch.full((64,), float("nan"), device="cuda")
+        k[(64,)](x, out, backend="tileir", occupancy=occupancy)
+        assert k.last_backend == "tileir"
+        torch.testing.assert_close(out, torch.logsumexp(x, 1), rtol=1e-5, atol=1e-4)
