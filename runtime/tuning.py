@@ -46,7 +46,7 @@ from ..compiler import default_num_warps
 from .cache import build_id as _build_id
 from ..diagnostics import TleError
 
-OPTIONS = ("num_warps", "num_stages", "backend")
+OPTIONS = ("num_warps", "num_stages", "backend", "occupancy")
 BACKENDS = ("auto", "triton", "tileir", "interp")
 DEFAULT_OPTIONS = {"num_stages": 3}  # num_warps' default depends on the kernel: tle.compiler.default_num_warps
 
@@ -58,8 +58,9 @@ class TuneError(RuntimeError):
 # ---- the space ---------------------------------------------------------------------------------------------------
 @dataclass
 class TuneSpace:
-    """What to search: `params` maps a compile-time constant or a launch option (num_warps, num_stages, backend) to
-    the values to try; `key_dims` names the symbolic dims whose size buckets key the result (None: all of them).
+    """What to search: `params` maps a compile-time constant or a launch option (num_warps, num_stages, backend,
+    occupancy) to the values to try; `key_dims` names the symbolic dims whose size buckets key the result (None:
+    all of them).
     The rest are settings of the search: a wall-clock budget for one tuning, at most `max_candidates` compiled
     configurations, a per-configuration compile timeout, compile processes (`jobs`, default: CPUs - 1),
     `reference(args) -> [expected output tensors]` (default: the default configuration's outputs) and `timer`
@@ -88,6 +89,8 @@ class TuneSpace:
                 raise ValueError(f"TuneSpace: num_warps must be powers of two from 1 to 32, got {values}")
             if name == "num_stages" and not all(type(v) is int and v >= 1 for v in values):
                 raise ValueError(f"TuneSpace: num_stages must be ints >= 1, got {values}")
+            if name == "occupancy" and not all(v is None or type(v) is int and 1 <= v <= 32 for v in values):
+                raise ValueError(f"TuneSpace: occupancy must be None or ints from 1 to 32, got {values}")
             if name == "backend" and not all(v in BACKENDS for v in values):
                 raise ValueError(f"TuneSpace: backend must be among {', '.join(BACKENDS)}, got {values}")
         if self.key_dims is not None:
@@ -638,8 +641,9 @@ def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dic
         stages = c.get("num_stages", DEFAULT_OPTIONS["num_stages"])
         meta = {**checked.constants, **dims}
         f = analyze(checked, dims, stages, grid_of(grid, meta))
-        ignored = ("num_warps", "num_stages", *hint_only) if backend in ("tileir", "interp") else \
-            (() if f.free_loops else ("num_stages",))
+        ignored = ("num_warps", "num_stages", *hint_only) if backend == "tileir" else \
+            ("num_warps", "num_stages", "occupancy", *hint_only) if backend == "interp" else \
+            ("occupancy",) if f.free_loops else ("occupancy", "num_stages")
         k = _ckey({o: v for o, v in c.items() if o not in ignored})
         if k in seen:
             drop("R0 duplicate (option the backend ignores)", 1)
@@ -744,14 +748,14 @@ def _worker() -> None:
         head = stdin.read(8)
         if len(head) < 8:
             return
-        (source, filename, name, constants, spec, backend, arch, num_warps, num_stages) = \
+        (source, filename, name, constants, spec, backend, arch, num_warps, num_stages, occupancy) = \
             pickle.loads(stdin.read(struct.unpack("<Q", head)[0]))
         try:
             program = programs.get((filename, source))
             if program is None:
                 program = programs[(filename, source)] = load_program(source, filename)
             compiled = compile_kernel(program, name, constants, spec, backend=backend, arch=arch,
-                                      num_warps=num_warps, num_stages=num_stages)
+                                      num_warps=num_warps, num_stages=num_stages, occupancy=occupancy)
             binary = compiled.binary
             if compiled.fallback:
                 binary.extra["fallback"] = compiled.fallback
@@ -770,6 +774,7 @@ class CompileTask:
     arch: str
     num_warps: int = 4
     num_stages: int = 3
+    occupancy: int | None = None  # the Tile IR path's occupancy hint (None: the lowering's choice)
 
 
 def compile_configs(source: str, filename: str, name: str, tasks: list, *, jobs: int | None = None,
@@ -807,7 +812,7 @@ def compile_configs(source: str, filename: str, name: str, tasks: list, *, jobs:
                     w["task"], w["started"] = i, time.monotonic()
                     try:
                         _send(w["proc"].stdin, (source, filename, name, t.constants, t.spec, t.backend, t.arch,
-                                                t.num_warps, t.num_stages))
+                                                t.num_warps, t.num_stages, t.occupancy))
                     except BrokenPipeError:
                         pass  # it died: EOF below
             waits = [w["started"] + timeout_s - now for w in workers if w["task"] is not None]
@@ -1062,7 +1067,8 @@ def tune(launch: _Launch) -> TuneResult:
         if not launch.on_gpu and backend == "auto":
             backend = "interp"
         return (backend, c.get("num_warps", launch.fixed.get("num_warps")),  # None: the kernel's default
-                c.get("num_stages", launch.fixed.get("num_stages", 3)))
+                c.get("num_stages", launch.fixed.get("num_stages", 3)),
+                c.get("occupancy", launch.fixed.get("occupancy")))  # None: the lowering's choice
 
     # What a run changes: outputs are snapshot and restored at the end; kernels that accumulate into them (atomics,
     # or outputs they also read) get them restored before every run.
@@ -1141,12 +1147,12 @@ def tune(launch: _Launch) -> TuneResult:
             return
         tasks, binkeys = [], []
         for c in gpu:
-            backend, nw, ns = options_of(c)
+            backend, nw, ns, occ = options_of(c)
             consts = {**launch.fixed_consts, **{k: v for k, v in c.items() if k not in OPTIONS}}
             checked_kernel = check_kernel(kernel.program, kernel.name, consts)
             nw = nw if nw is not None else default_num_warps(checked_kernel)  # as the launch will resolve it
-            tasks.append(CompileTask(consts, launch.spec, backend, arch, nw, ns))
-            binkeys.append(kernel._binary_key(checked_kernel, launch.spec, backend, arch, nw, ns))
+            tasks.append(CompileTask(consts, launch.spec, backend, arch, nw, ns, occ))
+            binkeys.append(kernel._binary_key(checked_kernel, launch.spec, backend, arch, nw, ns, occ))
         held, base_done, binaries = [], base_k not in {_ckey(c) for c in gpu}, {}
         stream = compile_configs(kernel.program.source, kernel.program.file, kernel.name, tasks, jobs=space.jobs,
                                  timeout_s=space.compile_timeout_s, deadline=t0 + 0.7 * space.budget_s)

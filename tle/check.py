@@ -126,13 +126,14 @@ def _check_fn_signature(f: ast.Fn) -> None:
                            [f"leave it untyped (fn {f.name}({p.name}, ...)) and pass the tensor; fns are inlined"])
 
 
-TUNE_OPTIONS = {"num_warps": "int", "num_stages": "int", "backend": "backend"}
+TUNE_OPTIONS = {"num_warps": "int", "num_stages": "int", "backend": "backend", "occupancy": "int"}
 TUNE_BACKENDS = ("triton", "tileir")
 
 
 def tuning_space(k: ast.Kernel) -> dict[str, list]:
     """The kernel's `tune(...)` clause as {name: [values]}: constants take values of their kind, num_warps a
-    power of two from 1 to 32, num_stages 1 to 8, backend triton or tileir. Checked when the file loads."""
+    power of two from 1 to 32, num_stages 1 to 8, occupancy 1 to 32, backend triton or tileir. Checked when the
+    file loads."""
     consts = {c.name: c for c in k.const_params}
     space: dict[str, list] = {}
     for t in k.tune:
@@ -140,8 +141,8 @@ def tuning_space(k: ast.Kernel) -> dict[str, list]:
             raise TleError(t.span, f"'{t.name}' appears twice in tune(...)")
         kind = consts[t.name].kind if t.name in consts else TUNE_OPTIONS.get(t.name)
         if kind is None:
-            raise TleError(t.span, f"tune(...) can vary compile-time constants and num_warps, num_stages, backend; "
-                                   f"'{t.name}' is none of them",
+            raise TleError(t.span, f"tune(...) can vary compile-time constants and num_warps, num_stages, backend, "
+                                   f"occupancy; '{t.name}' is none of them",
                            _suggest(t.name, list(consts) + list(TUNE_OPTIONS)))
         values = []
         for v in t.values:
@@ -158,10 +159,13 @@ def tuning_space(k: ast.Kernel) -> dict[str, list]:
                 ok = value in (1, 2, 4, 8, 16, 32)
             if ok and t.name == "num_stages":
                 ok = 1 <= value <= 8
+            if ok and t.name == "occupancy":
+                ok = 1 <= value <= 32
             if not ok:
                 want = {"backend": "triton or tileir", "dtype": "an element type", "int": "an int",
                         "float": "a number", "bool": "true or false"}[kind]
-                extra = {"num_warps": " (a power of two from 1 to 32)", "num_stages": " (1 to 8)"}.get(t.name, "")
+                extra = {"num_warps": " (a power of two from 1 to 32)", "num_stages": " (1 to 8)",
+                         "occupancy": " (programs per SM, 1 to 32)"}.get(t.name, "")
                 raise TleError(v.span, f"tune value for '{t.name}' must be {want}{extra}")
             if value in values:
                 raise TleError(v.span, f"tune value {value!r} for '{t.name}' is listed twice")

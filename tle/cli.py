@@ -290,8 +290,8 @@ def _tune_parser() -> argparse.ArgumentParser:
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
                    help="a compile-time constant held fixed")
     p.add_argument("-P", "--param", dest="params", action="append", default=[], metavar="NAME=V1,V2,...",
-                   help="a tuned parameter and its values: a constant, num_warps, num_stages or backend "
-                        "(default: the space the kernel declares)")
+                   help="a tuned parameter and its values: a constant, num_warps, num_stages, backend or "
+                        "occupancy (default: the space the kernel declares)")
     p.add_argument("--grid", metavar="EXPR",
                    help="the launch grid, an expression of dims and constants with cdiv/min/max, e.g. "
                         "'cdiv(M, BM), cdiv(N, BN)'")

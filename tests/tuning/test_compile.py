@@ -87,3 +87,44 @@ def test_a_worker_that_cannot_start_is_an_error(matmul, monkeypatch):
     monkeypatch.setattr("sys.executable", "/bin/false")
     with pytest.raises(RuntimeError, match="died while starting"):
         list(compile_configs(program.source, program.file, "matmul", [task(spec, 64, 64, 32, 4)], jobs=1))
+
+
+
+STREAM = """
+kernel stream<BLOCK: int = 4096>(x: tensor<f32>[M, V], out: tensor<f32>[M]) {
+    var mx = full<f32>[1, BLOCK](-inf)
+    var total = zeros<f32>[1, BLOCK]
+    for j in range(cdiv(V, BLOCK)) {
+        let t = load(x, tile=[1, BLOCK], at=[program_id(0), j], pad=-inf)
+        let m2 = max(mx, t)
+        total = total * exp(mx - m2) + exp(t - m2)
+        mx = m2
+    }
+    let m = max(mx)
+    store(out, full<f32>[1](m + log(sum(total * exp(mx - m)))), at=program_id(0))
+}
+"""
+
+
+def test_a_task_s_occupancy_reaches_tileiras():
+    """The pool compiles a task's occupancy into the Tile IR binary, as a launch with occupancy= would: a
+    streaming f32 loop of 133 registers fits 128 when asked for 4 programs of 128 threads per SM."""
+    from tle.targets.tileir import find_tileiras
+    try:
+        find_tileiras()
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"no tileiras here: {e}")
+    from tle.abi import launch_spec
+    program = tle.compile(STREAM).program
+    spec = launch_spec(check_kernel(program, "stream", {}), {"M": 1024, "V": 128256}, (1024, 1, 1))
+    tasks = [CompileTask({}, spec, "tileir", "sm_90", occupancy=occ) for occ in (None, 4)]
+    results = {i: (status, payload) for i, status, payload in
+               compile_configs(program.source, program.file, "stream", tasks, jobs=2, timeout_s=300)}
+    registers = []
+    for i, occ in enumerate((None, 4)):
+        assert results[i][0] == "ok", results[i][1]
+        pooled = Binary.from_bytes(results[i][1]).extra["registers"]
+        serial = compile_kernel(program, "stream", {}, spec, backend="tileir", arch="sm_90", occupancy=occ)
+        assert pooled == serial.binary.extra["registers"]
+        registers.append(pooled)
+    assert registers[0] > 128 >= registers[1]

@@ -87,6 +87,16 @@ def test_options_a_binary_ignores_are_merged(matmul):
     assert p.dropped["R0 duplicate (option the backend ignores)"] == 24 - 6
 
 
+def test_occupancy_is_searched_on_tile_ir_and_merged_on_the_native_path(matmul):
+    space = TuneSpace({"BM": [64, 128], "BN": [64], "BK": [32], "occupancy": [None, 2, 4],
+                       "backend": ["triton", "tileir"]})
+    p = run_prune(matmul, space, {"M": 4096, "N": 4096, "K": 4096}, base=None)
+    triton = [c for c in p.kept if c["backend"] == "triton"]
+    tileir = [c for c in p.kept if c["backend"] == "tileir"]
+    assert len(triton) == 2 and len(tileir) == 2 * 3  # the native path takes no occupancy hint
+    assert p.dropped["R0 duplicate (option the backend ignores)"] == 12 - 8
+
+
 def test_auto_resolved_to_tile_ir_merges_warps(matmul):
     """backend "auto" that routes to Tile IR ignores num_warps: the 500-space keeps one config per tile shape
     (before this, 4 of every 5 compiled to the same Tile IR binary and were counted as failures)."""
@@ -163,6 +173,9 @@ def test_space_validation(matmul):
         TuneSpace({"num_warps": [3]})
     with pytest.raises(ValueError, match="backend"):
         TuneSpace({"backend": ["cuda"]})
+    with pytest.raises(ValueError, match="occupancy"):
+        TuneSpace({"occupancy": [None, 0]})
+    TuneSpace({"occupancy": [None, 2, 4]}).validate(matmul.program.kernels["matmul"])
     with pytest.raises(ValueError, match="twice"):
         TuneSpace({"BM": [64, 64]})
     with pytest.raises(ValueError, match="no values"):
