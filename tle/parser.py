@@ -45,13 +45,16 @@ def _build_parser() -> Lark:
     except Exception:  # noqa: BLE001 (absent, truncated or from another Lark: build it again)
         pass
     parser = Lark(text, **_OPTIONS)
+    temp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name, delete=False) as f:
+            temp = f.name
             parser.save(f)
-        os.replace(f.name, path)
-    except OSError:
-        pass  # a read-only cache directory only costs the build next time
+        os.replace(temp, path)
+    except Exception:  # noqa: BLE001 (a read-only cache directory, say: it only costs the build next time)
+        if temp is not None and os.path.exists(temp):
+            os.unlink(temp)
     return parser
 
 
