@@ -27,8 +27,9 @@ The fixed-tile facts, proved in the same place: a tile at a constant index c alo
 `at=[row, 0]`) lies inside when (c + 1) * tile <= the dim's size, which the launch's sizes decide (a row of
 N = 1024 read as one tile of 1024 needs no column mask). Likewise a loop from a constant to an expression of dims
 runs at least once where the sizes say so (LoopRuns), and a tile whose index is such a loop's variable lies
-inside when stop * tile <= the dim's size (LoopTile: a matmul's K loop over cdiv(K, BK) tiles when BK divides K).
-These need no grid: the runtime plans per argument shapes, so a plan never meets sizes that break them, whether its
+inside when stop * tile <= the dim's size (LoopTile: a matmul's K loop over cdiv(K, BK) tiles when BK divides K);
+where only its last tiles are ragged, the loop is split in two, the first part unchecked (LoopSplit). These need
+no grid: the runtime plans per argument shapes, so a plan never meets sizes that break them, whether its
 grid is numbers or a callable.
 """
 from __future__ import annotations
@@ -56,7 +57,7 @@ class AbiArg:
 class Spec:
     divisible16: frozenset = frozenset()  # AbiArg keys
     unit_strides: frozenset = frozenset()  # stride keys equal to 1
-    inside: frozenset = frozenset()  # launch facts that hold: GridTile, FixedTile, LoopTile, LoopRuns
+    inside: frozenset = frozenset()  # launch facts that hold: GridTile, FixedTile, LoopTile, LoopRuns, LoopSplit
     divisible: frozenset = frozenset()  # (dim or stride key, 2 | 4 | 8): its largest power-of-two divisor under 16
 
     def key(self) -> str:
@@ -199,11 +200,12 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
 
     candidates = grid_tiles(kernel)
     facts = {f for f in candidates if holds(f)}
+    splittable = step1_loops(kernel)
     for fact, start, stop in loop_facts(kernel).values():
         if (end := _size_expr_value(stop, sizes)) is not None and start < end:
             facts.add(fact)
             tiles = [t for t in candidates if isinstance(t, LoopTile) and t.ordinal == fact.ordinal]
-            if tiles and fact.ordinal in step1_loops(kernel) and all(t.dim in sizes for t in tiles) and \
+            if tiles and fact.ordinal in splittable and all(t.dim in sizes for t in tiles) and \
                     start < min(sizes[t.dim] // t.tile for t in tiles) < end:
                 facts.add(LoopSplit(fact.ordinal))
     return frozenset(facts)
