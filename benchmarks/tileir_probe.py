@@ -4,6 +4,7 @@ beside the hand-written Triton reference and torch, to pick the lowering's defau
 
     . .whl/prelude.sh && python3 benchmarks/tileir_probe.py            # GPU: check, then time every variant
     python benchmarks/tileir_probe.py --compile-only                   # CPU: lower and compile every variant
+    python benchmarks/tileir_probe.py --f32                            # f32 rows without and with occupancy 4
 
 Each variant is lowered from examples/*.tle with the specialisation real tensors give (as the runtime derives it),
 compiled by tileiras (variants whose bytecode is identical are compiled and timed once), checked against torch on
@@ -51,6 +52,10 @@ SMALL = {k: ROW[k] for k in ("old", "view_notma", "ptr16", "ptr16_w8", "auto")}
 # Rows wider than the occupancy rule's 4096 elements (8 worker warps by the warps rule): occupancy hints on top.
 WIDE = {"auto": O(), "occ2": O(occupancy=2), "occ4": O(occupancy=4), "w4_occ4": O(num_worker_warps=4, occupancy=4),
         "w4_occ8": O(num_worker_warps=4, occupancy=8), "w16": O(num_worker_warps=16)}
+# f32 kernels, which the occupancy rule leaves without a hint: does occupancy 4 (what closed the f32 cross-entropy's
+# gap, benchmarks/RESULTS.md eleventh session) cost any of them? On the CPU, layernorm 16384x8192 f32 changed
+# (78 -> 55 registers); the others here compiled the same.
+F32 = {"auto": O(), "occ4": O(occupancy=4)}
 MATMUL = {
     "old": OLD,
     "w8": O(tma=None, pointer_loads="none", num_worker_warps=8),
@@ -64,10 +69,14 @@ def row_warps(block: int) -> int:
 
 
 # (kernel, shape, dtype, tle consts, tiles for matmul, triton num_warps, variants)
-def cases(quick: bool, wide: bool = False):
+def cases(quick: bool, wide: bool = False, f32: bool = False):
     if wide:
         return [(kernel, (16384, 8192), "bf16", {"BLOCK": 8192}, None, row_warps(8192), WIDE)
                 for kernel in ("softmax", "layernorm", "rmsnorm")]
+    if f32:
+        return [(kernel, (m, n), "f32", {"BLOCK": n}, None, row_warps(n), F32)
+                for kernel in ("layernorm", "softmax", "rmsnorm") for m, n in ((16384, 8192), (8192, 4096))] + \
+            [("cumsum", (4096, 4096), "f32", {"BLOCK": 4096}, None, 8, F32)]
     out = []
     for kernel, m, n, dt in (("softmax", 8192, 4096, "bf16"), ("softmax", 8192, 4096, "f32"),
                              ("layernorm", 8192, 4096, "bf16"), ("rmsnorm", 8192, 4096, "bf16"),
@@ -145,6 +154,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--arch", default=None)
     ap.add_argument("--wide", action="store_true", help="only 16-bit rows of 8192 (occupancy hints beyond the rule)")
+    ap.add_argument("--f32", action="store_true", help="only f32 rows, without and with occupancy 4")
     args = ap.parse_args()
     t0 = time.time()
     gpu = not args.compile_only
@@ -158,7 +168,7 @@ def main():
     # Lower every variant (main thread), dedupe by bytecode, compile in parallel.
     jobs = []  # (case index, variant name, bytecode key)
     modules = {}  # bytecode -> module
-    all_cases = cases(args.quick, args.wide)
+    all_cases = cases(args.quick, args.wide, args.f32)
     specs = []
     for ci, (kname, shape, dtype, consts, tiles, _, variants) in enumerate(all_cases):
         kernel = typed_kernel(kname, consts, dtype)

@@ -11,7 +11,7 @@ implementations in a rotating order over --rounds rounds, median of the rounds.
 
     python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu,embedding,
                                                     vocab_softmax,linear_nt,bmm,add_rmsnorm,rope,
-                                                    cross_entropy] [--rounds 3]
+                                                    cross_entropy] [--rounds 3] [--occupancy 4]
 """
 from __future__ import annotations
 
@@ -359,11 +359,18 @@ def _sets(make, nbytes: int) -> list:
     return [make() for _ in range(max(1, min(16, math.ceil(bench.Context.rotate_bytes / max(1, nbytes)))))]
 
 
+OCCUPANCY: list = []  # --occupancy: Tile IR occupancy hints to time beside the lowering's own choice
+
+
 def _both_paths(kernel, grid, ref) -> dict:
-    """tle's kernel on both GPU paths (Triton's default launch options) and the hand-written reference's launch."""
-    return {"tle:triton": lambda t: kernel[grid](*t, backend="triton"),
-            "tle:tileir": lambda t: kernel[grid](*t, backend="tileir"),
-            "triton_ref": ref}
+    """tle's kernel on both GPU paths (Triton's default launch options) and the hand-written reference's launch;
+    with --occupancy, Tile IR again with each of those hints (the `occupancy=` launch option)."""
+    impls = {"tle:triton": lambda t: kernel[grid](*t, backend="triton"),
+             "tle:tileir": lambda t: kernel[grid](*t, backend="tileir"),
+             "triton_ref": ref}
+    for n in OCCUPANCY:
+        impls[f"tle:tileir occ{n}"] = lambda t, n=n: kernel[grid](*t, backend="tileir", occupancy=n)
+    return impls
 
 
 def cases(dev, only):
@@ -499,12 +506,13 @@ def cases(dev, only):
             def torch_add_rmsnorm(t, n=n):
                 torch.add(t[0], t[1], out=t[3])
                 t[4].copy_(torch.nn.functional.rms_norm(t[3], (n,), t[2], 1e-6))
-            out.append((f"add_rmsnorm {m}x{n} {str(dt)[6:]}", (nb, 0), sets, torch_add_rmsnorm,
-                        {"tle:triton": lambda t, m=m, n=n: small.add_rmsnorm[(m,)](*t, 1e-6, BLOCK=n,
-                                                                                   backend="triton"),
-                         "tle:tileir": lambda t, m=m, n=n: small.add_rmsnorm[(m,)](*t, 1e-6, BLOCK=n,
-                                                                                   backend="tileir"),
-                         "triton_ref": lambda t, m=m, n=n: add_rmsnorm_ref[(m,)](*t, n, 1e-6, BLOCK=n)}, 4))
+            impls = {"tle:triton": lambda t, m=m, n=n: small.add_rmsnorm[(m,)](*t, 1e-6, BLOCK=n, backend="triton"),
+                     "tle:tileir": lambda t, m=m, n=n: small.add_rmsnorm[(m,)](*t, 1e-6, BLOCK=n, backend="tileir"),
+                     "triton_ref": lambda t, m=m, n=n: add_rmsnorm_ref[(m,)](*t, n, 1e-6, BLOCK=n)}
+            for occ in OCCUPANCY:
+                impls[f"tle:tileir occ{occ}"] = lambda t, m=m, n=n, occ=occ: small.add_rmsnorm[(m,)](
+                    *t, 1e-6, BLOCK=n, backend="tileir", occupancy=occ)
+            out.append((f"add_rmsnorm {m}x{n} {str(dt)[6:]}", (nb, 0), sets, torch_add_rmsnorm, impls, 4))
     if "rope" in only:
         # Llama-2 7B's attention shapes (32 heads of 128) over a prefill of 8192 tokens and a batch of 512 tokens
         for dt, (sq, h, d) in itertools.product((torch.bfloat16, torch.float32), ((8192, 32, 128), (512, 32, 128))):
@@ -539,7 +547,11 @@ def main() -> int:
     ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu,embedding,vocab_softmax,"
                                        "linear_nt,bmm,add_rmsnorm,rope,cross_entropy")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--occupancy", default="",
+                    help="comma-separated Tile IR occupancy hints (programs per SM) to time as extra columns, "
+                         "e.g. 4 or 2,4 (kernels launched through _both_paths)")
     args = ap.parse_args()
+    OCCUPANCY[:] = [int(x) for x in args.occupancy.split(",") if x.strip()]
     dev = "cuda"
     lines = []
     for title, (nbytes, flops), sets, base, impls, oi in cases(dev, args.only.split(",")):
