@@ -62,6 +62,26 @@ def test_a_higher_occupancy_makes_tileiras_use_fewer_registers(source, tmp_path)
     assert registers(tmp_path / "a.cubin") > 128 >= registers(tmp_path / "b.cubin")  # 4 x 128 threads fit
 
 
+def test_tlec_v_says_how_many_programs_fit_and_what_limits_them(source, tmp_path, capsys):
+    launch = ["--backend", "tileir", "--sizes", "M=1024,V=128256", "--grid", "1024", "-v"]
+    assert main([source, *launch, "-o", str(tmp_path / "a.cubin")]) == 0
+    err = capsys.readouterr().err
+    assert "tileiras: 133 registers per thread, 128 threads" in err
+    assert "3 programs per SM (the limit: registers; --occupancy N asks tileiras to fit N)" in err
+    assert main([source, *launch, "--occupancy", "4", "-o", str(tmp_path / "b.cubin")]) == 0
+    assert "4 programs per SM (the limit: registers" in capsys.readouterr().err
+
+
+def test_resident_programs():
+    from tle.targets.tileir import resident_programs
+    assert resident_programs(133, 128, 1040) == (3, "registers")      # 136 x 128 = 17408 registers a program
+    assert resident_programs(128, 128, 1040) == (4, "registers")
+    assert resident_programs(31, 128, 1040) == (16, "threads")       # a tie with registers names threads
+    assert resident_programs(209, 256, 164864) == (1, "shared memory")
+    assert resident_programs(16, 32, 0) == (32, "CTAs")
+    assert resident_programs(32, 128, 100000, "sm_80") == (1, "shared memory")  # 164 KB on sm_80
+
+
 @pytest.mark.parametrize("bad", ["0", "33", "four"])
 def test_tlec_refuses_an_occupancy_outside_1_to_32(source, bad, capsys):
     with pytest.raises(SystemExit) as exit_:

@@ -188,6 +188,8 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             print(f"tlec: kernel '{name}' compiled for {args.arch} on {how}", file=sys.stderr)
             if out.backend == "triton" and "ptx" in out.stages:
                 _report_ptxas(name, out)
+            elif out.backend == "tileir" and out.binary is not None:
+                _report_tileiras(name, out, args.arch)
         result = out.stages[args.emit]
         if args.emit in BINARY_EMITS:
             path = args.output or f"{name}.{args.emit}"
@@ -231,6 +233,21 @@ def _report_ptxas(name: str, out) -> None:
     for loss in report.losses:
         hints = [Note(h) for key, h in _PTXAS_HINTS.items() if key in loss]
         print(render(TleError(out.kernel.span, f"ptxas: {loss}", hints), "warning"), file=sys.stderr)
+
+
+def _report_tileiras(name: str, out, arch: str) -> None:
+    """tlec -v on the Tile IR path: what tileiras gave the kernel, and how many programs that lets an SM hold."""
+    from .targets.tileir import resident_programs
+    extra = out.binary.extra
+    registers, threads = extra.get("registers"), out.binary.num_threads
+    if registers is None:
+        return
+    shared = extra.get("static_shared_mem", 0)
+    programs, limit = resident_programs(registers, threads, shared, arch)
+    spilled = f"{extra['stack_bytes']} bytes of stack (spills)" if extra.get("stack_bytes") else "no spills"
+    print(f"tlec: kernel '{name}': tileiras: {registers} registers per thread, {threads} threads, {shared} bytes "
+          f"of shared memory, {spilled}: {programs} program{'s' if programs != 1 else ''} per SM (the limit: "
+          f"{limit}{'; --occupancy N asks tileiras to fit N' if limit == 'registers' else ''})", file=sys.stderr)
 
 
 def _parse_launch(sizes: str | None, grid: str | None, generic: bool, parser):
