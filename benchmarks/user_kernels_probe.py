@@ -253,8 +253,9 @@ def embedding_ref(ids_ptr, w_ptr, y_ptr, M, D, BM: tl.constexpr, BN: tl.constexp
 
 
 @triton.jit
-def vocab_softmax_ref(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
+def _row_max_sum(x_ptr, row, N, BLOCK: tl.constexpr):
+    """One pass over row `row` of x in tiles of BLOCK: a running maximum and sum of exp per lane, folded at the end
+    into the row's maximum m and sum(exp(x - m)) (what vocab_softmax_ref and cross_entropy_ref both need)."""
     cols = tl.arange(0, BLOCK)
     mx = tl.full([BLOCK], -float("inf"), tl.float32)
     total = tl.zeros([BLOCK], tl.float32)
@@ -265,7 +266,14 @@ def vocab_softmax_ref(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
         total = total * tl.exp(mx - m2) + tl.exp(t - m2)
         mx = m2
     m = tl.max(mx, 0)
-    s = tl.sum(total * tl.exp(mx - m), 0)
+    return m, tl.sum(total * tl.exp(mx - m), 0)
+
+
+@triton.jit
+def vocab_softmax_ref(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    m, s = _row_max_sum(x_ptr, row, N, BLOCK)
     for j in range(0, tl.cdiv(N, BLOCK)):
         c = j * BLOCK + cols
         t = tl.load(x_ptr + row * N + c, mask=c < N, other=-float("inf")).to(tl.float32)
@@ -336,17 +344,8 @@ def rope_ref(x_ptr, cos_ptr, sin_ptr, y_ptr, H, BH: tl.constexpr, HALF: tl.const
 @triton.jit
 def cross_entropy_ref(x_ptr, target_ptr, loss_ptr, V, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    mx = tl.full([BLOCK], -float("inf"), tl.float32)
-    total = tl.zeros([BLOCK], tl.float32)
-    for j in range(0, tl.cdiv(V, BLOCK)):
-        c = j * BLOCK + cols
-        t = tl.load(x_ptr + row * V + c, mask=c < V, other=-float("inf")).to(tl.float32)
-        m2 = tl.maximum(mx, t)
-        total = total * tl.exp(mx - m2) + tl.exp(t - m2)
-        mx = m2
-    m = tl.max(mx, 0)
-    lse = m + tl.log(tl.sum(total * tl.exp(mx - m), 0))
+    m, s = _row_max_sum(x_ptr, row, V, BLOCK)
+    lse = m + tl.log(s)
     picked = tl.load(x_ptr + row * V + tl.load(target_ptr + row)).to(tl.float32)
     tl.store(loss_ptr + row, lse - picked)
 
