@@ -187,7 +187,8 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
     and, where the grid is known (3 ints), the GridTiles it keeps inside (grid[axis] * tile <= size, with at least
     one program). A grid of None (a callable grid, worked out per launch; tlec without --grid; the tuner's trials)
     gives all but GridTiles: they rest on the sizes alone, and every plan is made for exact sizes."""
-    loops = {fact.ordinal: _size_expr_value(stop, sizes) for fact, _, stop in loop_facts(kernel).values()}
+    described = loop_facts(kernel)
+    loops = {fact.ordinal: _size_expr_value(stop, sizes) for fact, _, stop in described.values()}
 
     def holds(f) -> bool:
         if f.dim not in sizes:
@@ -200,9 +201,9 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
 
     candidates = grid_tiles(kernel)
     facts = {f for f in candidates if holds(f)}
-    splittable = step1_loops(kernel)
-    for fact, start, stop in loop_facts(kernel).values():
-        if (end := _size_expr_value(stop, sizes)) is not None and start < end:
+    splittable = step1_loops(kernel, described)
+    for fact, start, stop in described.values():
+        if (end := loops[fact.ordinal]) is not None and start < end:
             facts.add(fact)
             tiles = [t for t in candidates if isinstance(t, LoopTile) and t.ordinal == fact.ordinal]
             if tiles and fact.ordinal in splittable and all(t.dim in sizes for t in tiles) and \
@@ -211,13 +212,13 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
     return frozenset(facts)
 
 
-def step1_loops(kernel: Kernel) -> frozenset:
+def step1_loops(kernel: Kernel, described: dict | None = None) -> frozenset:
     """The ordinals of the loops a LoopSplit may split: those loop_facts describes whose step is 1, innermost (a
     split doubles the body) and without a dot. Measured on the H200 (benchmarks/RESULTS.md, eleventh session):
     splitting streams of tiles (a cross-entropy or softmax over 128256 logits in tiles of 4096) made them 2-3%
     faster on both paths; splitting a matmul's K loop (K = 4000) did not pay, since the tensor cores, not the one
     ragged tile's checks, set its pace, and the second pipelined loop cost registers (196 -> 230)."""
-    described = loop_facts(kernel)
+    described = loop_facts(kernel) if described is None else described  # loop_facts(kernel), if already at hand
     return frozenset(described[id(n)][0].ordinal for n in nodes(kernel.body)
                      if isinstance(n, For) and id(n) in described and n.step.value == 1
                      and not any(isinstance(m, For) or isinstance(m, Op) and m.name == "dot" for m in nodes(n.body)))
