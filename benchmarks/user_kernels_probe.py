@@ -11,7 +11,8 @@ implementations in a rotating order over --rounds rounds, median of the rounds.
 
     python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu,embedding,
                                                     vocab_softmax,linear_nt,bmm,add_rmsnorm,rope,
-                                                    cross_entropy] [--rounds 3] [--occupancy 4]
+                                                    cross_entropy,linear_w8a8,matmul_tf32,softmax_bwd,
+                                                    greedy] [--rounds 3] [--occupancy 4]
 """
 from __future__ import annotations
 
@@ -164,6 +165,55 @@ kernel cross_entropy<BLOCK: int = 4096, T: dtype = bf16>(x: tensor<T>[M, V], tar
     let lse = m + log(sum(total * exp(mx - m)))
     let picked = cast<f32>(gather(x, [row, gather(target, row)]))
     store(loss, lse - picked, at=row)
+}
+// W8A8 linear: int8 activations x [M, K] and weights w [N, K] (nn.Linear's layout), an i32 product on the tensor
+// cores, then the per-row and per-channel scales of their quantisation, stored in T.
+kernel linear_w8a8<BM: int = 128, BN: int = 128, BK: int = 128, T: dtype = bf16>(
+        x: tensor<i8>[M, K], w: tensor<i8>[N, K], sx: tensor<f32>[M], sw: tensor<f32>[N], y: tensor<T>[M, N]) {
+    let pm = program_id(0)
+    let pn = program_id(1)
+    var acc = zeros<i32>[BM, BN]
+    for k in range(cdiv(K, BK)) pipeline(stages=3) {
+        acc = dot(load(x, tile=[BM, BK], at=[pm, k]), transpose(load(w, tile=[BN, BK], at=[pn, k])), acc)
+    }
+    let scale = reshape(load(sx, tile=[BM], at=[pm]), [BM, 1]) * reshape(load(sw, tile=[BN], at=[pn]), [1, BN])
+    store(y, cast<T>(cast<f32>(acc) * scale), at=[pm, pn])
+}
+
+// An f32 matrix product on the tensor cores in TF32 (torch's allow_tf32).
+kernel matmul_tf32<BM: int = 128, BN: int = 128, BK: int = 32>(a: tensor<f32>[M, K], b: tensor<f32>[K, N],
+                                                               c: tensor<f32>[M, N]) {
+    let pm = program_id(0)
+    let pn = program_id(1)
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) pipeline(stages=3) {
+        acc = dot(load(a, tile=[BM, BK], at=[pm, k]), load(b, tile=[BK, BN], at=[k, pn]), acc, tf32=true)
+    }
+    store(c, acc, at=[pm, pn])
+}
+
+// Softmax's backward pass: dx = y * (dy - sum(y * dy)) along each row. One program per row, BLOCK >= N.
+kernel softmax_bwd<BLOCK: int = 4096, T: dtype = bf16>(y: tensor<T>[M, N], dy: tensor<T>[M, N], dx: tensor<T>[M, N]) {
+    let row = program_id(0)
+    let p = cast<f32>(load(y, tile=[1, BLOCK], at=[row, 0]))
+    let g = cast<f32>(load(dy, tile=[1, BLOCK], at=[row, 0]))
+    store(dx, cast<T>(p * (g - sum(p * g, axis=1, keepdims=true))), at=[row, 0])
+}
+
+// Greedy sampling: the index of each row's largest logit (the first one on ties, as torch.argmax). Each lane keeps
+// its largest value and where it was; the row's answer is the least index among the lanes that hold the maximum.
+kernel greedy<BLOCK: int = 4096, T: dtype = bf16>(x: tensor<T>[M, V], out: tensor<i32>[M]) {
+    let row = program_id(0)
+    let lanes = reshape(arange(0, BLOCK), [1, BLOCK])
+    var best = full<f32>[1, BLOCK](-inf)
+    var at = zeros<i32>[1, BLOCK]
+    for j in range(cdiv(V, BLOCK)) {
+        let t = cast<f32>(load(x, tile=[1, BLOCK], at=[row, j], pad=-inf))
+        let better = t > best
+        best = where(better, t, best)
+        at = where(better, j * BLOCK + lanes, at)
+    }
+    store(out, full<i32>[1](min(where(best == max(best), at, V))), at=row)
 }
 """
 
@@ -350,6 +400,61 @@ def cross_entropy_ref(x_ptr, target_ptr, loss_ptr, V, BLOCK: tl.constexpr):
     tl.store(loss_ptr + row, lse - picked)
 
 
+@triton.jit
+def linear_w8a8_ref(x_ptr, w_ptr, sx_ptr, sw_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                    BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.int32)
+    for k in range(0, tl.cdiv(K, BK)):
+        kk = k * BK + rk
+        x = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0)
+        w = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0)
+        acc = tl.dot(x, tl.trans(w), acc, out_dtype=tl.int32)
+    scale = tl.load(sx_ptr + rm, mask=rm < M, other=0.0)[:, None] * tl.load(sw_ptr + rn, mask=rn < N, other=0.0)[None, :]
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], (acc.to(tl.float32) * scale).to(y_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def matmul_tf32_ref(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        kk = k * BK + rk
+        a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc, input_precision="tf32")
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def softmax_bwd_ref(y_ptr, dy_ptr, dx_ptr, N, BLOCK: tl.constexpr):
+    at = tl.program_id(0).to(tl.int64) * N + tl.arange(0, BLOCK)
+    mask = tl.arange(0, BLOCK) < N
+    p = tl.load(y_ptr + at, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(dy_ptr + at, mask=mask, other=0.0).to(tl.float32)
+    tl.store(dx_ptr + at, (p * (g - tl.sum(p * g, 0))).to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def greedy_ref(x_ptr, out_ptr, V, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    lanes = tl.arange(0, BLOCK)
+    best = tl.full([BLOCK], -float("inf"), tl.float32)
+    at = tl.zeros([BLOCK], tl.int32)
+    for j in range(0, tl.cdiv(V, BLOCK)):
+        c = j * BLOCK + lanes
+        t = tl.load(x_ptr + row * V + c, mask=c < V, other=-float("inf")).to(tl.float32)
+        better = t > best
+        best = tl.where(better, t, best)
+        at = tl.where(better, c, at)
+    tl.store(out_ptr + row, tl.min(tl.where(best == tl.max(best, 0), at, V), 0))
+
+
 # ---- cases --------------------------------------------------------------------------------------------------------
 
 def _sets(make, nbytes: int) -> list:
@@ -361,14 +466,15 @@ def _sets(make, nbytes: int) -> list:
 OCCUPANCY: list = []  # --occupancy: Tile IR occupancy hints to time beside the lowering's own choice
 
 
-def _both_paths(kernel, grid, ref) -> dict:
-    """tle's kernel on both GPU paths (Triton's default launch options) and the hand-written reference's launch;
-    with --occupancy, Tile IR again with each of those hints (the `occupancy=` launch option)."""
-    impls = {"tle:triton": lambda t: kernel[grid](*t, backend="triton"),
-             "tle:tileir": lambda t: kernel[grid](*t, backend="tileir"),
+def _both_paths(kernel, grid, ref, **consts) -> dict:
+    """tle's kernel on both GPU paths (Triton's default launch options; `consts` are its constants) and the
+    hand-written reference's launch; with --occupancy, Tile IR again with each of those hints (the `occupancy=`
+    launch option)."""
+    impls = {"tle:triton": lambda t: kernel[grid](*t, **consts, backend="triton"),
+             "tle:tileir": lambda t: kernel[grid](*t, **consts, backend="tileir"),
              "triton_ref": ref}
     for n in OCCUPANCY:
-        impls[f"tle:tileir occ{n}"] = lambda t, n=n: kernel[grid](*t, backend="tileir", occupancy=n)
+        impls[f"tle:tileir occ{n}"] = lambda t, n=n: kernel[grid](*t, **consts, backend="tileir", occupancy=n)
     return impls
 
 
@@ -538,13 +644,62 @@ def cases(dev, only):
                         lambda t: t[2].copy_(torch.nn.functional.cross_entropy(t[0], t[1].long(), reduction="none")),
                         _both_paths(small.cross_entropy, (m,), lambda t, m=m, v=v: cross_entropy_ref[(m,)](
                             *t, v, BLOCK=4096)), 2))
+    if "linear_w8a8" in only:
+        # int8 x int8 -> i32 on the tensor cores, dequantised per row and channel; torch: cuBLASLt's _int_mm, then
+        # the scales (two kernels)
+        for m, n, k in ((4096, 4096, 4096), (8192, 14336, 4096)):
+            nb = m * k + n * k + 4 * (m + n) + 2 * m * n
+            i8 = lambda *s: torch.randint(-128, 128, s, device=dev, dtype=torch.int8)  # noqa: E731
+            sets = _sets(lambda: [i8(m, k), i8(n, k), torch.rand(m, device=dev) / 64, torch.rand(n, device=dev) / 64,
+                                  torch.empty(m, n, device=dev, dtype=torch.bfloat16)], nb)
+            g = (triton.cdiv(m, 128), triton.cdiv(n, 128))
+
+            def torch_w8a8(t):
+                t[4].copy_(torch._int_mm(t[0], t[1].t()).float() * t[2][:, None] * t[3][None, :])
+            out.append((f"linear_w8a8 {m}x{n}x{k} i8->bf16", (nb, 2 * m * n * k), sets, torch_w8a8,
+                        _both_paths(small.linear_w8a8, g, lambda t, g=g, m=m, n=n, k=k: linear_w8a8_ref[g](
+                            *t, m, n, k, BM=128, BN=128, BK=128, num_warps=4, num_stages=3)), 4))
+    if "matmul_tf32" in only:
+        for m, n, k in ((4096, 4096, 4096), (4000, 4000, 4000)):
+            nb = 4 * (m * k + k * n + m * n)
+            sets = _sets(lambda: [r(m, k, dt=torch.float32), r(k, n, dt=torch.float32),
+                                  torch.empty(m, n, device=dev)], nb)
+            g = (triton.cdiv(m, 128), triton.cdiv(n, 128))
+
+            def torch_tf32(t):
+                before = torch.backends.cuda.matmul.allow_tf32
+                torch.backends.cuda.matmul.allow_tf32 = True
+                torch.matmul(t[0], t[1], out=t[2])
+                torch.backends.cuda.matmul.allow_tf32 = before
+            out.append((f"matmul_tf32 {m}x{n}x{k}", (nb, 2 * m * n * k), sets, torch_tf32,
+                        _both_paths(small.matmul_tf32, g, lambda t, g=g, m=m, n=n, k=k: matmul_tf32_ref[g](
+                            *t, m, n, k, BM=128, BN=128, BK=32, num_warps=4, num_stages=3)), 2))
+    if "softmax_bwd" in only:
+        for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((8192, 4096), (16384, 1000))):
+            nb = 3 * m * n * dt.itemsize
+            sets = _sets(lambda: [torch.softmax(r(m, n, dt=torch.float32), -1).to(dt), r(m, n, dt=dt),
+                                  torch.empty(m, n, device=dev, dtype=dt)], nb)
+            block = triton.next_power_of_2(n)
+            out.append((f"softmax_bwd {m}x{n} {str(dt)[6:]}", (nb, 0), sets,
+                        lambda t, dt=dt: t[2].copy_(torch._softmax_backward_data(t[1], t[0], -1, dt)),
+                        _both_paths(small.softmax_bwd, (m,), lambda t, m=m, n=n, b=block: softmax_bwd_ref[(m,)](
+                            *t, n, BLOCK=b), BLOCK=block), 2))
+    if "greedy" in only:
+        # argmax over Llama-3's and Llama-2's vocabularies (greedy decoding of a batch of rows)
+        for dt, (m, v) in itertools.product((torch.bfloat16, torch.float32), ((1024, 128256), (4096, 32000))):
+            nb = m * v * dt.itemsize + 4 * m
+            sets = _sets(lambda: [r(m, v, dt=dt), torch.empty(m, device=dev, dtype=torch.int32)], nb)
+            out.append((f"greedy {m}x{v} {str(dt)[6:]}", (nb, 0), sets,
+                        lambda t: t[1].copy_(torch.argmax(t[0], -1)),
+                        _both_paths(small.greedy, (m,), lambda t, m=m, v=v: greedy_ref[(m,)](*t, v, BLOCK=4096)), 1))
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu,embedding,vocab_softmax,"
-                                       "linear_nt,bmm,add_rmsnorm,rope,cross_entropy")
+                                       "linear_nt,bmm,add_rmsnorm,rope,cross_entropy,linear_w8a8,matmul_tf32,"
+                                       "softmax_bwd,greedy")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",
                     help="comma-separated Tile IR occupancy hints (programs per SM) to time as extra columns, "
@@ -561,11 +716,14 @@ def main() -> int:
         notes = []
         for name, fn in impls.items():
             try:
-                sets[0][oi].fill_(float("nan"))
+                sets[0][oi].fill_(float("nan") if sets[0][oi].is_floating_point() else -1)
                 fn(sets[0])
                 torch.cuda.synchronize()
-                err = ((sets[0][oi].float() - want).abs().max() / want.abs().max()).item()
-                if not err <= 2e-2:
+                if sets[0][oi].is_floating_point():
+                    err = ((sets[0][oi].float() - want).abs().max() / want.abs().max()).item()
+                else:  # indices: exactly torch's
+                    err = (sets[0][oi].float() != want).float().mean().item()
+                if not err <= (2e-2 if sets[0][oi].is_floating_point() else 0):
                     notes.append(f"{name} wrong ({err:.2e})")
                     continue
                 runs[name] = lambda i, fn=fn, sets=sets: fn(sets[i])

@@ -103,3 +103,41 @@ def test_cross_entropy_over_a_ragged_vocabulary(small):
     small.cross_entropy[(4,)](x, target, loss, BLOCK=256)  # 4 tiles, the last one 232 wide
     want = torch.nn.functional.cross_entropy(x, target.long(), reduction="none")
     torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-5)
+
+
+def test_linear_w8a8_scales_an_exact_integer_product(small):
+    x = torch.randint(-128, 128, (40, 300), dtype=torch.int8)
+    w = torch.randint(-128, 128, (70, 300), dtype=torch.int8)  # K = 300: the last K tile is ragged
+    sx, sw = torch.rand(40) / 64, torch.rand(70) / 64
+    y = torch.full((40, 70), float("nan"), dtype=torch.bfloat16)
+    small.linear_w8a8[(2, 3)](x, w, sx, sw, y, BM=32, BN=32, BK=128)
+    exact = x.long() @ w.long().t()
+    assert exact.abs().max() < 2 ** 24  # so that the f32 products below are the kernel's, bit for bit
+    want = (exact.float() * (sx[:, None] * sw[None, :])).to(torch.bfloat16)
+    torch.testing.assert_close(y.float(), want.float(), rtol=8e-3, atol=1e-6)
+
+
+def test_matmul_tf32_on_ragged_tiles(small):
+    a, b = torch.randn(40, 80), torch.randn(80, 70)
+    c = torch.full((40, 70), float("nan"))
+    small.matmul_tf32[(2, 3)](a, b, c, BM=32, BN=32, BK=32)
+    torch.testing.assert_close(c, a @ b, rtol=1e-2, atol=2e-2)  # TF32 rounding allowed
+
+
+def test_softmax_bwd_over_a_ragged_row(small):
+    y = torch.softmax(torch.randn(6, 1000), -1)
+    dy = torch.randn(6, 1000)
+    dx = torch.full((6, 1000), float("nan"))
+    small.softmax_bwd[(6,)](y, dy, dx, BLOCK=1024)
+    torch.testing.assert_close(dx, torch._softmax_backward_data(dy, y, -1, torch.float32), rtol=1e-5, atol=1e-7)
+
+
+def test_greedy_takes_the_first_maximum_of_a_ragged_row(small):
+    x = torch.randn(5, 1000)
+    x[1, 10] = x[1, 900] = 50.0  # a tie in different lanes and tiles: the first index wins
+    x[2, 999] = 50.0             # in the ragged last tile
+    x[3, 3] = x[3, 259] = 50.0   # a tie in the same lane (3 and 256 + 3): the earlier tile wins
+    out = torch.full((5,), -1, dtype=torch.int32)
+    small.greedy[(5,)](x, out, BLOCK=256)
+    assert out.tolist() == torch.argmax(x, -1).tolist()
+    assert out[1:4].tolist() == [10, 999, 3]
