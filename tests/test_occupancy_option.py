@@ -120,3 +120,52 @@ def test_on_the_gpu_the_hinted_binary_runs_and_is_right():
         k[(64,)](x, out, backend="tileir", occupancy=occupancy)
         assert k.last_backend == "tileir"
         torch.testing.assert_close(out, torch.logsumexp(x, 1), rtol=1e-5, atol=1e-4)
+
+
+# Two f32 tiles of 4096 from bf16 rows, live at once: the lowering's hint for 16-bit rows (8 programs per SM, 64
+# registers) makes tileiras spill here, as the softmax backward pass of benchmarks/user_kernels_probe.py.
+BACKWARD = """
+kernel backward<BLOCK: int = 4096>(y: tensor<bf16>[M, N], dy: tensor<bf16>[M, N], dx: tensor<bf16>[M, N]) {
+    let p = cast<f32>(load(y, tile=[1, BLOCK], at=[program_id(0), 0]))
+    let g = cast<f32>(load(dy, tile=[1, BLOCK], at=[program_id(0), 0]))
+    store(dx, cast<bf16>(p * (g - sum(p * g, axis=1, keepdims=true))), at=[program_id(0), 0])
+}
+"""
+
+
+def _backward_binary(occupancy=None):
+    from tle.abi import default_spec
+    from tle.check import check_kernel
+    from tle.compiler import compile_kernel
+    program = tle.compile(BACKWARD).backward.program
+    spec = default_spec(check_kernel(program, "backward", {}))
+    return compile_kernel(program, "backward", {}, spec, backend="tileir", occupancy=occupancy)
+
+
+def test_a_hint_of_the_lowering_that_makes_tileiras_spill_is_lowered():
+    out = _backward_binary()
+    assert "occupancy = 8" not in out.stages["tileir"] and "occupancy = 4" in out.stages["tileir"]
+    extra = out.binary.extra
+    assert extra["stack_bytes"] == 0
+    first, spilled, kept = extra["spilled_under"]
+    assert (first, kept) == (8, 4) and spilled > 0
+
+
+def test_a_hint_the_caller_gives_is_kept_even_when_it_spills():
+    extra = _backward_binary(occupancy=8).binary.extra
+    assert extra["stack_bytes"] > 0 and "spilled_under" not in extra
+
+
+def test_tlec_v_says_the_hint_was_lowered(tmp_path, capsys):
+    path = tmp_path / "backward.tle"
+    path.write_text(BACKWARD)
+    assert main([str(path), "--backend", "tileir", "-v", "-o", str(tmp_path / "b.cubin")]) == 0
+    err = capsys.readouterr().err
+    assert "no spills" in err
+    assert "the lowering's occupancy hint of 8 programs per SM made tileiras spill" in err
+    assert "compiled with a hint of 4" in err
+
+
+def test_fewer_programs_halves_down_to_two_then_drops_the_hint():
+    from tle.compiler import _fewer_programs
+    assert [_fewer_programs(h) for h in (8, 4, 2, 1)] == [4, 2, None, None]

@@ -248,6 +248,11 @@ def _report_tileiras(name: str, out, arch: str) -> None:
     print(f"tlec: kernel '{name}': tileiras: {registers} registers per thread, {threads} threads, {shared} bytes "
           f"of shared memory, {spilled}: {programs} program{'s' if programs != 1 else ''} per SM (the limit: "
           f"{limit}{'; --occupancy N asks tileiras to fit N' if limit == 'registers' else ''})", file=sys.stderr)
+    if extra.get("spilled_under"):
+        hint, spilled, kept = extra["spilled_under"]
+        print(f"tlec: kernel '{name}': the lowering's occupancy hint of {hint} programs per SM made tileiras spill "
+              f"{spilled} bytes per thread, so the cubin was compiled with {f'a hint of {kept}' if kept else 'no hint'}"
+              f" (--emit=tileir shows the first)", file=sys.stderr)
 
 
 def _parse_launch(sizes: str | None, grid: str | None, generic: bool, parser):

@@ -149,6 +149,41 @@ def _triton(out: Compiled, module, arch, upto, num_warps, num_stages) -> None:
     out.stages["cubin"] = binary.cubin
 
 
+def _fewer_programs(hint: int) -> int | None:
+    """The occupancy hint to try when `hint` made tileiras spill: half as many programs per SM, down to 2, then
+    none (tileiras' own register budget)."""
+    return hint // 2 if hint > 2 else None
+
+
+def _without_spills(module, tileir, binary, arch):
+    """(Tile IR, binary) with the lowering's own occupancy hint lowered until tileiras no longer spills.
+
+    The hint caps registers per thread at 65536 / (programs x threads), and tileiras meets the cap by spilling to
+    local memory when it must. The lowering's rule for 16-bit rows (8 programs per SM: 64 registers) fits the rows it
+    was measured on, but a softmax backward pass over bf16 rows of 4096 (two f32 tiles live at once) spilled 56
+    bytes per thread at 64 registers and ran at 59.2 us where 4 programs per SM, without spills, ran at 51.0 (H200;
+    the Triton reference 50.8; benchmarks/RESULTS.md). Only a kernel that spills pays for another tileiras run.
+    A hint the caller gave (the `occupancy` launch option) is kept as given."""
+    from .dialects import cuda_tile as ct
+    from .dialects.mlir import ir
+    from .lowering.tle_to_tileir import TileirOptions, tle_to_tileir
+    from .targets.tileir import compile_tileir
+    entry = ct.entries(tileir)[0]
+    hint = ir.IntegerAttr(entry.attributes["occupancy"]).value if "occupancy" in entry.attributes else None
+    while binary.extra.get("stack_bytes") and hint is not None:
+        spilled, hint = binary.extra["stack_bytes"], _fewer_programs(hint)
+        debug.note(f"kernel '{binary.name}': tileiras spilled {spilled} bytes per thread under the occupancy hint; "
+                   f"compiling again with {hint or 'no'} hint")
+        retry = tle_to_tileir(module, TileirOptions(occupancy=hint))
+        with debug.timed("tileiras"):
+            retried = compile_tileir(retry, arch)
+        if retried.extra.get("stack_bytes", 0) < spilled:
+            first = binary.extra.get("spilled_under") or (ir.IntegerAttr(entry.attributes["occupancy"]).value, spilled)
+            retried.extra["spilled_under"] = (*first[:2], hint)  # (first hint, its spill, the hint kept): tlec -v
+            tileir, binary = retry, retried
+    return tileir, binary
+
+
 def _tileir(out: Compiled, module, arch, upto, occupancy: int | None = None) -> None:
     order = STAGES["tileir"]
     from .lowering.tle_to_tileir import TileirOptions, tle_to_tileir
@@ -165,6 +200,9 @@ def _tileir(out: Compiled, module, arch, upto, occupancy: int | None = None) -> 
         return
     with debug.timed("tileiras"):
         binary = compile_tileir(tileir, arch)
+    if occupancy is None:
+        tileir, binary = _without_spills(module, tileir, binary, arch)
+        out.stages["tileir"] = tileir.operation.get_asm(enable_debug_info=debug.level() >= 2)
     out.binary = binary
     out.stages["tilebc"] = binary.stages.get("tilebc")
     out.stages["cubin"] = binary.cubin
