@@ -1030,18 +1030,46 @@ def _run_child(child: str, impl: str, kernels: list[str], env: dict, timeout: fl
     return {"error": f"child exited {p.returncode}: {(p.stderr or p.stdout).strip().splitlines()[-1:]}"}
 
 
-def startup_figures(backends, kernels) -> dict:
-    """Cold: empty tle and Triton caches. Warm: a second fresh process over the caches the first one filled."""
+def startup_figures(backends, kernels, repeats: int = 3) -> dict:
+    """Cold: empty tle and Triton caches. Warm: a fresh process over the caches a cold one filled.
+
+    A cold compile of a small kernel takes 0.06-0.10 s, and one process's figure moved by a fifth from one run to the
+    next (the reference's cumsum read 0.080 s in one full run and 0.062 in another, tle's 0.086 and 0.092). So each
+    implementation gets `repeats` cold processes, each over its own empty caches, run in a rotating order with the
+    others' so that a slow spell of the host falls on all of them, and each kernel's cold figure is the median of
+    its runs. The warm process runs once, over the last cold one's caches."""
     root = tempfile.mkdtemp(prefix="tle-bench-")
-    out = {}
     base = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TLE_CACHE")}
     impls = [f"tle:{b}" for b in backends] + ["triton_ref"]
-    for impl in impls:
-        tag = impl.replace(":", "_")
-        env = dict(base, TRITON_CACHE_DIR=os.path.join(root, tag, "triton"),
-                   TLE_CACHE_DIR=os.path.join(root, tag, "tle"), PYTHONUNBUFFERED="1")
-        cold = _run_child("startup", impl, kernels, env)
-        out[impl] = {"cold": cold, "warm": _run_child("startup", impl, kernels, env)}
+
+    def env(impl, r):
+        tag = os.path.join(root, f"{impl.replace(':', '_')}_{r}")
+        return dict(base, TRITON_CACHE_DIR=os.path.join(tag, "triton"), TLE_CACHE_DIR=os.path.join(tag, "tle"),
+                    PYTHONUNBUFFERED="1")
+    colds = {impl: [] for impl in impls}
+    for r in range(repeats):
+        for impl in rotated(impls, r):
+            colds[impl].append(_run_child("startup", impl, kernels, env(impl, r)))
+    return {impl: {"cold": median_run(colds[impl]), "warm": _run_child("startup", impl, kernels, env(impl, repeats - 1)),
+                   "cold_runs": len(colds[impl])} for impl in impls}
+
+
+def median_run(runs: list) -> dict:
+    """One child's result from several: per kernel the run with the median first_s (so its other fields belong to
+    that same run), the process-wide times as medians. A run that failed as a whole counts only if all did."""
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[0]
+    out = dict(ok[0])
+    for key in ("cuda_init_s", "import_s", "warmup_first_s", "process_s"):
+        vals = [r[key] for r in ok if key in r]
+        if vals:
+            out[key] = statistics.median(vals)
+    out["kernels"] = {}
+    for name in ok[0].get("kernels", {}):
+        timed = sorted((r["kernels"][name] for r in ok if "first_s" in r["kernels"].get(name, {})),
+                       key=lambda k: k["first_s"])
+        out["kernels"][name] = timed[(len(timed) - 1) // 2] if timed else ok[0]["kernels"][name]
     return out
 
 
@@ -1433,7 +1461,9 @@ def launch_table(res: dict) -> str:
 
 
 def startup_table(res: dict) -> str:
-    lines = ["time to first result in a fresh process (s): cold = empty caches (compile), warm = disk cache"]
+    runs = max((r.get("cold_runs", 1) for r in res.values()), default=1)
+    lines = ["time to first result in a fresh process (s): cold = empty caches (compile"
+             + (f"; the median of {runs} processes" if runs > 1 else "") + "), warm = disk cache"]
     impls = list(res)
     lines.append(f"  {'kernel':11s}" + "".join(f" {i[:20]:>20s}" for i in impls) + "      (each: cold / warm)")
     kernels = []
@@ -1617,7 +1647,7 @@ def main() -> int:
 
     cases = build_cases(ARGS.quick, only)
     impls = build_impls(backends, dry=False, tune=not ARGS.no_tune, tune_budget_s=ARGS.tune_budget_s)
-    startup_reserve = 0 if ARGS.no_startup else (40 if ARGS.quick else 90)
+    startup_reserve = 0 if ARGS.no_startup else (40 if ARGS.quick else 140)
     print(f"{len(cases)} cases, implementations {[i.name for i in impls]}", flush=True)
     fatal = None
     for i, case in enumerate(cases):
@@ -1657,7 +1687,7 @@ def main() -> int:
         working = [b for b in backends if not report["cases"] or any(
             rec["impls"].get(f"tle:{b}", {}).get("status") == "ok" for rec in report["cases"])]
         report["startup_skipped"] = [b for b in backends if b not in working]
-        report["startup"] = startup_figures(working, kernels)
+        report["startup"] = startup_figures(working, kernels, 1 if ARGS.quick else 3)
         text_blocks.append(startup_table(report["startup"]) + "".join(
             f"\n  tle:{b}: not started (no case ran on it)" for b in report["startup_skipped"]))
         print(text_blocks[-1], flush=True)

@@ -134,3 +134,41 @@ def test_shapes_option_rejects_a_shape_no_kernel_takes():
         bench.shape_cases("4096x1000", ("vector_add",))
     with pytest.raises(SystemExit, match="is not N, MxN or MxNxK"):
         bench.shape_cases("4096by1000")
+
+
+def startup_child(first_s: dict, process_s=5.0, error=None):
+    if error:
+        return {"error": error}
+    return {"impl": "x", "import_s": 0.3, "warmup_first_s": 1.0, "process_s": process_s,
+            "kernels": {k: {"first_s": v, "ok": True, "config": f"run {v}"} for k, v in first_s.items()}}
+
+
+def test_median_run_takes_each_kernels_median_run_whole():
+    runs = [startup_child({"cumsum": 0.080, "softmax": 0.30}, 6.0),
+            startup_child({"cumsum": 0.062, "softmax": 0.29}, 5.0),
+            startup_child({"cumsum": 0.090, "softmax": 0.50}, 9.0),
+            startup_child({}, error="timed out after 240 s")]
+    merged = bench.median_run(runs)
+    assert merged["kernels"]["cumsum"]["first_s"] == 0.080
+    assert merged["kernels"]["cumsum"]["config"] == "run 0.08"  # the fields of the run the median came from
+    assert merged["kernels"]["softmax"]["first_s"] == 0.30
+    assert merged["process_s"] == 6.0
+    assert bench.median_run([startup_child({}, error="boom")]) == {"error": "boom"}
+
+
+def test_startup_runs_cold_processes_in_rotation_and_warm_over_the_last_caches(monkeypatch):
+    calls = []
+
+    def fake_child(child, impl, kernels, env):
+        calls.append((impl, env["TRITON_CACHE_DIR"]))
+        return startup_child({"cumsum": 0.05 + 0.01 * len(calls)})
+    monkeypatch.setattr(bench, "_run_child", fake_child)
+    res = bench.startup_figures(["triton"], ["cumsum"], repeats=3)
+    order = [impl for impl, _ in calls]
+    assert order[:6] == ["tle:triton", "triton_ref", "triton_ref", "tle:triton", "tle:triton", "triton_ref"]
+    assert len({d for _, d in calls[:6]}) == 6  # every cold process starts from empty caches of its own
+    warm_dirs = {impl: d for impl, d in calls[6:]}
+    cold_dirs = [d for impl, d in calls[:6] if impl == "tle:triton"]
+    assert warm_dirs["tle:triton"] == cold_dirs[-1]
+    assert res["tle:triton"]["cold_runs"] == 3 and res["tle:triton"]["cold"]["kernels"]["cumsum"]["first_s"] == 0.09
+    assert "the median of 3 processes" in bench.startup_table(res)
