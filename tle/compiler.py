@@ -14,7 +14,9 @@ Each stage lives in its own module with one entry point:
     lowering/tle_to_tileir.py    tle_to_tileir(module)           -> ir.Module (cuda_tile)
     targets/tileir.py            compile_tileir(module, arch)    -> Binary (tilebc, cubin)
 
-This module only sequences them, routes `backend="auto"`, and records what each stage produced.
+This module only sequences them, routes `backend="auto"`, and records what each stage produced. One feedback
+loop lives here because it spans two stages: when the Tile IR lowering's own occupancy hint makes tileiras spill,
+the kernel is lowered and compiled again with a lower hint (`_without_spills`).
 """
 from __future__ import annotations
 
