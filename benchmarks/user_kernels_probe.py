@@ -12,7 +12,8 @@ implementations in a rotating order over --rounds rounds, median of the rounds.
     python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu,embedding,
                                                     vocab_softmax,linear_nt,bmm,add_rmsnorm,rope,
                                                     cross_entropy,linear_w8a8,matmul_tf32,softmax_bwd,
-                                                    greedy] [--rounds 3] [--occupancy 4]
+                                                    greedy,linear_w4a16,layernorm_bwd] [--rounds 3]
+                                                    [--occupancy 4]
 """
 from __future__ import annotations
 
@@ -214,6 +215,62 @@ kernel greedy<BLOCK: int = 4096, T: dtype = bf16>(x: tensor<T>[M, V], out: tenso
         at = where(better, j * BLOCK + lanes, at)
     }
     store(out, full<i32>[1](min(where(best == max(best), at, V))), at=row)
+}
+// W4A16 linear: y = x @ dequant(w). w packs K = 2H weights per column in bytes: byte [h, n] holds row h in its low
+// four bits and row H + h in its high four, each an unsigned 4-bit value with offset 8, scaled per column. The two
+// halves of x (x[:, :H] and x[:, H:], views of one tensor) meet the two nibbles in two dots per K tile.
+kernel linear_w4a16<BM: int = 16, BN: int = 128, BK: int = 128, T: dtype = bf16>(
+        x1: tensor<T>[M, H], x2: tensor<T>[M, H], w: tensor<i8>[H, N], scale: tensor<T>[N], y: tensor<T>[M, N]) {
+    let pm = program_id(0)
+    let pn = program_id(1)
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(H, BK)) {
+        let q = cast<i32>(load(w, tile=[BK, BN], at=[k, pn]))
+        acc = dot(load(x1, tile=[BM, BK], at=[pm, k]), cast<T>((q & 15) - 8), acc)
+        acc = dot(load(x2, tile=[BM, BK], at=[pm, k]), cast<T>(((q >> 4) & 15) - 8), acc)
+    }
+    let s = cast<f32>(reshape(load(scale, tile=[BN], at=[pn]), [1, BN]))
+    store(y, cast<T>(acc * s), at=[pm, pn])
+}
+
+// LayerNorm's backward pass, first kernel: dx for ROWS rows per program, and that program's partial sums of dw and
+// db (one row of dw_part / db_part each); layernorm_bwd_reduce sums the partials. mean and rstd are the forward
+// pass's. BLOCK >= N.
+kernel layernorm_bwd<ROWS: int = 16, BLOCK: int = 4096, T: dtype = bf16>(
+        x: tensor<T>[M, N], dy: tensor<T>[M, N], w: tensor<T>[N], mean: tensor<f32>[M], rstd: tensor<f32>[M],
+        dx: tensor<T>[M, N], dw_part: tensor<f32>[G, N], db_part: tensor<f32>[G, N]) {
+    let p = program_id(0)
+    let wt = cast<f32>(reshape(load(w, tile=[BLOCK]), [1, BLOCK]))
+    let inside = reshape(arange(0, BLOCK), [1, BLOCK]) < N
+    var dw = zeros<f32>[1, BLOCK]
+    var db = zeros<f32>[1, BLOCK]
+    for row in range(p * ROWS, min((p + 1) * ROWS, M)) {
+        let g = cast<f32>(load(dy, tile=[1, BLOCK], at=[row, 0]))
+        let rs = reshape(gather(rstd, row), [1, 1])
+        let xhat = where(inside, (cast<f32>(load(x, tile=[1, BLOCK], at=[row, 0])) - reshape(gather(mean, row), [1, 1])) * rs, 0.0)
+        let wdy = wt * g
+        let c1 = sum(xhat * wdy, axis=1, keepdims=true) / N
+        let c2 = sum(wdy, axis=1, keepdims=true) / N
+        store(dx, cast<T>((wdy - (xhat * c1 + c2)) * rs), at=[row, 0])
+        dw += g * xhat
+        db += g
+    }
+    store(dw_part, dw, at=[p, 0])
+    store(db_part, db, at=[p, 0])
+}
+
+// The second kernel: column sums of the partials into dw and db.
+kernel layernorm_bwd_reduce<BG: int = 32, BN: int = 256>(dw_part: tensor<f32>[G, N], db_part: tensor<f32>[G, N],
+                                                        dw: tensor<f32>[N], db: tensor<f32>[N]) {
+    let j = program_id(0)
+    var sw = zeros<f32>[BN]
+    var sb = zeros<f32>[BN]
+    for i in range(cdiv(G, BG)) {
+        sw += sum(load(dw_part, tile=[BG, BN], at=[i, j]), axis=0)
+        sb += sum(load(db_part, tile=[BG, BN], at=[i, j]), axis=0)
+    }
+    store(dw, sw, at=[j])
+    store(db, sb, at=[j])
 }
 """
 
@@ -455,6 +512,64 @@ def greedy_ref(x_ptr, out_ptr, V, BLOCK: tl.constexpr):
     tl.store(out_ptr + row, tl.min(tl.where(best == tl.max(best, 0), at, V), 0))
 
 
+@triton.jit
+def linear_w4a16_ref(x_ptr, w_ptr, scale_ptr, y_ptr, M, N, H, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(H, BK)):
+        kk = k * BK + rk
+        q = tl.load(w_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < H) & (rn[None, :] < N), other=0)
+        q = q.to(tl.int32)
+        xm = (rm[:, None] < M) & (kk[None, :] < H)
+        x1 = tl.load(x_ptr + rm[:, None] * (2 * H) + kk[None, :], mask=xm, other=0.0)
+        x2 = tl.load(x_ptr + rm[:, None] * (2 * H) + H + kk[None, :], mask=xm, other=0.0)
+        acc = tl.dot(x1, ((q & 15) - 8).to(x_ptr.dtype.element_ty), acc)
+        acc = tl.dot(x2, (((q >> 4) & 15) - 8).to(x_ptr.dtype.element_ty), acc)
+    s = tl.load(scale_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], (acc * s[None, :]).to(y_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def layernorm_bwd_ref(x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_ptr, db_ptr, M, N, ROWS: tl.constexpr,
+                      BLOCK: tl.constexpr):
+    p = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    wt = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    dw = tl.zeros([BLOCK], tl.float32)
+    db = tl.zeros([BLOCK], tl.float32)
+    for row in range(p * ROWS, tl.minimum((p + 1) * ROWS, M)):
+        at = row.to(tl.int64) * N + cols
+        g = tl.load(dy_ptr + at, mask=mask, other=0.0).to(tl.float32)
+        rs = tl.load(rstd_ptr + row)
+        xhat = tl.where(mask, (tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32) - tl.load(mean_ptr + row)) * rs, 0.0)
+        wdy = wt * g
+        c1 = tl.sum(xhat * wdy, 0) / N
+        c2 = tl.sum(wdy, 0) / N
+        tl.store(dx_ptr + at, ((wdy - (xhat * c1 + c2)) * rs).to(dx_ptr.dtype.element_ty), mask=mask)
+        dw += g * xhat
+        db += g
+    tl.store(dw_ptr + p * N + cols, dw, mask=mask)
+    tl.store(db_ptr + p * N + cols, db, mask=mask)
+
+
+@triton.jit
+def layernorm_bwd_reduce_ref(dw_part_ptr, db_part_ptr, dw_ptr, db_ptr, G, N, BG: tl.constexpr, BN: tl.constexpr):
+    cols = tl.program_id(0) * BN + tl.arange(0, BN)
+    sw = tl.zeros([BN], tl.float32)
+    sb = tl.zeros([BN], tl.float32)
+    for i in range(0, tl.cdiv(G, BG)):
+        rows = i * BG + tl.arange(0, BG)
+        m = (rows[:, None] < G) & (cols[None, :] < N)
+        sw += tl.sum(tl.load(dw_part_ptr + rows[:, None] * N + cols[None, :], mask=m, other=0.0), 0)
+        sb += tl.sum(tl.load(db_part_ptr + rows[:, None] * N + cols[None, :], mask=m, other=0.0), 0)
+    tl.store(dw_ptr + cols, sw, mask=cols < N)
+    tl.store(db_ptr + cols, sb, mask=cols < N)
+
+
 # ---- cases --------------------------------------------------------------------------------------------------------
 
 def _sets(make, nbytes: int) -> list:
@@ -692,14 +807,74 @@ def cases(dev, only):
             out.append((f"greedy {m}x{v} {str(dt)[6:]}", (nb, 0), sets,
                         lambda t: t[1].copy_(torch.argmax(t[0], -1)),
                         _both_paths(small.greedy, (m,), lambda t, m=m, v=v: greedy_ref[(m,)](*t, v, BLOCK=4096)), 1))
+    if "linear_w4a16" in only:
+        # 4-bit weights, decode batches: against cuBLAS on the same weight dequantised to bf16 once (4x the bytes)
+        for m, (n, k) in itertools.product((1, 16), ((14336, 4096), (4096, 14336))):
+            h = k // 2
+            nb = h * n + 2 * (m * k + m * n + n)
+
+            def w4_set(m=m, n=n, k=k, h=h):
+                x = r(m, k, dt=torch.bfloat16)
+                q = torch.randint(-128, 128, (h, n), device=dev, dtype=torch.int8)
+                sc = (torch.rand(n, device=dev) / 64).to(torch.bfloat16)
+                w = torch.cat(((q & 15) - 8, ((q >> 4) & 15) - 8)).to(torch.bfloat16) * sc
+                return [x[:, :h], x[:, h:], q, sc, torch.empty(m, n, device=dev, dtype=torch.bfloat16), w, x]
+            sets = _sets(w4_set, nb)
+            g = (triton.cdiv(m, 16), triton.cdiv(n, 128))
+            out.append((f"linear_w4a16 {m}x{n}x{k} int4->bf16", (nb, 2 * m * n * k), sets,
+                        lambda t: torch.matmul(t[6], t[5], out=t[4]),
+                        {"tle:triton": lambda t, g=g: small.linear_w4a16[g](*t[:5], backend="triton"),
+                         "tle:tileir": lambda t, g=g: small.linear_w4a16[g](*t[:5], backend="tileir"),
+                         "triton_ref": lambda t, g=g, m=m, n=n, h=h: linear_w4a16_ref[g](
+                             t[6], t[2], t[3], t[4], m, n, h, BM=16, BN=128, BK=128)}, 4))
+    if "layernorm_bwd" in only:
+        # dx, then dw and db through per-program partial sums (16 rows a program) and a column-sum kernel
+        for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((8192, 4096), (16384, 1024))):
+            rows, block = 16, triton.next_power_of_2(n)
+            gp = triton.cdiv(m, rows)
+            nb = 3 * m * n * dt.itemsize + 4 * gp * n * 4
+
+            def ln_set(m=m, n=n, dt=dt, gp=gp):
+                x, w, b = r(m, n, dt=dt), r(n, dt=dt), r(n, dt=dt)
+                _, mean, rstd = torch.ops.aten.native_layer_norm(x, [n], w, b, 1e-5)
+                f32 = lambda *s: torch.empty(*s, device=dev)  # noqa: E731
+                return [x, r(m, n, dt=dt), w, mean.view(m).float(), rstd.view(m).float(),
+                        torch.empty(m, n, device=dev, dtype=dt), f32(gp, n), f32(gp, n), f32(n), f32(n), b]
+            sets = _sets(ln_set, nb)
+
+            def torch_ln_bwd(t, n=n):
+                dx, dw, db = torch.ops.aten.native_layer_norm_backward(
+                    t[1], t[0], [n], t[3].view(-1, 1), t[4].view(-1, 1), t[2], t[10], [True, True, True])
+                t[5].copy_(dx), t[8].copy_(dw), t[9].copy_(db)
+
+            def tle_ln_bwd(t, backend, occupancy=None, gp=gp, n=n, block=block):
+                small.layernorm_bwd[(gp,)](*t[:8], ROWS=16, BLOCK=block, backend=backend, occupancy=occupancy)
+                small.layernorm_bwd_reduce[(triton.cdiv(n, 64),)](*t[6:10], BG=32, BN=64, backend=backend)
+
+            def ref_ln_bwd(t, gp=gp, m=m, n=n, block=block):
+                layernorm_bwd_ref[(gp,)](*t[:8], m, n, ROWS=16, BLOCK=block)
+                layernorm_bwd_reduce_ref[(triton.cdiv(n, 64),)](*t[6:10], gp, n, BG=32, BN=64)
+            impls = {"tle:triton": lambda t, f=tle_ln_bwd: f(t, "triton"),
+                     "tle:tileir": lambda t, f=tle_ln_bwd: f(t, "tileir"), "triton_ref": ref_ln_bwd}
+            for occ in OCCUPANCY:  # the first kernel's hint
+                impls[f"tle:tileir occ{occ}"] = lambda t, f=tle_ln_bwd, occ=occ: f(t, "tileir", occ)
+            out.append((f"layernorm_bwd {m}x{n} {str(dt)[6:]}", (nb, 0), sets, torch_ln_bwd, impls, (5, 8, 9)))
     return out
+
+
+def output_error(got: list, wants: list) -> float:
+    """The worst error of a run's outputs against torch's (f32 copies): max |got - want| / max |want| for floats,
+    0 or inf for integers (indices must be torch's exactly), inf where a NaN is left (an output not written)."""
+    errs = [((g.float() - w).abs().max() / w.abs().max()).item() if g.is_floating_point()
+            else (0.0 if torch.equal(g.float(), w) else math.inf) for g, w in zip(got, wants)]
+    return math.inf if any(math.isnan(e) for e in errs) else max(errs)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu,embedding,vocab_softmax,"
                                        "linear_nt,bmm,add_rmsnorm,rope,cross_entropy,linear_w8a8,matmul_tf32,"
-                                       "softmax_bwd,greedy")
+                                       "softmax_bwd,greedy,linear_w4a16,layernorm_bwd")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",
                     help="comma-separated Tile IR occupancy hints (programs per SM) to time as extra columns, "
@@ -709,21 +884,20 @@ def main() -> int:
     dev = "cuda"
     lines = []
     for title, (nbytes, flops), sets, base, impls, oi in cases(dev, args.only.split(",")):
+        outs = oi if isinstance(oi, tuple) else (oi,)  # the outputs checked (a set's indices)
         base(sets[0])
         torch.cuda.synchronize()
-        want = sets[0][oi].float().clone()
+        wants = [sets[0][o].float().clone() for o in outs]
         runs = {"torch": lambda i, base=base, sets=sets: base(sets[i])}
         notes = []
         for name, fn in impls.items():
             try:
-                sets[0][oi].fill_(float("nan") if sets[0][oi].is_floating_point() else -1)
+                for o in outs:
+                    sets[0][o].fill_(float("nan") if sets[0][o].is_floating_point() else -1)
                 fn(sets[0])
                 torch.cuda.synchronize()
-                if sets[0][oi].is_floating_point():
-                    err = ((sets[0][oi].float() - want).abs().max() / want.abs().max()).item()
-                else:  # indices: exactly torch's
-                    err = (sets[0][oi].float() != want).float().mean().item()
-                if not err <= (2e-2 if sets[0][oi].is_floating_point() else 0):
+                err = output_error([sets[0][o] for o in outs], wants)
+                if not err <= 2e-2:
                     notes.append(f"{name} wrong ({err:.2e})")
                     continue
                 runs[name] = lambda i, fn=fn, sets=sets: fn(sets[i])

@@ -141,3 +141,42 @@ def test_greedy_takes_the_first_maximum_of_a_ragged_row(small):
     small.greedy[(5,)](x, out, BLOCK=256)
     assert out.tolist() == torch.argmax(x, -1).tolist()
     assert out[1:4].tolist() == [10, 999, 3]
+
+
+def test_linear_w4a16_unpacks_both_nibbles(small):
+    m, h, n = 5, 200, 70  # K = 400; both halves' last K tile ragged
+    x = torch.randn(m, 2 * h, dtype=torch.bfloat16)
+    q = torch.randint(-128, 128, (h, n), dtype=torch.int8)
+    scale = (torch.rand(n) / 8).to(torch.bfloat16)
+    y = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
+    small.linear_w4a16[(1, 3)](x[:, :h], x[:, h:], q, scale, y, BM=16, BN=32, BK=128)
+    w = torch.cat(((q & 15) - 8, ((q >> 4) & 15) - 8)).float()
+    assert w.min() == -8 and w.max() == 7
+    want = (x.float() @ w) * scale.float()
+    torch.testing.assert_close(y.float(), want, rtol=2e-2, atol=2e-2)
+
+
+def test_layernorm_bwd_matches_torch_with_partial_sums(small):
+    m, n, rows = 37, 300, 16  # 3 programs, the last with 5 rows; a ragged row tile
+    x, dy, w, b = torch.randn(m, n), torch.randn(m, n), torch.randn(n), torch.randn(n)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [n], w, b, 1e-5)
+    gp = -(-m // rows)
+    dx = torch.full((m, n), float("nan"))
+    dw_part, db_part = torch.full((gp, n), float("nan")), torch.full((gp, n), float("nan"))
+    dw, db = torch.full((n,), float("nan")), torch.full((n,), float("nan"))
+    small.layernorm_bwd[(gp,)](x, dy, w, mean.view(m), rstd.view(m), dx, dw_part, db_part, ROWS=rows, BLOCK=512)
+    small.layernorm_bwd_reduce[(-(-n // 64),)](dw_part, db_part, dw, db, BG=2, BN=64)
+    want = torch.ops.aten.native_layer_norm_backward(dy, x, [n], mean, rstd, w, b, [True, True, True])
+    for got, exp in zip((dx, dw, db), want):
+        torch.testing.assert_close(got, exp, rtol=1e-4, atol=1e-4)
+
+
+def test_output_error_fails_an_output_left_unwritten():
+    want = torch.ones(4)
+    assert probe.output_error([torch.ones(4), torch.ones(4)], [want, want]) == 0
+    half = torch.tensor([1.0, 1.0, float("nan"), float("nan")])
+    assert probe.output_error([torch.ones(4), half], [want, want]) == float("inf")  # not max(0, nan) == 0
+    assert probe.output_error([torch.tensor([1.0, 1.1, 1.0, 1.0])], [want]) == pytest.approx(0.1)
+    idx = torch.tensor([3, 1], dtype=torch.int32)
+    assert probe.output_error([idx], [idx.float()]) == 0
+    assert probe.output_error([torch.tensor([3, 2], dtype=torch.int32)], [idx.float()]) == float("inf")
