@@ -250,9 +250,10 @@ def _report_tileiras(name: str, out, arch: str) -> None:
           f"{limit}{'; --occupancy N asks tileiras to fit N' if limit == 'registers' else ''})", file=sys.stderr)
     if extra.get("spilled_under"):
         hint, spilled, kept = extra["spilled_under"]
-        print(f"tlec: kernel '{name}': the lowering's occupancy hint of {hint} programs per SM made tileiras spill "
-              f"{spilled} bytes per thread, so the cubin was compiled with {f'a hint of {kept}' if kept else 'no hint'}"
-              f" (--emit=tileir shows the first)", file=sys.stderr)
+        under = f"under the lowering's occupancy hint of {hint} programs per SM" if hint else "without a hint"
+        print(f"tlec: kernel '{name}': tileiras spilled {spilled} bytes per thread {under}, so the cubin was "
+              f"compiled with {f'a hint of {kept}' if kept else 'no hint'} (--emit=tileir shows the first)",
+              file=sys.stderr)
 
 
 def _parse_launch(sizes: str | None, grid: str | None, generic: bool, parser):

@@ -15,8 +15,8 @@ Each stage lives in its own module with one entry point:
     targets/tileir.py            compile_tileir(module, arch)    -> Binary (tilebc, cubin)
 
 This module only sequences them, routes `backend="auto"`, and records what each stage produced. One feedback
-loop lives here because it spans two stages: when the Tile IR lowering's own occupancy hint makes tileiras spill,
-the kernel is lowered and compiled again with a lower hint (`_without_spills`).
+loop lives here because it spans two stages: when tileiras spills under the Tile IR lowering's own occupancy choice,
+the kernel is lowered and compiled again with another hint (`_without_spills`).
 """
 from __future__ import annotations
 
@@ -151,37 +151,49 @@ def _triton(out: Compiled, module, arch, upto, num_warps, num_stages) -> None:
     out.stages["cubin"] = binary.cubin
 
 
-def _fewer_programs(hint: int) -> int | None:
-    """The occupancy hint to try when `hint` made tileiras spill: half as many programs per SM, down to 2, then
-    none (tileiras' own register budget)."""
+def _fewer_programs(hint: int | None, has_dot: bool) -> int | None:
+    """The occupancy hint to try next when tileiras spilled under `hint`: half as many programs per SM, down to 2,
+    then none (tileiras' own register budget); from none, 2 for a kernel without a dot; None: nothing left."""
+    if hint is None:
+        return None if has_dot else 2
     return hint // 2 if hint > 2 else None
 
 
-def _without_spills(module, tileir, binary, arch):
-    """(Tile IR, binary) with the lowering's own occupancy hint lowered until tileiras no longer spills.
+def _without_spills(module, tileir, binary, arch, has_dot: bool):
+    """(Tile IR, binary) with the occupancy hint changed until tileiras no longer spills, when it did under the
+    lowering's choice (a hint, or none).
 
     The hint caps registers per thread at 65536 / (programs x threads), and tileiras meets the cap by spilling to
     local memory when it must. The lowering's rule for 16-bit rows (8 programs per SM: 64 registers) fits the rows it
     was measured on, but a softmax backward pass over bf16 rows of 4096 (two f32 tiles live at once) spilled 56
     bytes per thread at 64 registers and ran at 59.2 us where 4 programs per SM, without spills, ran at 51.0 (H200;
-    the Triton reference 50.8; benchmarks/RESULTS.md). Only a kernel that spills pays for another tileiras run.
-    A hint the caller gave (the `occupancy` launch option) is kept as given."""
+    the Triton reference 50.8). Without a hint, tileiras gave a LayerNorm backward pass over bf16 rows of 4096 (a
+    loop over 16 rows carrying two f32 tiles) 256 threads of 255 registers and spilled 112 bytes per thread: 136.2
+    us; with 2 programs per SM it takes 128 threads, does not spill and runs at 89.7 (the native path 97.5, the
+    Triton reference 108.1). Kernels with a dot keep tileiras' choice when it had no hint: no such kernel was timed
+    with one. benchmarks/RESULTS.md has both. Only a kernel that spills pays for another tileiras run; a hint the
+    caller gave (the `occupancy` launch option) is kept as given."""
     from .dialects import cuda_tile as ct
     from .dialects.mlir import ir
     from .lowering.tle_to_tileir import TileirOptions, tle_to_tileir
     from .targets.tileir import compile_tileir
     entry = ct.entries(tileir)[0]
-    hint = ir.IntegerAttr(entry.attributes["occupancy"]).value if "occupancy" in entry.attributes else None
-    while binary.extra.get("stack_bytes") and hint is not None:
-        spilled, hint = binary.extra["stack_bytes"], _fewer_programs(hint)
-        debug.note(f"kernel '{binary.name}': tileiras spilled {spilled} bytes per thread under the occupancy hint; "
-                   f"compiling again with {hint or 'no'} hint")
+    first = hint = ir.IntegerAttr(entry.attributes["occupancy"]).value if "occupancy" in entry.attributes else None
+    tried = {hint}
+    while binary.extra.get("stack_bytes"):
+        hint = _fewer_programs(hint, has_dot)
+        if hint in tried:
+            break
+        tried.add(hint)
+        spilled = binary.extra["stack_bytes"]
+        debug.note(f"kernel '{binary.name}': tileiras spilled {spilled} bytes per thread under the occupancy hint "
+                   f"{first}; compiling again with {hint or 'no'} hint")
         retry = tle_to_tileir(module, TileirOptions(occupancy=hint))
         with debug.timed("tileiras"):
             retried = compile_tileir(retry, arch)
         if retried.extra.get("stack_bytes", 0) < spilled:
-            first = binary.extra.get("spilled_under") or (ir.IntegerAttr(entry.attributes["occupancy"]).value, spilled)
-            retried.extra["spilled_under"] = (*first[:2], hint)  # (first hint, its spill, the hint kept): tlec -v
+            was = binary.extra.get("spilled_under") or (first, spilled)
+            retried.extra["spilled_under"] = (*was[:2], hint)  # (first hint, its spill, the hint kept): tlec -v
             tileir, binary = retry, retried
     return tileir, binary
 
@@ -203,7 +215,8 @@ def _tileir(out: Compiled, module, arch, upto, occupancy: int | None = None) -> 
     with debug.timed("tileiras"):
         binary = compile_tileir(tileir, arch)
     if occupancy is None:
-        tileir, binary = _without_spills(module, tileir, binary, arch)
+        has_dot = any(isinstance(n, Op) and n.name == "dot" for n in nodes(out.kernel.body))
+        tileir, binary = _without_spills(module, tileir, binary, arch, has_dot)
         out.stages["tileir"] = tileir.operation.get_asm(enable_debug_info=debug.level() >= 2)
     out.binary = binary
     out.stages["tilebc"] = binary.stages.get("tilebc")
