@@ -388,16 +388,24 @@ def vocab_softmax_ref(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _x_wt(x_ptr, w_ptr, rm, rn, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, ACC: tl.constexpr):
+    """The tile x[rm, :] @ w[rn, :]^T of nn.Linear's layout (w stored [N, K]), accumulated in ACC over K tiles of
+    BK, masked on every axis (what linear_nt_ref and linear_w8a8_ref share)."""
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=ACC)
+    for k in range(0, tl.cdiv(K, BK)):
+        kk = k * BK + rk
+        x = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0)
+        w = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0)
+        acc = tl.dot(x, tl.trans(w), acc, out_dtype=ACC)
+    return acc
+
+
+@triton.jit
 def linear_nt_ref(x_ptr, w_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BK)):
-        kk = k * BK + rk
-        x = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
-        w = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
-        acc = tl.dot(x, tl.trans(w), acc)
+    acc = _x_wt(x_ptr, w_ptr, rm, rn, M, N, K, BM, BN, BK, tl.float32)
     tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc.to(y_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
@@ -462,13 +470,7 @@ def linear_w8a8_ref(x_ptr, w_ptr, sx_ptr, sw_ptr, y_ptr, M, N, K, BM: tl.constex
                     BK: tl.constexpr):
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.int32)
-    for k in range(0, tl.cdiv(K, BK)):
-        kk = k * BK + rk
-        x = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0)
-        w = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0)
-        acc = tl.dot(x, tl.trans(w), acc, out_dtype=tl.int32)
+    acc = _x_wt(x_ptr, w_ptr, rm, rn, M, N, K, BM, BN, BK, tl.int32)
     scale = tl.load(sx_ptr + rm, mask=rm < M, other=0.0)[:, None] * tl.load(sw_ptr + rn, mask=rn < N, other=0.0)[None, :]
     tl.store(y_ptr + rm[:, None] * N + rn[None, :], (acc.to(tl.float32) * scale).to(y_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
