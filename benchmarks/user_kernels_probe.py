@@ -335,16 +335,25 @@ def bias_gelu_ref(x_ptr, b_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr)
 
 
 @triton.jit
-def linear_relu_ref(a_ptr, w_ptr, bias_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+def _a_b(a_ptr, b_ptr, rm, rn, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+         PRECISION: tl.constexpr = None):
+    """The f32 tile a[rm, :] @ b[:, rn] (both row-major), over K tiles of BK, masked on every axis; PRECISION is
+    tl.dot's input_precision (what linear_relu_ref and matmul_tf32_ref share)."""
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BK)):
         kk = k * BK + rk
         a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
-        w = tl.load(w_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(a, w, acc)
+        b = tl.load(b_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    return acc
+
+
+@triton.jit
+def linear_relu_ref(a_ptr, w_ptr, bias_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    acc = _a_b(a_ptr, w_ptr, rm, rn, M, N, K, BM, BN, BK)
     acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.maximum(acc, 0.0).to(c_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
@@ -480,13 +489,7 @@ def linear_w8a8_ref(x_ptr, w_ptr, sx_ptr, sw_ptr, y_ptr, M, N, K, BM: tl.constex
 def matmul_tf32_ref(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BK)):
-        kk = k * BK + rk
-        a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc, input_precision="tf32")
+    acc = _a_b(a_ptr, b_ptr, rm, rn, M, N, K, BM, BN, BK, "tf32")
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
