@@ -89,3 +89,25 @@ class Binary:
             params=header["params"], num_threads=header["num_threads"], shared_mem=header["shared_mem"],
             stages={k: back(v) for k, v in header["stages"].items()}, extra=header["extra"],
         )
+
+
+# Per-SM limits (CUDA occupancy calculator's figures): registers, shared memory (with 1 KB the driver reserves per
+# CTA), resident threads and CTAs. Shared memory per SM differs by architecture; unlisted ones take sm_90's.
+_SM_SHARED = {"sm_80": 167936, "sm_86": 102400, "sm_87": 167936, "sm_89": 102400, "sm_90": 233472}
+
+
+def resident_programs(registers: int, threads: int, shared_bytes: int, arch: str = "sm_90") -> tuple[int, str]:
+    """(programs per SM, what limits them) for a kernel of `registers` per thread and `threads` per program:
+    registers are allocated per warp in units of 256 (8 per thread), 65536 per SM; 2048 threads and 32 CTAs per SM;
+    shared memory as _SM_SHARED says. How tlec -v explains an occupancy on either path (a cross-entropy at 133
+    registers fits 3 programs of 128 threads, at 128 registers 4). "registers" is named only when nothing else
+    limits as much."""
+    warps = -(-threads // 32)
+    limits = {  # in this order, so that a tie names a limit other than registers (which alone a hint can move)
+        "threads": 2048 // max(threads, 1),
+        "shared memory": _SM_SHARED.get(arch, _SM_SHARED["sm_90"]) // (shared_bytes + 1024),
+        "CTAs": 32,
+        "registers": 65536 // (warps * 32 * (-(-max(registers, 1) // 8) * 8)),
+    }
+    limit = min(limits, key=limits.get)
+    return limits[limit], limit

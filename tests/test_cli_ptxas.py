@@ -48,3 +48,16 @@ def test_the_zero_trip_path_warning_goes_away_when_the_loop_is_known_to_run(nt, 
 def test_without_verbose_nothing_is_said(nt, tmp_path, capsys):
     assert stderr_of(capsys, nt, "--backend", "triton", "--num-warps", "4", *LAUNCH,
                      "-o", str(tmp_path / "k.cubin")) == ""
+
+
+def test_verbose_says_how_many_programs_an_sm_holds_and_why(nt, tmp_path, capsys):
+    err = stderr_of(capsys, nt, "-v", "--backend", "triton", *LAUNCH, "-o", str(tmp_path / "k.cubin"))
+    # 8 warps (a 128x256 accumulator) and a three-stage pipeline of 128x64 + 256x64 bf16 tiles in shared memory
+    assert "256 threads, 147456 bytes of shared memory, no spills: 1 program per SM (the limit: shared memory)" in err
+    rows = tmp_path / "rows.tle"
+    rows.write_text("kernel rows<BLOCK: int = 4096>(x: tensor<f32>[M, N], y: tensor<f32>[M, N]) {\n"
+                    "    let t = load(x, tile=[1, BLOCK], at=[program_id(0), 0])\n"
+                    "    store(y, t * rsqrt(sum(t * t, axis=1, keepdims=true) / N), at=[program_id(0), 0])\n}\n")
+    err = stderr_of(capsys, str(rows), "-v", "--backend", "triton", "--sizes", "M=4096,N=4096", "--grid", "4096",
+                    "-o", str(tmp_path / "r.cubin"))
+    assert "128 threads" in err and "programs per SM (the limit: registers; smaller tiles need fewer)" in err

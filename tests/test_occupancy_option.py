@@ -73,7 +73,7 @@ def test_tlec_v_says_how_many_programs_fit_and_what_limits_them(source, tmp_path
 
 
 def test_resident_programs():
-    from tle.targets.tileir import resident_programs
+    from tle.targets.binary import resident_programs
     assert resident_programs(133, 128, 1040) == (3, "registers")      # 136 x 128 = 17408 registers a program
     assert resident_programs(128, 128, 1040) == (4, "registers")
     assert resident_programs(31, 128, 1040) == (16, "threads")       # a tie with registers names threads

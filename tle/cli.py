@@ -187,7 +187,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
                    {"tileir": "the CUDA Tile IR path", "triton": "the native CUDA path (Triton)"}[out.backend])
             print(f"tlec: kernel '{name}' compiled for {args.arch} on {how}", file=sys.stderr)
             if out.backend == "triton" and "ptx" in out.stages:
-                _report_ptxas(name, out)
+                _report_ptxas(name, out, args.arch)
             elif out.backend == "tileir" and out.binary is not None:
                 _report_tileiras(name, out, args.arch)
         result = out.stages[args.emit]
@@ -221,15 +221,28 @@ _PTXAS_HINTS = {
 }
 
 
-def _report_ptxas(name: str, out) -> None:
-    """tlec -v on the native path: registers and spills, and each of ptxas' "Potential Performance Loss"
-    remarks as a warning at the kernel's source line (ptxas itself names no line)."""
+def _resident(registers: int, threads: int, shared: int, arch: str, hint: str) -> str:
+    """': N programs per SM (the limit: ...)', with what moves a register limit on this path."""
+    from .targets.binary import resident_programs
+    programs, limit = resident_programs(registers, threads, shared, arch)
+    return (f": {programs} program{'s' if programs != 1 else ''} per SM (the limit: {limit}"
+            f"{'; ' + hint if limit == 'registers' else ''})")
+
+
+def _report_ptxas(name: str, out, arch: str) -> None:
+    """tlec -v on the native path: registers and spills, how many programs an SM holds then, and each of ptxas'
+    "Potential Performance Loss" remarks as a warning at the kernel's source line (ptxas itself names no line)."""
     from .diagnostics import Note, render
     from .targets.triton import ptxas_report
     report = ptxas_report(out.stages["ptx"])
     spilled = (f"{report.spill_stores} bytes spilled to local memory ({report.spill_loads} read back)"
                if report.spill_stores or report.spill_loads else "no spills")
-    print(f"tlec: kernel '{name}': ptxas: {report.registers} registers per thread, {spilled}", file=sys.stderr)
+    binary = out.binary
+    print(f"tlec: kernel '{name}': ptxas: {report.registers} registers per thread, " + (
+          f"{binary.num_threads} threads, {binary.shared_mem} bytes of shared memory, {spilled}"
+          + _resident(report.registers, binary.num_threads, binary.shared_mem, arch,
+                      "smaller tiles need fewer") if binary is not None else spilled),
+          file=sys.stderr)
     for loss in report.losses:
         hints = [Note(h) for key, h in _PTXAS_HINTS.items() if key in loss]
         print(render(TleError(out.kernel.span, f"ptxas: {loss}", hints), "warning"), file=sys.stderr)
@@ -237,17 +250,15 @@ def _report_ptxas(name: str, out) -> None:
 
 def _report_tileiras(name: str, out, arch: str) -> None:
     """tlec -v on the Tile IR path: what tileiras gave the kernel, and how many programs that lets an SM hold."""
-    from .targets.tileir import resident_programs
     extra = out.binary.extra
     registers, threads = extra.get("registers"), out.binary.num_threads
     if registers is None:
         return
     shared = extra.get("static_shared_mem", 0)
-    programs, limit = resident_programs(registers, threads, shared, arch)
     spilled = f"{extra['stack_bytes']} bytes of stack (spills)" if extra.get("stack_bytes") else "no spills"
     print(f"tlec: kernel '{name}': tileiras: {registers} registers per thread, {threads} threads, {shared} bytes "
-          f"of shared memory, {spilled}: {programs} program{'s' if programs != 1 else ''} per SM (the limit: "
-          f"{limit}{'; --occupancy N asks tileiras to fit N' if limit == 'registers' else ''})", file=sys.stderr)
+          f"of shared memory, {spilled}" + _resident(registers, threads, shared, arch,
+                                                    "--occupancy N asks tileiras to fit N"), file=sys.stderr)
     if extra.get("spilled_under"):
         hint, spilled, kept = extra["spilled_under"]
         under = f"under the lowering's occupancy hint of {hint} programs per SM" if hint else "without a hint"
