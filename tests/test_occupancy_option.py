@@ -166,11 +166,11 @@ def test_tlec_v_says_the_hint_was_lowered(tmp_path, capsys):
     assert "compiled with a hint of 4" in err
 
 
-def test_fewer_programs_halves_down_to_two_then_drops_the_hint():
-    from tle.compiler import _fewer_programs
-    assert [_fewer_programs(h, False) for h in (8, 4, 2, 1)] == [4, 2, None, None]
-    assert _fewer_programs(None, False) == 2   # tileiras spilled on its own: try 2 programs per SM
-    assert _fewer_programs(None, True) is None  # a kernel with a dot keeps tileiras' choice
+def test_next_hint_halves_down_to_two_then_drops_the_hint():
+    from tle.compiler import _next_hint
+    assert [_next_hint(h, False) for h in (8, 4, 2, 1)] == [4, 2, None, None]
+    assert _next_hint(None, False) == 2   # tileiras spilled on its own: try 2 programs per SM
+    assert _next_hint(None, True) is None  # a kernel with a dot keeps tileiras' choice
 
 
 # A LayerNorm backward pass over bf16 rows of 4096, a loop over rows carrying two f32 tiles: without a hint

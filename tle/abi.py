@@ -38,7 +38,7 @@ import math
 
 from dataclasses import dataclass
 
-from .typed import Bind, Const, Dim, For, Kernel, Op, Read, TensorParam, nodes
+from .typed import Bind, Const, Dim, For, Kernel, Op, Read, TensorParam, dots, nodes
 
 
 @dataclass(frozen=True)
@@ -221,7 +221,7 @@ def step1_loops(kernel: Kernel, described: dict | None = None) -> frozenset:
     described = loop_facts(kernel) if described is None else described  # loop_facts(kernel), if already at hand
     return frozenset(described[id(n)][0].ordinal for n in nodes(kernel.body)
                      if isinstance(n, For) and id(n) in described and n.step.value == 1
-                     and not any(isinstance(m, For) or isinstance(m, Op) and m.name == "dot" for m in nodes(n.body)))
+                     and not any(isinstance(m, For) for m in nodes(n.body)) and next(dots(n.body), None) is None)
 
 
 def grid_tiles(kernel: Kernel) -> frozenset:

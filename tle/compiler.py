@@ -27,7 +27,7 @@ from . import debug
 from .abi import AbiArg, Spec, abi, default_spec
 from .check import Program, check_kernel
 from .diagnostics import TleError
-from .typed import Kernel, Op, nodes
+from .typed import Kernel, dots
 
 STAGES = {
     "triton": ("ast", "tle", "ttir", "ttgir", "llir", "ptx", "cubin"),
@@ -89,10 +89,7 @@ def default_num_warps(kernel: Kernel) -> int:
     1437 us for a 4096^3 f16 product on 4 warps and 190-220 us on 8 (H200, benchmarks/RESULTS.md). Other kernels
     get 4: on the memory-bound rows up to 8192 elements, 8 warps were within 2% of 4 either way
     (benchmarks/ncu_probe.py --warps)."""
-    widest = 0
-    for n in nodes(kernel.body):
-        if isinstance(n, Op) and n.name == "dot":
-            widest = max(widest, math.prod(n.type.shape))
+    widest = max((math.prod(d.type.shape) for d in dots(kernel.body)), default=0)
     return 8 if widest >= WIDE_DOT_ELEMENTS else 4
 
 
@@ -151,7 +148,7 @@ def _triton(out: Compiled, module, arch, upto, num_warps, num_stages) -> None:
     out.stages["cubin"] = binary.cubin
 
 
-def _fewer_programs(hint: int | None, has_dot: bool) -> int | None:
+def _next_hint(hint: int | None, has_dot: bool) -> int | None:
     """The occupancy hint to try next when tileiras spilled under `hint`: half as many programs per SM, down to 2,
     then none (tileiras' own register budget); from none, 2 for a kernel without a dot; None: nothing left."""
     if hint is None:
@@ -159,9 +156,9 @@ def _fewer_programs(hint: int | None, has_dot: bool) -> int | None:
     return hint // 2 if hint > 2 else None
 
 
-def _without_spills(module, tileir, binary, arch, has_dot: bool):
+def _without_spills(module, tileir, binary, arch, kernel: Kernel):
     """(Tile IR, binary) with the occupancy hint changed until tileiras no longer spills, when it did under the
-    lowering's choice (a hint, or none).
+    lowering's choice (a hint, or none); the same two objects when it did not spill or no retry spilled less.
 
     The hint caps registers per thread at 65536 / (programs x threads), and tileiras meets the cap by spilling to
     local memory when it must. The lowering's rule for 16-bit rows (8 programs per SM: 64 registers) fits the rows it
@@ -173,15 +170,18 @@ def _without_spills(module, tileir, binary, arch, has_dot: bool):
     Triton reference 108.1). Kernels with a dot keep tileiras' choice when it had no hint: no such kernel was timed
     with one. benchmarks/RESULTS.md has both. Only a kernel that spills pays for another tileiras run; a hint the
     caller gave (the `occupancy` launch option) is kept as given."""
+    if not binary.extra.get("stack_bytes"):
+        return tileir, binary  # the common case: nothing to look at
     from .dialects import cuda_tile as ct
     from .dialects.mlir import ir
     from .lowering.tle_to_tileir import TileirOptions, tle_to_tileir
     from .targets.tileir import compile_tileir
     entry = ct.entries(tileir)[0]
     first = hint = ir.IntegerAttr(entry.attributes["occupancy"]).value if "occupancy" in entry.attributes else None
+    has_dot = next(dots(kernel.body), None) is not None
     tried = {hint}
     while binary.extra.get("stack_bytes"):
-        hint = _fewer_programs(hint, has_dot)
+        hint = _next_hint(hint, has_dot)
         if hint in tried:
             break
         tried.add(hint)
@@ -215,9 +215,9 @@ def _tileir(out: Compiled, module, arch, upto, occupancy: int | None = None) -> 
     with debug.timed("tileiras"):
         binary = compile_tileir(tileir, arch)
     if occupancy is None:
-        has_dot = any(isinstance(n, Op) and n.name == "dot" for n in nodes(out.kernel.body))
-        tileir, binary = _without_spills(module, tileir, binary, arch, has_dot)
-        out.stages["tileir"] = tileir.operation.get_asm(enable_debug_info=debug.level() >= 2)
+        kept, binary = _without_spills(module, tileir, binary, arch, out.kernel)
+        if kept is not tileir:  # the retried IR is what the cubin was built from
+            out.stages["tileir"] = kept.operation.get_asm(enable_debug_info=debug.level() >= 2)
     out.binary = binary
     out.stages["tilebc"] = binary.stages.get("tilebc")
     out.stages["cubin"] = binary.cubin

@@ -148,3 +148,8 @@ def nodes(stmts: list[Stmt]) -> Iterator[Stmt | Op]:
             yield s
             yield from nodes(s.then)
             yield from nodes(s.orelse)
+
+
+def dots(stmts: list[Stmt]) -> Iterator[Op]:
+    """The `dot` operations of a body, in program order (nodes)."""
+    return (n for n in nodes(stmts) if isinstance(n, Op) and n.name == "dot")
