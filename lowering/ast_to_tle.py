@@ -92,8 +92,8 @@ class _KernelBuilder:
     def __init__(self, kernel: T.Kernel, spec: Spec, module):
         self.k = kernel
         self.spec = spec
-        self.access_facts = access_facts(kernel)  # the facts that could drop each load's or store's checks
         self.loop_facts = loop_facts(kernel)  # the facts that could say a loop runs at least once
+        self.access_facts = access_facts(kernel, self.loop_facts)  # ... that could drop an access's checks
         self.unchecked: frozenset = frozenset()  # LoopTiles the first half of a split loop holds (s_For)
         self.module = module
         self.env: dict = {}  # Variable -> ir.Value

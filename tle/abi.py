@@ -199,7 +199,7 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
             return loops.get(f.ordinal) is not None and loops[f.ordinal] * f.tile <= sizes[f.dim]
         return (f.index + 1) * f.tile <= sizes[f.dim]
 
-    candidates = grid_tiles(kernel)
+    candidates = grid_tiles(kernel, described)
     facts = {f for f in candidates if holds(f)}
     splittable = step1_loops(kernel, described)
     for fact, start, stop in described.values():
@@ -224,19 +224,20 @@ def step1_loops(kernel: Kernel, described: dict | None = None) -> frozenset:
                      and not any(isinstance(m, For) for m in nodes(n.body)) and next(dots(n.body), None) is None)
 
 
-def grid_tiles(kernel: Kernel) -> frozenset:
+def grid_tiles(kernel: Kernel, described: dict | None = None) -> frozenset:
     """Every GridTile, FixedTile and LoopTile of the kernel (access_facts, over all its loads and stores)."""
-    return frozenset(f for axes in access_facts(kernel).values() for _, f in axes)
+    return frozenset(f for axes in access_facts(kernel, described).values() for _, f in axes)
 
 
-def access_facts(kernel: Kernel) -> dict:
+def access_facts(kernel: Kernel, described: dict | None = None) -> dict:
     """Per load or store of the kernel (keyed by id() of its typed Op), the (axis, fact) pairs whose fact would let
     that axis go unchecked: a tile index that is `program_id(a)` itself (directly or through a `let`) gives a
     GridTile, a constant >= 0 a FixedTile, the variable of a loop that loop_facts describes a LoopTile, along a
     symbolic dim. The runtime proves facts from this (grid_tiles); lowering/ast_to_tle.py marks an access's axes
     (tle.inside) where the Spec holds their fact."""
     found, pids = {}, {}
-    loops, loop_vars = loop_facts(kernel), {}  # a loop variable -> its loop's ordinal, where a LoopTile may rest on it
+    loops = loop_facts(kernel) if described is None else described  # loop_facts(kernel), if already at hand
+    loop_vars = {}  # a loop variable -> its loop's ordinal, where a LoopTile may rest on it
     for n in nodes(kernel.body):
         if isinstance(n, For) and id(n) in loops and loops[id(n)][1] >= 0:
             loop_vars[n.var] = loops[id(n)][0].ordinal
