@@ -237,12 +237,10 @@ def _report_ptxas(name: str, out, arch: str) -> None:
     report = ptxas_report(out.stages["ptx"])
     spilled = (f"{report.spill_stores} bytes spilled to local memory ({report.spill_loads} read back)"
                if report.spill_stores or report.spill_loads else "no spills")
-    binary = out.binary
-    print(f"tlec: kernel '{name}': ptxas: {report.registers} registers per thread, " + (
-          f"{binary.num_threads} threads, {binary.shared_mem} bytes of shared memory, {spilled}"
-          + _resident(report.registers, binary.num_threads, binary.shared_mem, arch,
-                      "smaller tiles need fewer") if binary is not None else spilled),
-          file=sys.stderr)
+    threads, shared = out.binary.num_threads, out.binary.shared_mem  # the PTX came with the binary (_triton)
+    print(f"tlec: kernel '{name}': ptxas: {report.registers} registers per thread, {threads} threads, {shared} "
+          f"bytes of shared memory, {spilled}" + _resident(report.registers, threads, shared, arch,
+                                                          "smaller tiles need fewer"), file=sys.stderr)
     for loss in report.losses:
         hints = [Note(h) for key, h in _PTXAS_HINTS.items() if key in loss]
         print(render(TleError(out.kernel.span, f"ptxas: {loss}", hints), "warning"), file=sys.stderr)
