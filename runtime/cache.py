@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 
 from .. import debug
 
@@ -63,13 +62,5 @@ def get(key: str) -> bytes | None:
 
 def put(key: str, data: bytes) -> None:
     path = _path(key)
-    if path is None:
-        return
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError:  # a read-only or full disk only costs a recompilation next time
-        pass
+    if path is not None:
+        debug.write_cache_file(path, data)  # atomic; a read-only or full disk only costs a recompilation next time

@@ -8,12 +8,16 @@ TLE_TILEIRAS  the tileiras binary to use (else PATH, else the nvidia-cuda-tileir
 TLE_MLIR      torch_mlir | jaxlib: which MLIR Python bindings to use (default: whichever imports).
 TLE_TUNE_DB   the autotuning database (default ~/.cache/tle/tuning.sqlite); TLE_TUNE_QUIET=1: no progress bar.
 TLE_FAST_LAUNCH=0  no C launcher (runtime/fastlaunch.py): every launch takes the Python path.
+
+The cache directory is found here (cache_dir) and its files written here (write_cache_file), for the kernel cache
+(runtime/cache.py) and the parser's tables (tle/parser.py) alike.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
+import tempfile
 import time
 
 
@@ -28,6 +32,25 @@ def cache_dir() -> str | None:
     if os.environ.get("TLE_CACHE", "1") == "0":
         return None
     return os.environ.get("TLE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tle")
+
+
+def write_cache_file(path: str, data: bytes) -> bool:
+    """Write a file of the cache directory through a temporary file renamed into place, so that a process reading
+    it concurrently sees the whole old file or the whole new one, never half; a failed write leaves no temporary
+    file behind. False: not written (a read-only or full disk only costs rebuilding the entry next time)."""
+    tmp = None
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=os.path.basename(path) + ".", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        return False
 
 
 @contextlib.contextmanager

@@ -7,9 +7,8 @@ and no Lark type leaves this module.
 from __future__ import annotations
 
 import hashlib
-import os
+import io
 import sys
-import tempfile
 from pathlib import Path
 
 import lark
@@ -18,7 +17,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from lark.lexer import PatternStr
 
 from . import ast
-from .debug import cache_dir
+from .debug import cache_dir, write_cache_file
 from .diagnostics import Span, TleError, register_source
 
 # lexer="basic": keywords are reserved everywhere (grammar.lark says why the contextual lexer is not used).
@@ -45,16 +44,12 @@ def _build_parser() -> Lark:
     except Exception:  # noqa: BLE001 (absent, truncated or from another Lark: build it again)
         pass
     parser = Lark(text, **_OPTIONS)
-    temp = None
+    tables = io.BytesIO()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name, delete=False) as f:
-            temp = f.name
-            parser.save(f)
-        os.replace(temp, path)
-    except Exception:  # noqa: BLE001 (a read-only cache directory, say: it only costs the build next time)
-        if temp is not None and os.path.exists(temp):
-            os.unlink(temp)
+        parser.save(tables)
+    except Exception:  # noqa: BLE001 (tables this Lark cannot pickle only cost the build next time)
+        return parser
+    write_cache_file(str(path), tables.getvalue())  # atomic, as the kernel cache's files
     return parser
 
 
