@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from .. import __version__ as TLE_VERSION
 from .. import debug
 from ..abi import Spec, abi, spec_of
-from ..check import Program, check_kernel
+from ..check import OCCUPANCIES, Program, check_kernel
 from ..compiler import default_num_warps
 from . import cache
 
@@ -449,7 +449,7 @@ def _occupancy_option(value, name: str):
     ignores it, as Tile IR ignores num_warps and num_stages)."""
     if value is None:
         return None
-    if type(value) is not int or not 1 <= value <= 32:
+    if type(value) is not int or value not in OCCUPANCIES:
         raise LaunchError(f"{name}: occupancy must be an int from 1 to 32 (programs per SM), got {value!r}")
     return value
 

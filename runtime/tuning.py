@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 
 from .. import __version__ as TLE_VERSION  # noqa: F401
+from ..check import OCCUPANCIES
 from ..compiler import default_num_warps
 from .cache import build_id as _build_id
 from ..diagnostics import TleError
@@ -89,7 +90,7 @@ class TuneSpace:
                 raise ValueError(f"TuneSpace: num_warps must be powers of two from 1 to 32, got {values}")
             if name == "num_stages" and not all(type(v) is int and v >= 1 for v in values):
                 raise ValueError(f"TuneSpace: num_stages must be ints >= 1, got {values}")
-            if name == "occupancy" and not all(v is None or type(v) is int and 1 <= v <= 32 for v in values):
+            if name == "occupancy" and not all(v is None or type(v) is int and v in OCCUPANCIES for v in values):
                 raise ValueError(f"TuneSpace: occupancy must be None or ints from 1 to 32, got {values}")
             if name == "backend" and not all(v in BACKENDS for v in values):
                 raise ValueError(f"TuneSpace: backend must be among {', '.join(BACKENDS)}, got {values}")

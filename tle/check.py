@@ -128,6 +128,9 @@ def _check_fn_signature(f: ast.Fn) -> None:
 
 TUNE_OPTIONS = {"num_warps": "int", "num_stages": "int", "backend": "backend", "occupancy": "int"}
 TUNE_BACKENDS = ("triton", "tileir")
+# The occupancy hint's values, wherever one is given (tune clause, TuneSpace, launch option, tlec --occupancy):
+# programs per SM, up to the 32 CTAs an SM holds.
+OCCUPANCIES = range(1, 33)
 
 
 def tuning_space(k: ast.Kernel) -> dict[str, list]:
@@ -160,7 +163,7 @@ def tuning_space(k: ast.Kernel) -> dict[str, list]:
             if ok and t.name == "num_stages":
                 ok = 1 <= value <= 8
             if ok and t.name == "occupancy":
-                ok = 1 <= value <= 32
+                ok = value in OCCUPANCIES
             if not ok:
                 want = {"backend": "triton or tileir", "dtype": "an element type", "int": "an int",
                         "float": "a number", "bool": "true or false"}[kind]

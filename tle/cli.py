@@ -127,11 +127,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _occupancy(text: str) -> int:
     """--occupancy: an int from 1 to 32."""
+    from .check import OCCUPANCIES
     try:
         n = int(text)
     except ValueError:
         n = 0
-    if not 1 <= n <= 32:
+    if n not in OCCUPANCIES:
         raise argparse.ArgumentTypeError(f"expected programs per SM from 1 to 32, got {text!r}")
     return n
 
