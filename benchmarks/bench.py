@@ -1050,8 +1050,8 @@ def startup_figures(backends, kernels, repeats: int = 3) -> dict:
     for r in range(repeats):
         for impl in rotated(impls, r):
             colds[impl].append(_run_child("startup", impl, kernels, env(impl, r)))
-    return {impl: {"cold": median_run(colds[impl]), "warm": _run_child("startup", impl, kernels, env(impl, repeats - 1)),
-                   "cold_runs": len(colds[impl])} for impl in impls}
+    return {impl: {"cold": median_run(colds[impl]), "cold_runs": len(colds[impl]),
+                   "warm": _run_child("startup", impl, kernels, env(impl, repeats - 1))} for impl in impls}
 
 
 def median_run(runs: list) -> dict:

@@ -247,7 +247,8 @@ kernel layernorm_bwd<ROWS: int = 16, BLOCK: int = 4096, T: dtype = bf16>(
     for row in range(p * ROWS, min((p + 1) * ROWS, M)) {
         let g = cast<f32>(load(dy, tile=[1, BLOCK], at=[row, 0]))
         let rs = reshape(gather(rstd, row), [1, 1])
-        let xhat = where(inside, (cast<f32>(load(x, tile=[1, BLOCK], at=[row, 0])) - reshape(gather(mean, row), [1, 1])) * rs, 0.0)
+        let xhat = where(inside, (cast<f32>(load(x, tile=[1, BLOCK], at=[row, 0]))
+                                  - reshape(gather(mean, row), [1, 1])) * rs, 0.0)
         let wdy = wt * g
         let c1 = sum(xhat * wdy, axis=1, keepdims=true) / N
         let c2 = sum(wdy, axis=1, keepdims=true) / N
@@ -480,7 +481,8 @@ def linear_w8a8_ref(x_ptr, w_ptr, sx_ptr, sw_ptr, y_ptr, M, N, K, BM: tl.constex
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     acc = _x_wt(x_ptr, w_ptr, rm, rn, M, N, K, BM, BN, BK, tl.int32)
-    scale = tl.load(sx_ptr + rm, mask=rm < M, other=0.0)[:, None] * tl.load(sw_ptr + rn, mask=rn < N, other=0.0)[None, :]
+    scale = (tl.load(sx_ptr + rm, mask=rm < M, other=0.0)[:, None]
+             * tl.load(sw_ptr + rn, mask=rn < N, other=0.0)[None, :])
     tl.store(y_ptr + rm[:, None] * N + rn[None, :], (acc.to(tl.float32) * scale).to(y_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
@@ -550,7 +552,8 @@ def layernorm_bwd_ref(x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_ptr, 
         at = row.to(tl.int64) * N + cols
         g = tl.load(dy_ptr + at, mask=mask, other=0.0).to(tl.float32)
         rs = tl.load(rstd_ptr + row)
-        xhat = tl.where(mask, (tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32) - tl.load(mean_ptr + row)) * rs, 0.0)
+        xhat = tl.where(mask, (tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32)
+                               - tl.load(mean_ptr + row)) * rs, 0.0)
         wdy = wt * g
         c1 = tl.sum(xhat * wdy, 0) / N
         c2 = tl.sum(wdy, 0) / N
