@@ -784,9 +784,12 @@ def _reduce_or_scan(name, operands, dim, identities, combine, attrs, loc):
     return tuple(op.results)
 
 
-def mmaf(lhs: ir.Value, rhs: ir.Value, acc: ir.Value, *, loc=None) -> ir.Value:
-    """acc + lhs @ rhs for float tiles ([M,K] x [K,N] + [M,N], or batched [B,M,K] ...)."""
-    return _one(_op("mmaf", [lhs, rhs, acc], [acc.type], loc=loc))
+def mmaf(lhs: ir.Value, rhs: ir.Value, acc: ir.Value, *, fast_acc: bool = False, loc=None) -> ir.Value:
+    """acc + lhs @ rhs for float tiles ([M,K] x [K,N] + [M,N], or batched [B,M,K] ...). fast_acc (8-bit float
+    operands, bytecode 13.3 and later): let the tensor cores accumulate at their own precision instead of adding
+    each step's products into acc in f32."""
+    attrs = {"fast_acc": ir.BoolAttr.get(True)} if fast_acc else None
+    return _one(_op("mmaf", [lhs, rhs, acc], [acc.type], attrs, loc=loc))
 
 
 def mmai(lhs: ir.Value, rhs: ir.Value, acc: ir.Value, *, lhs_signed: bool = True, rhs_signed: bool = True,

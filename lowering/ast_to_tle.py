@@ -13,11 +13,12 @@ from ..abi import LoopSplit, LoopTile, Spec, abi, access_facts, loop_facts
 from .. import typed as T
 from ..dialects.mlir import ir, new_context
 from ..dialects.tle import constant_int, load_tle
-from ..types import Scalar, Tile, is_float
+from ..types import Scalar, Tile, is_f8, is_float
 
 MESH_AXES = ("x", "y", "z")
 
-_FLOAT_TYPES = {"f16": ir.F16Type, "bf16": ir.BF16Type, "f32": ir.F32Type, "f64": ir.F64Type}
+_FLOAT_TYPES = {"f16": ir.F16Type, "bf16": ir.BF16Type, "f32": ir.F32Type, "f64": ir.F64Type,
+                "f8e4m3": ir.Float8E4M3FNType, "f8e5m2": ir.Float8E5M2Type}
 
 _ARITH = {  # typed op name -> (float op, signed int op)
     "add": ("arith.addf", "arith.addi"), "sub": ("arith.subf", "arith.subi"), "mul": ("arith.mulf", "arith.muli"),
@@ -125,7 +126,7 @@ class _KernelBuilder:
         types, arg_attrs = [], []
         for a in args:
             if a.kind == "ptr":
-                types.append(ir.Type.parse(f"!tle.ptr<{a.dtype}>"))
+                types.append(ir.Type.parse(f"!tle.ptr<{element_type(a.dtype)}>"))
             else:
                 types.append(element_type(a.dtype))
             attrs = {"tle.name": ir.StringAttr.get(a.key)}
@@ -157,7 +158,7 @@ class _KernelBuilder:
                     key = f"{p.name}.stride{axis}"
                     strides.append(by_key[key] if key in by_key else self.const("i32", 1, p.span))
                 rank = len(p.type.dims)
-                vtype = ir.Type.parse(f"!tle.view<{p.type.dtype}, {rank}>")
+                vtype = ir.Type.parse(f"!tle.view<{element_type(p.type.dtype)}, {rank}>")
                 self.views[p.name] = self.value("tle.make_view", vtype, [by_key[p.name], *sizes, *strides], {
                     "elem": ir.TypeAttr.get(element_type(p.type.dtype)),
                     "name": ir.StringAttr.get(p.name),
@@ -299,8 +300,14 @@ class _KernelBuilder:
         return self.value("arith.select", ir_type(e.type), [c, a, b], None, e.span)
 
     def x_cast(self, e):
-        x = self.expr(e.args[0])
         src, dst = e.args[0].type.dtype, e.type.dtype
+        if src != dst and (is_f8(src) or is_f8(dst)) and "f32" not in (src, dst):
+            # An 8-bit float converts only to and from f32 here (arith.extf / arith.truncf), so each backend has one
+            # pair of conversions to lower; going through f32 is exact on the way in and rounds once on the way out.
+            mid = T.Op(e.span, Tile("f32", e.type.shape) if isinstance(e.type, Tile) else Scalar("f32"), "cast",
+                       [e.args[0]])
+            return self.x_cast(T.Op(e.span, e.type, "cast", [mid]))
+        x = self.expr(e.args[0])
         rt = ir_type(e.type)
         if src == dst:
             return x

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ..diagnostics import Span, TleError, span_of_location
 from ..dialects.mlir import ir, nested_ops
-from .tle_to_tileir import HALF, LOWERED_OPS, tle_type, tle_to_tileir
+from .tle_to_tileir import F8, HALF, LOWERED_OPS, tle_type, tle_to_tileir
 
 __all__ = ["Blocker", "tileir_blockers", "tileiras_archs"]
 
@@ -112,7 +112,9 @@ def _op_reason(op: "ir.Operation", arch: str) -> str | None:
                     f"pad the tile to {[1 << (d - 1).bit_length() for d in shape]})")
     if name == "tle.dot":
         a, acc = tle_type(op.operands[0].type)[0], tle_type(op.operands[2].type)[0]
-        ok = (a in HALF and acc == "f32") or (a == "f16" and acc == "f16") or (a, acc) in (
+        if a in F8 and acc == "f32" and _sm(arch) < 89:
+            return f"dot of {F8[a]} needs sm_89 or newer on Tile IR (8-bit tensor cores), not {arch}"
+        ok = ((a in HALF or a in F8) and acc == "f32") or (a == "f16" and acc == "f16") or (a, acc) in (
             ("f32", "f32"), ("f64", "f64"), ("i8", "i32"))
         if not ok:
             return f"dot of {a} into {acc}: Tile IR's mmaf/mmai do not take that combination"

@@ -37,9 +37,9 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
   own __nv_erff algorithm (the same polynomials and exp2 step, read from libdevice.10.bc) in f32; f16/bf16 erf is
   computed in f32 and rounded once. i1 <-> int/float casts use select/compare so their values are tle's (true is
   -1 signed, 1 unsigned; int -> i1 keeps the low bit).
-- tle.dot -> `mmaf` (f16/bf16/f32/f64) or `mmai` (i8 -> i32). An f16 accumulator is widened to f32 for the mma
-  and rounded once, as the interpreter does; precision = "tf32" converts both operands to `tf32` (round to
-  nearest even) first.
+- tle.dot -> `mmaf` (f16/bf16/f32/f64, and 8-bit floats with `fast_acc`) or `mmai` (i8 -> i32). An f16
+  accumulator is widened to f32 for the mma and rounded once, as the interpreter does; precision = "tf32" converts
+  both operands to `tf32` (round to nearest even) first.
 - tle.reduce -> `reduce`: sum (identity -0.0, the true additive identity; f16/bf16 summed in f32), max / min with
   NaN-propagating maxf/minf, argmax / argmin as a two-operand reduce over (value, index) whose combine prefers the
   larger (smaller) value, then NaN, then the lower index: commutative, so Tile IR's unspecified order gives the
@@ -134,6 +134,8 @@ def tle_to_tileir(module: "ir.Module", options: TileirOptions | None = None) -> 
 
 INT_ELEMS = ("i1", "i8", "i16", "i32", "i64")
 HALF = ("f16", "bf16")
+# The 8-bit floats (MLIR name -> tle name): loaded, stored, converted (ftof) and multiplied (mmaf) only.
+F8 = {"f8E4M3FN": "f8e4m3", "f8E5M2": "f8e5m2"}
 
 
 def tle_type(t: "ir.Type") -> tuple[str, tuple[int, ...] | None, int]:
@@ -708,9 +710,15 @@ class _Kernel:
             r = ct.mmaf(a, b, acc)
         elif ea == "f64" and eacc == "f64":
             r = ct.mmaf(a, b, acc)
+        elif ea in F8 and eacc == "f32":
+            # fast_acc: the tensor cores' own accumulation, as the native path's tt.dot gets (Triton's default for
+            # 8-bit operands). Without it tileiras adds each K step's products into a second f32 accumulator: twice
+            # the registers, and a 128x256 tile then spilled and ran at 444-472 TFLOP/s against the native path's
+            # 1155-1303 (H200, benchmarks/RESULTS.md).
+            r = ct.mmaf(a, b, acc, fast_acc=True)
         else:
-            self.fail(op, f"dot of {ea} into {eacc} has no Tile IR lowering (mmaf takes f16/bf16/f32/f64 and mmai "
-                          f"i8 -> i32)")
+            self.fail(op, f"dot of {ea} into {eacc} has no Tile IR lowering (mmaf takes f16/bf16/f32/f64 and 8-bit "
+                          f"floats, mmai i8 -> i32)")
         self.set(op.result, r)
 
     def op_tle_reduce(self, op):

@@ -116,7 +116,16 @@ def _is_float(t: "ir.Type") -> bool:
 def _width(t: "ir.Type") -> int:
     e = _elem(t)
     return ir.IntegerType(e).width if isa(e, ir.IntegerType) else {"f16": 16, "bf16": 16, "f32": 32,
-                                                                        "f64": 64}[str(e)]
+                                                                        "f64": 64, "f8E4M3FN": 8, "f8E5M2": 8}[str(e)]
+
+
+_F8 = ("f8E4M3FN", "f8E5M2")
+# Triton's RoundingMode (tt.fp_to_fp's `rounding`): 1 is round to nearest even.
+_RTNE = 1
+# tt.dot's maxNumImpreciseAcc for 8-bit float operands: how many K elements the tensor cores may sum at their own
+# reduced precision before the f32 accumulator takes them. 2**30 (never promote) is what Triton's tl.dot gives
+# 8-bit operands by default; 0 would make Triton widen them to f16 and use mma.sync, not the 8-bit wgmma.
+_F8_IMPRECISE_ACC = 1 << 30
 
 
 def _attrs(op) -> dict:
@@ -580,8 +589,9 @@ def _dot(L: _Lowering, op):
     precision = _attr_str(op, "precision")
     # tf32 only means something for f32 operands; Triton ignores it otherwise, ieee is its default.
     prec = _PRECISION["tf32"] if precision == "tf32" and str(_elem(a.type)) == "f32" else _PRECISION["ieee"]
+    imprecise = _F8_IMPRECISE_ACC if str(_elem(a.type)) in _F8 else 0
     L.bind(op, L.val("tt.dot", op.result.type, [a, b, acc], {"inputPrecision": _i32_attr(prec),
-                                                              "maxNumImpreciseAcc": _i32_attr(0)}))
+                                                              "maxNumImpreciseAcc": _i32_attr(imprecise)}))
 
 
 def _combine_region(L: _Lowering, new_op, arg_types, body, ret_name):
@@ -762,6 +772,18 @@ def _libdevice_path() -> str:
     return os.path.join(os.path.dirname(nv.__file__), "lib", "libdevice.10.bc")
 
 
+def _f8_convert(L: _Lowering, op):
+    """arith.extf / arith.truncf with an 8-bit float side (the tle dialect converts those only to and from f32):
+    tt.fp_to_fp, which Triton lowers to cvt.rn.f16x2.e4m3x2 (exact) and cvt.rn.satfinite.e4m3x2.f32 (nearest even,
+    saturating: docs/numerics.md). Other extf/truncf pass through."""
+    x = L.v(op.operands[0])
+    t = op.result.type
+    if str(_elem(t)) not in _F8 and str(_elem(x.type)) not in _F8:
+        return L.clone(op)
+    attrs = {"rounding": _i32_attr(_RTNE)} if str(_elem(t)) in _F8 else {}
+    L.bind(op, L.val("tt.fp_to_fp", t, [x], attrs))
+
+
 def _negf(L: _Lowering, op):
     """Triton 3.6 does not legalize arith.negf (its own `-x` is `0 - x`, wrong for 0): flip the sign bit (exact for
     zeros and NaN)."""
@@ -842,6 +864,8 @@ _RULES = {
     "scf.for": _for,
     "arith.divf": _divf,
     "arith.negf": _negf,
+    "arith.extf": _f8_convert,
+    "arith.truncf": _f8_convert,
     "math.sqrt": _sqrt,
     "math.tanh": _libdevice("tanh"),
     "math.powf": _libdevice("pow"),

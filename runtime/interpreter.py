@@ -42,10 +42,13 @@ from tle.dialects.mlir import ir
 __all__ = ["interpret", "compile_kernel", "CompiledKernel", "Poison", "View"]
 
 TORCH_DTYPES = {"i1": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
-                "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64}
+                "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
+                "f8E4M3FN": torch.float8_e4m3fn, "f8E5M2": torch.float8_e5m2}
 INT_BITS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
 HALF = ("f16", "bf16")
-FLOATS = ("f16", "bf16", "f32", "f64")
+# The 8-bit floats (MLIR names) and their largest finite values: conversions to them saturate (docs/numerics.md).
+F8_LARGEST = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+FLOATS = ("f16", "bf16", "f32", "f64", *F8_LARGEST)
 
 # env slots that every kernel has: this chunk's program ids along x, y, z, the grid size, and the launch state.
 PID = (0, 1, 2)
@@ -569,7 +572,15 @@ class CompiledKernel:
         dt = TORCH_DTYPES[type_info(op.result.type)[0]]
         return self._apply(op, lambda x: x.to(dt))
 
-    op_arith_truncf = op_arith_extf  # torch rounds to nearest even; overflow gives inf
+    def op_arith_truncf(self, op, span):
+        """Rounds to nearest even (torch); overflow gives inf, except into an 8-bit float, where the GPUs' conversion
+        (cvt.rn.satfinite) saturates to the largest finite value, infinities included, and NaN stays NaN."""
+        elem = type_info(op.result.type)[0]
+        dt = TORCH_DTYPES[elem]
+        if elem in F8_LARGEST:
+            largest = F8_LARGEST[elem]
+            return self._apply(op, lambda x: x.clamp(-largest, largest).to(dt))
+        return self._apply(op, lambda x: x.to(dt))
 
     def op_arith_sitofp(self, op, span):
         src = type_info(op.operands[0].type)[0]
@@ -725,9 +736,9 @@ class CompiledKernel:
         acc_elem, _ = type_info(op.operands[2].type)
         acc_dt = TORCH_DTYPES[acc_elem]
         tf32 = _str_attr(op.attributes["precision"]) == "tf32"
-        if elem in HALF:
-            # Products of f16/bf16 are exact in f32; they are summed in f32 and acc is added in f32, then the
-            # result is rounded once to acc's type (a no-op for an f32 accumulator).
+        if elem in HALF or elem in F8_LARGEST:
+            # Products of f16/bf16 (and of 8-bit floats) are exact in f32; they are summed in f32 and acc is added
+            # in f32, then the result is rounded once to acc's type (a no-op for an f32 accumulator).
             def dot(a, b, c):
                 return torch.baddbmm(c.float(), *_batched(a.float(), b.float())).to(acc_dt)
         elif elem == "i8":

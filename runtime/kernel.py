@@ -31,14 +31,15 @@ I32_MAX = 2 ** 31 - 1
 def torch_dtype(dtype: str):
     import torch
     return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
-            "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64, "i1": torch.bool}[dtype]
+            "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64, "i1": torch.bool,
+            "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2}[dtype]
 
 
 def tle_dtype(torch_dt) -> str | None:
     import torch
     return {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32", torch.float64: "f64",
             torch.int8: "i8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64",
-            torch.bool: "i1"}.get(torch_dt)
+            torch.bool: "i1", torch.float8_e4m3fn: "f8e4m3", torch.float8_e5m2: "f8e5m2"}.get(torch_dt)
 
 
 class LaunchError(TypeError):

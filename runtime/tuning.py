@@ -415,7 +415,8 @@ def hardware_of(device, arch: str) -> Hardware | None:
     return Hardware(props.multi_processor_count, smem, base.flops, base.bandwidth)
 
 
-_BYTES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8}
+_BYTES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "f8e4m3": 1,
+          "f8e5m2": 1}
 
 
 @dataclass

@@ -91,6 +91,12 @@ def dot_half(k: int) -> Tol:  # f16/bf16 operands, f32 accumulator
     return Tol(2e-3, 8 * k * 2.0 ** -23)
 
 
+def dot_f8(k: int) -> Tol:
+    """8-bit float operands, f32 accumulator: the products are exact, but Hopper's 8-bit tensor cores add them with
+    about 14 bits of mantissa (docs/numerics.md), so each of the k additions may lose 2^-14 of the running sum."""
+    return Tol(2e-3, 2 * k * 2.0 ** -14)
+
+
 def dot_f32(k: int) -> Tol:  # f32 operands, IEEE
     return Tol(1e-5, 8 * k * 2.0 ** -23)
 
@@ -317,6 +323,56 @@ def _casts_ref(a, c, k):
 
 entry(file="casts.tle", kernel="c", make=_casts_make, grid=lambda c, k: (cdiv(c["N"], 64),), ref=_casts_ref,
       tol={"a": EXACT, "b": EXACT, "d": EXACT}, cases=[{"N": 200}])
+
+
+# f8_casts.tle -------------------------------------------------------------------------------------------------------
+F8_LARGEST = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
+
+
+def to_f8(x: torch.Tensor, dtype) -> torch.Tensor:
+    """x converted as the GPUs convert to an 8-bit float (docs/numerics.md): nearest even, saturating, NaN kept."""
+    return x.clamp(-F8_LARGEST[dtype], F8_LARGEST[dtype]).to(dtype)
+
+
+def _f8c_make(c, k, g):
+    n, p = c["N"], c["P"]
+    x = randn((n,), g, scale=100.0)
+    x[:10] = torch.tensor([INF, -INF, NAN, 1000.0, -1e6, 1e-9, 460.0, 0.0013, 57344.0 * 1.1, -0.5])
+    return {"x": x, "p": randn((p,), g, scale=8.0).to(torch.float8_e4m3fn),
+            "a": poison((n,), torch.float8_e4m3fn), "b": poison((n,), torch.float8_e5m2),
+            "y": poison((n,)), "z": poison((n,), torch.bfloat16)}
+
+
+def _f8c_ref(a, c, k):
+    x, n = a["x"], c["N"]
+    back = torch.full((n,), 448.0, dtype=torch.float64)  # pad=1000.0, converted to f8e4m3
+    back[:c["P"]] = a["p"].double()
+    e5 = to_f8(x, torch.float8_e5m2).double()
+    return {"a": to_f8(x, torch.float8_e4m3fn).double(), "b": to_f8(x.to(torch.bfloat16).float(),
+                                                                      torch.float8_e5m2).double(),
+            "y": back, "z": torch.where(x > 0, e5, back)}
+
+
+entry(file="f8_casts.tle", kernel="c", make=_f8c_make, grid=lambda c, k: (cdiv(c["N"], 64),), ref=_f8c_ref,
+      tol={"a": EXACT, "b": EXACT, "y": EXACT, "z": EXACT}, cases=[{"N": 200, "P": 150}],
+      note="infinities, NaN, overflow, an underflow to zero and a tie among the inputs; p's last tiles are padding")
+
+
+# f8_dot.tle ---------------------------------------------------------------------------------------------------------
+def _f8d_make(c, k, g):
+    m, n, kk = c["M"], c["N"], c["K"]
+    return {"x": randn((m, kk), g, scale=4.0).to(torch.float8_e4m3fn),
+            "w": randn((n, kk), g, scale=4.0).to(torch.float8_e4m3fn),
+            "sx": uniform((m,), g, 0.01, 0.1), "sw": uniform((n,), g, 0.01, 0.1),
+            "y": poison((m, n), torch.bfloat16)}
+
+
+entry(file="f8_dot.tle", kernel="mm", make=_f8d_make, grid=lambda c, k: (cdiv(c["M"], 64), cdiv(c["N"], 64)),
+      ref=lambda a, c, k: {"y": (a["x"].double() @ a["w"].double().T) * a["sx"].double()[:, None]
+                           * a["sw"].double()[None, :]},
+      tol={"y": dot_f8(100) + chain(2) + chain(1, torch.bfloat16)},
+      interp_tol={"y": dot_f32(100) + chain(2) + chain(1, torch.bfloat16)},
+      cases=[{"M": 100, "N": 70, "K": 100}], note="ragged M, N and K (K=100: the last K tile is zero-padded)")
 
 
 # cumsum_scan.tle ----------------------------------------------------------------------------------------------------
@@ -884,6 +940,22 @@ entry(file="tileir/matmul.tle", kernel="matmul",
       tol={"c": dot_half(100) + chain(1, torch.float16)},
       interp_tol={"c": dot_f32(100) + chain(1, torch.float16)},
       cases=[{"M": 150, "N": 130, "K": 100}], note="T=f16 (the default); the f32 accumulator is rounded to f16 once")
+
+
+# tileir/f8.tle ------------------------------------------------------------------------------------------------------
+def _q8_ref(a, c, k):
+    qa = to_f8(a["a"], torch.float8_e5m2)
+    return {"c": qa.double() @ a["b"].double(), "qa": qa.double()}
+
+
+entry(file="tileir/f8.tle", kernel="q8",
+      make=lambda c, k, g: {"a": randn((c["M"], c["K"]), g, scale=3.0),
+                            "b": randn((c["K"], c["N"]), g, scale=3.0).to(torch.float8_e5m2),
+                            "c": poison((c["M"], c["N"])), "qa": poison((c["M"], c["K"]), torch.float8_e5m2)},
+      grid=lambda c, k: (cdiv(c["M"], 32), cdiv(c["N"], 32)), ref=_q8_ref,
+      tol={"c": dot_f8(70), "qa": EXACT}, interp_tol={"c": dot_f32(70), "qa": EXACT},
+      cases=[{"M": 50, "N": 40, "K": 70}],
+      note="every program of a row of tiles stores the same qa tiles (the same values: no race in the result)")
 
 
 # tileir/padding.tle -------------------------------------------------------------------------------------------------

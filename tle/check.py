@@ -23,7 +23,8 @@ from . import ast
 from . import typed as T
 from .diagnostics import Note, Span, TleError
 from .parser import parse
-from .types import BITS, FLOATS, Scalar, Tensor, Tile, broadcast_shapes, canonical, is_float, is_int, promote
+from .types import (BITS, FLOATS, Scalar, Tensor, Tile, broadcast_shapes, canonical, is_f8, is_float, is_int, promote,
+                    round_f8)
 
 CONST_KINDS = ("int", "float", "bool", "dtype")
 BUILTIN_CONSTS = {"inf": math.inf, "nan": math.nan, "pi": math.pi}
@@ -203,13 +204,13 @@ def _check_kernel_signature(k: ast.Kernel) -> None:
 
 
 def _all_dtypes():
-    return ("bool", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64")
+    return ("bool", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2")
 
 
 # Names torch and numpy give element types (str(torch.float16) is "torch.float16"; a numpy dtype prints "float16").
 _FOREIGN_DTYPES = {"float16": "f16", "half": "f16", "bfloat16": "bf16", "float32": "f32", "float": "f32",
                    "float64": "f64", "double": "f64", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-                   "bool": "i1"}
+                   "bool": "i1", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}
 
 
 def dtype_of(v) -> str | None:
@@ -285,6 +286,8 @@ def _cast_const(v, dtype: str, span: Span):
     integer that does not fit wraps around."""
     if dtype == "i1":
         return v != 0
+    if is_f8(dtype):
+        return round_f8(float(v), dtype)
     if is_float(dtype):
         return float(v)
     if isinstance(v, float):
@@ -416,6 +419,9 @@ class _KernelChecker:
                         raise TleError(d.span, f"dim '{d.id}' must be a positive int constant, but it is {fixed!r}")
                 param = T.TensorParam(p.name, Tensor(dtype, tuple(tdims)), p.span)
             else:
+                if is_f8(dtype):
+                    raise TleError(t.span, f"scalar parameter '{p.name}' cannot be {dtype}: 8-bit floats exist "
+                                           f"only in tensors and tiles", ["pass it as f32"])
                 param = T.Variable(p.name, Scalar(dtype), p.span)
                 self.what[param] = "a parameter"
             params.append(param)
@@ -462,7 +468,8 @@ class _KernelChecker:
             return v.dtype
         if v is not None or name in self.p.const_values:
             raise TleError(span, f"'{name}' is not an element type",
-                           ["element types are bool, i8, i16, i32, i64, f16, bf16, f32, f64, or a constant "
+                           ["element types are bool, i8, i16, i32, i64, f16, bf16, f32, f64, f8e4m3, f8e5m2, or a "
+                            "constant "
                             "declared <T: dtype>"])
         raise TleError(span, f"unknown element type '{name}'", _suggest(name, _all_dtypes()))
 
@@ -781,6 +788,14 @@ class _KernelChecker:
     def require_numeric(self, x, span, what):
         if x.type.dtype == "i1":
             raise TleError(span, f"{what} needs numbers, got {x.type}", ["cast<i32>(b) turns a bool into 0 or 1"])
+        self.require_arithmetic(x, span, what)
+
+    def require_arithmetic(self, x, span, what):
+        """8-bit floats are storage: they are loaded, stored, moved, converted and multiplied by dot(), and
+        computing with them is an error (neither GPU path has arithmetic on them)."""
+        if is_f8(x.type.dtype):
+            raise TleError(span, f"{what} cannot compute on {x.type}: 8-bit floats only move, convert and feed "
+                                 f"dot()", [f"convert first: cast<f32>(...) is exact for {x.type.dtype}"])
 
     def expr_BinOp(self, e: ast.BinOp):
         return self.binary(e.op, self.expr(e.lhs), self.expr(e.rhs), e.span, e.lhs.span, e.rhs.span)
@@ -800,6 +815,9 @@ class _KernelChecker:
         elif op not in ("==", "!="):
             self.require_numeric(a, aspan, f"'{op}'")
             self.require_numeric(b, bspan, f"'{op}'")
+        else:
+            self.require_arithmetic(a, aspan, f"'{op}'")
+            self.require_arithmetic(b, bspan, f"'{op}'")
         dtype = self.common_dtype(a, b)
         if op in ("<<", ">>") and isinstance(b, T.Const) and not 0 <= b.value < BITS[dtype]:
             raise TleError(bspan, f"shift count {b.value} is out of range for {dtype} (0 to {BITS[dtype] - 1})")
@@ -868,6 +886,8 @@ class _KernelChecker:
         v = x.value
         if dtype == "i1":
             raise TleError(x.span, f"the number {v!r} cannot be used as a bool", ["write true or false"])
+        if is_f8(dtype):
+            return round_f8(float(v), dtype)
         if is_float(dtype):
             return float(v)
         if isinstance(v, float):
@@ -1047,6 +1067,8 @@ class _KernelChecker:
                 if isinstance(v.type, Tile):
                     raise TleError(e.args[0].span, "the value of full must be a scalar",
                                    ["to change a tile's shape use broadcast(t, [...])"])
+                if is_f8(dtype) and not isinstance(v, T.Const):  # a run-time scalar: splat in f32, convert the tile
+                    return self.convert(self.coerce(self.convert(v, "f32"), Tile("f32", shape)), dtype)
                 v = self.convert(v, dtype)
             else:
                 if e.args or e.kwargs:
@@ -1071,6 +1093,9 @@ class _KernelChecker:
         """An explicit conversion (cast<T>, full<T>): constants fold with the run-time meaning; the result is
         typed (no longer a literal that adapts to its context)."""
         span = span or x.span
+        if is_f8(dtype) and not isinstance(x.type, Tile) and not isinstance(x, T.Const):
+            raise TleError(span, f"cannot convert the scalar {x.type} to {dtype}: 8-bit floats exist only in tensors "
+                                 f"and tiles", [f"convert a tile, or full<{dtype}>[N](value) for a tile of one value"])
         if isinstance(x, T.Const):
             return T.Const(span, Scalar(dtype), _cast_const(x.value, dtype, span))
         if x.type.dtype == dtype:
@@ -1239,17 +1264,22 @@ class _KernelChecker:
             raise TleError(e.span, f"dot() operands have different element types: {x.type.dtype} and "
                                    f"{y.type.dtype}", ["cast one of them"])
         d = x.type.dtype
-        acc_default = {"f16": "f32", "bf16": "f32", "f32": "f32", "i8": "i32", "f64": "f64"}.get(d)
+        acc_default = {"f16": "f32", "bf16": "f32", "f32": "f32", "i8": "i32", "f64": "f64", "f8e4m3": "f32",
+                       "f8e5m2": "f32"}.get(d)
         if acc_default is None:
-            raise TleError(e.span, f"dot() does not support {d} operands; use f16, bf16, f32, f64 or i8")
+            raise TleError(e.span, f"dot() does not support {d} operands; use f16, bf16, f32, f64, i8, f8e4m3 or "
+                                   f"f8e5m2")
         for size, what in ((m, "M"), (n, "N"), (k1, "K")):
             if size < 16:
                 raise TleError(e.span, f"dot() needs every dimension to be at least 16; {what} is {size}",
                                ["tensor-core instructions work on 16x16 and larger tiles"])
+        if is_f8(d) and k1 < 32:
+            raise TleError(e.span, f"a dot of {d} needs K of at least 32; K is {k1}",
+                           ["the tensor cores' 8-bit products step through K 32 at a time"])
         if "acc" in a:
             acc = self.expr(a["acc"])
             allowed = {"f16": ("f32", "f16"), "bf16": ("f32",), "f32": ("f32",), "i8": ("i32",),
-                       "f64": ("f64",)}[d]
+                       "f64": ("f64",), "f8e4m3": ("f32",), "f8e5m2": ("f32",)}[d]
             if not isinstance(acc.type, Tile) or acc.type.shape != (m, n):
                 raise TleError(a["acc"].span, f"the accumulator must be a [{m}, {n}] tile, got {acc.type}")
             if acc.type.dtype not in allowed:
@@ -1296,10 +1326,11 @@ class _KernelChecker:
         return r
 
     def accumulation_input(self, x, kind):
-        """sum and cumsum accumulate f16/bf16 in f32 and small integers in i32 (docs/language.md)."""
+        """sum and cumsum accumulate f16/bf16/8-bit floats in f32 and small integers in i32 (docs/language.md)."""
         d = x.type.dtype
-        if kind == "sum" and d in ("f16", "bf16"):
+        if kind == "sum" and (d in ("f16", "bf16") or is_f8(d)):
             return T.Op(x.span, Tile("f32", x.type.shape), "cast", [x])
+        self.require_arithmetic(x, x.span, f"{kind}()")
         if kind == "sum" and d in ("i1", "i8", "i16"):
             return T.Op(x.span, Tile("i32", x.type.shape), "cast", [x])
         if d == "i1":
@@ -1342,6 +1373,7 @@ class _KernelChecker:
     def _unary_math(self, e, name):
         a = self.args(e, ("x",))
         x = self.expr(a["x"])
+        self.require_arithmetic(x, a["x"].span, f"{name}()")
         if name == "abs":
             self.require_numeric(x, a["x"].span, "abs()")
             if isinstance(x, T.Const):

@@ -1,18 +1,29 @@
 """The types of tle values: scalars and tiles of one element type, and tensor parameters.
 
-Element types (dtypes): bool (i1), i8, i16, i32, i64, f16, bf16, f32, f64. Promotion for mixed operands
-(docs/language.md, "Types"): a literal takes the other operand's type; float beats int; the wider type wins;
-f16 with bf16 gives f32.
+Element types (dtypes): bool (i1), i8, i16, i32, i64, f16, bf16, f32, f64, and the 8-bit floats f8e4m3 and
+f8e5m2. Promotion for mixed operands (docs/language.md, "Types"): a literal takes the other operand's type; float
+beats int; the wider type wins; f16 with bf16 gives f32, and the two 8-bit floats give f16 (which holds both
+exactly).
+
+The 8-bit floats are storage types: tiles of them are loaded, stored, moved (reshape, transpose, where, ...),
+converted and fed to dot, and arithmetic on them is an error (tle/check.py). They exist for the tensor cores'
+8-bit products (twice the bf16 rate on sm_89 and sm_90) and for quantised weights and activations.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-DTYPES = ("i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64")
+DTYPES = ("i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2")
 ALIASES = {"bool": "i1"}
-FLOATS = ("f16", "bf16", "f32", "f64")
+FLOATS = ("f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2")
 INTS = ("i1", "i8", "i16", "i32", "i64")
-BITS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+BITS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "f16": 16, "bf16": 16, "f32": 32, "f64": 64,
+        "f8e4m3": 8, "f8e5m2": 8}
+# The 8-bit floats (OCP FP8): (mantissa bits, smallest normal exponent, largest finite value). f8e4m3 is E4M3FN:
+# no infinities, one NaN pattern, 448 the largest value (torch.float8_e4m3fn, MLIR f8E4M3FN, Triton fp8e4nv);
+# f8e5m2 is IEEE-like with infinities, 57344 the largest finite value (torch.float8_e5m2, MLIR f8E5M2).
+F8 = {"f8e4m3": (3, -6, 448.0), "f8e5m2": (2, -14, 57344.0)}
 
 
 def canonical(name: str) -> str | None:
@@ -28,6 +39,25 @@ def is_int(d: str) -> bool:
     return d in INTS
 
 
+def is_f8(d: str) -> bool:
+    return d in F8
+
+
+def round_f8(value: float, dtype: str) -> float:
+    """value converted to the 8-bit float dtype as a conversion does on the GPU (PTX cvt.rn.satfinite): rounded to
+    nearest, ties to even, and saturated to the largest finite value (so +-inf become +-448 in f8e4m3 and +-57344
+    in f8e5m2); NaN stays NaN. Used for constants; the interpreter converts tiles the same way."""
+    mantissa, min_exp, largest = F8[dtype]
+    if math.isnan(value):
+        return value
+    magnitude = min(abs(value), largest)
+    if magnitude == 0.0:
+        return math.copysign(0.0, value)
+    exp = max(math.frexp(magnitude)[1] - 1, min_exp)  # subnormals share the smallest normal exponent's step
+    step = 2.0 ** (exp - mantissa)
+    return math.copysign(min(round(magnitude / step) * step, largest), value)  # round() ties to even
+
+
 def promote(a: str, b: str) -> str:
     """The common element type of two operands."""
     if a == b:
@@ -36,6 +66,8 @@ def promote(a: str, b: str) -> str:
         return a if is_float(a) else b
     if {a, b} == {"f16", "bf16"}:
         return "f32"
+    if is_f8(a) and is_f8(b):
+        return "f16"
     return a if BITS[a] >= BITS[b] else b
 
 
