@@ -11,8 +11,8 @@ implementations in a rotating order over --rounds rounds, median of the rounds.
 
     python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu,embedding,
                                                     vocab_softmax,linear_nt,bmm,add_rmsnorm,rope,
-                                                    cross_entropy,linear_w8a8,matmul_tf32,softmax_bwd,
-                                                    greedy,linear_w4a16,layernorm_bwd] [--rounds 3]
+                                                    cross_entropy,linear_w8a8,linear_fp8,matmul_tf32,
+                                                    softmax_bwd,greedy,linear_w4a16,layernorm_bwd] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -179,6 +179,20 @@ kernel linear_w8a8<BM: int = 128, BN: int = 128, BK: int = 128, T: dtype = bf16>
     }
     let scale = reshape(load(sx, tile=[BM], at=[pm]), [BM, 1]) * reshape(load(sw, tile=[BN], at=[pn]), [1, BN])
     store(y, cast<T>(cast<f32>(acc) * scale), at=[pm, pn])
+}
+
+// FP8 linear layer: y = (x @ w^T) * sx[m] * sw[n] with 8-bit float x [M, K] and w [N, K] (quantised per row and per
+// output channel), f32 accumulation on the 8-bit tensor cores, bf16 out.
+kernel linear_fp8<BM: int = 128, BN: int = 256, BK: int = 128, T: dtype = f8e4m3>(
+        x: tensor<T>[M, K], w: tensor<T>[N, K], sx: tensor<f32>[M], sw: tensor<f32>[N], y: tensor<bf16>[M, N]) {
+    let pm = program_id(0)
+    let pn = program_id(1)
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) pipeline(stages=3) {
+        acc = dot(load(x, tile=[BM, BK], at=[pm, k]), transpose(load(w, tile=[BN, BK], at=[pn, k])), acc)
+    }
+    let scale = reshape(load(sx, tile=[BM], at=[pm]), [BM, 1]) * reshape(load(sw, tile=[BN], at=[pn]), [1, BN])
+    store(y, cast<bf16>(acc * scale), at=[pm, pn])
 }
 
 // An f32 matrix product on the tensor cores in TF32 (torch's allow_tf32).
@@ -400,13 +414,13 @@ def vocab_softmax_ref(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
 @triton.jit
 def _x_wt(x_ptr, w_ptr, rm, rn, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, ACC: tl.constexpr):
     """The tile x[rm, :] @ w[rn, :]^T of nn.Linear's layout (w stored [N, K]), accumulated in ACC over K tiles of
-    BK, masked on every axis (what linear_nt_ref and linear_w8a8_ref share)."""
+    BK, masked on every axis (what linear_nt_ref, linear_w8a8_ref and linear_fp8_ref share)."""
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), dtype=ACC)
     for k in range(0, tl.cdiv(K, BK)):
         kk = k * BK + rk
-        x = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0)
-        w = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0)
+        x = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        w = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
         acc = tl.dot(x, tl.trans(w), acc, out_dtype=ACC)
     return acc
 
@@ -484,6 +498,18 @@ def linear_w8a8_ref(x_ptr, w_ptr, sx_ptr, sw_ptr, y_ptr, M, N, K, BM: tl.constex
     scale = (tl.load(sx_ptr + rm, mask=rm < M, other=0.0)[:, None]
              * tl.load(sw_ptr + rn, mask=rn < N, other=0.0)[None, :])
     tl.store(y_ptr + rm[:, None] * N + rn[None, :], (acc.to(tl.float32) * scale).to(y_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def linear_fp8_ref(x_ptr, w_ptr, sx_ptr, sw_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                   BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    acc = _x_wt(x_ptr, w_ptr, rm, rn, M, N, K, BM, BN, BK, tl.float32)
+    scale = (tl.load(sx_ptr + rm, mask=rm < M, other=0.0)[:, None]
+             * tl.load(sw_ptr + rn, mask=rn < N, other=0.0)[None, :])
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], (acc * scale).to(tl.bfloat16),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
@@ -782,6 +808,23 @@ def cases(dev, only):
             out.append((f"linear_w8a8 {m}x{n}x{k} i8->bf16", (nb, 2 * m * n * k), sets, torch_w8a8,
                         _both_paths(small.linear_w8a8, g, lambda t, g=g, m=m, n=n, k=k: linear_w8a8_ref[g](
                             *t, m, n, k, BM=128, BN=128, BK=128, num_warps=4, num_stages=3)), 4))
+    if "linear_fp8" in only:
+        # 8-bit float operands (e4m3) on the 8-bit tensor cores, scaled per row and channel; torch: _scaled_mm with
+        # row-wise scales and fast accumulation (the tensor cores' own, as Triton's tl.dot and tle accumulate fp8)
+        for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096)):
+            nb = m * k + n * k + 4 * (m + n) + 2 * m * n
+            f8 = lambda *s: (torch.randn(*s, device=dev) * 32).to(torch.float8_e4m3fn)  # noqa: E731
+            sets = _sets(lambda: [f8(m, k), f8(n, k), torch.rand(m, device=dev) / 256 + 1e-3,
+                                  torch.rand(n, device=dev) / 256 + 1e-3,
+                                  torch.empty(m, n, device=dev, dtype=torch.bfloat16)], nb)
+            g = (triton.cdiv(m, 128), triton.cdiv(n, 256))
+
+            def torch_fp8(t):
+                t[4].copy_(torch._scaled_mm(t[0], t[1].t(), scale_a=t[2][:, None], scale_b=t[3][None, :],
+                                            out_dtype=torch.bfloat16, use_fast_accum=True))
+            out.append((f"linear_fp8 {m}x{n}x{k} e4m3->bf16", (nb, 2 * m * n * k), sets, torch_fp8,
+                        _both_paths(small.linear_fp8, g, lambda t, g=g, m=m, n=n, k=k: linear_fp8_ref[g](
+                            *t, m, n, k, BM=128, BN=256, BK=128, num_warps=8, num_stages=3)), 4))
     if "matmul_tf32" in only:
         for m, n, k in ((4096, 4096, 4096), (4000, 4000, 4000)):
             nb = 4 * (m * k + k * n + m * n)
@@ -881,8 +924,8 @@ def output_error(got: list, wants: list) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu,embedding,vocab_softmax,"
-                                       "linear_nt,bmm,add_rmsnorm,rope,cross_entropy,linear_w8a8,matmul_tf32,"
-                                       "softmax_bwd,greedy,linear_w4a16,layernorm_bwd")
+                                       "linear_nt,bmm,add_rmsnorm,rope,cross_entropy,linear_w8a8,linear_fp8,"
+                                       "matmul_tf32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",
                     help="comma-separated Tile IR occupancy hints (programs per SM) to time as extra columns, "
