@@ -154,6 +154,23 @@ def _attention(device, dtype, shape=(2, 37, 50), noncontig=False, tiles=(32, 16)
     return [q, k, v, o, scale], (cdiv(s, bm), b), {"BM": bm, "BN": bn, "D": d}, ref, lambda t: [t[3]]
 
 
+def _linear_fp8(device, dtype, shape=(100, 70, 300), noncontig=False, tiles=(64, 64, 64)):
+    """x and w quantised to `dtype` (an 8-bit float) as examples/linear_fp8.tle's `quantize` does, with their
+    scales; the reference is the exact product of those 8-bit values, scaled."""
+    m, n, k = shape
+    bm, bn, bk = tiles
+    largest = torch.finfo(dtype).max
+    x, w = rand((m, k), device, torch.float32, noncontig), rand((n, k), device, torch.float32)
+    sx, sw = x.abs().amax(1).clamp_min(1e-12) / largest, w.abs().amax(1).clamp_min(1e-12) / largest
+    qx, qw = (x / sx[:, None]).to(dtype), (w / sw[:, None]).to(dtype)  # a non-contiguous x stays strided
+    y = poison((m, n), device, torch.bfloat16)
+
+    def ref(t):
+        return [(t[0].double() @ t[1].double().T) * t[2].double()[:, None] * t[3].double()[None, :]]
+    return ([qx, qw, sx, sw, y], (cdiv(m, bm), cdiv(n, bn)), {"BM": bm, "BN": bn, "BK": bk}, ref,
+            lambda t: [t[4]])
+
+
 # The square matmuls' large GPU shapes: a full 4096 tile grid, one row, and ragged sizes.
 SQUARE_GPU = [(4096, 4096, 4096), (1, 4096, 4096), (333, 1000, 257)]
 CASES = {
@@ -173,6 +190,10 @@ CASES = {
                           gpu_shapes=[(1, 4096, 4096), (128, 4096, 14336), (333, 1000, 257)]),
     "swiglu": Case("swiglu", _swiglu, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
     "cumsum": Case("cumsum", _cumsum, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
+    # 8-bit floats need sm_89 or newer: the H200's 8-bit tensor cores
+    "linear_fp8": Case("linear_fp8", _linear_fp8, [(16, 16, 32), (100, 70, 300), (130, 257, 65)],
+                       dtypes=(torch.float8_e4m3fn, torch.float8_e5m2),
+                       gpu_shapes=[(4096, 4096, 4096), (1, 4096, 4096), (333, 1000, 257)]),
     # (batch * heads, S, L): ragged S and L; L past S and below it
     "attention": Case("attention", _attention, [(1, 16, 16), (2, 37, 50), (3, 64, 29), (2, 130, 77)],
                       dtypes=(torch.float16, torch.bfloat16), gpu_shapes=[(8, 1024, 1024), (2, 333, 257)]),
@@ -189,6 +210,8 @@ def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
 
 def tolerance(name: str, dtype) -> float:
     """What each example is held to against a float32/float64 torch reference (docs/numerics.md)."""
+    if name == "linear_fp8":  # bf16 output (2^-8) over an exact reference; the f32 sum of exact 8-bit products
+        return 1e-2
     base = Case.tol(dtype)
     if name.startswith("matmul"):
         return {torch.float16: 1e-2, torch.bfloat16: 2e-2}.get(dtype, 1e-4)

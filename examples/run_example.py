@@ -1,6 +1,7 @@
 """Compile one example to a cubin, run it, and compare with torch.
 
-    python examples/run_example.py softmax        # or vector_add, layernorm, rmsnorm, matmul, swiglu, cumsum
+    python examples/run_example.py softmax        # or vector_add, layernorm, rmsnorm, matmul, swiglu, cumsum,
+                                                  # attention, linear_fp8, ... (examples/reference.py: CASES)
 
 The cubin is built for sm_90 with Triton (no GPU needed). The kernel then runs on the GPU when torch sees one,
 and on tle's CPU interpreter otherwise; either way its output is checked against torch on random inputs.

@@ -106,14 +106,15 @@ def _op_reason(op: "ir.Operation", arch: str) -> str | None:
     if name not in LOWERED_OPS:
         return f"no Tile IR lowering for {name}"
     for v in list(op.results) + list(op.operands):
-        _, shape, _ = tle_type(v.type)
+        elem, shape, _ = tle_type(v.type)
         if shape and any(d <= 0 or d & (d - 1) for d in shape):
             return (f"tile shape {list(shape)} is not a power of two in every dimension (Tile IR tiles must be; "
                     f"pad the tile to {[1 << (d - 1).bit_length() for d in shape]})")
+        f8 = elem.split(":")[-1]
+        if f8 in F8 and _sm(arch) < 89:  # tileiras: "Incompatibility with architecture 'sm_80': unsupported type"
+            return f"{F8[f8]} needs sm_89 or newer on Tile IR, not {arch}"
     if name == "tle.dot":
         a, acc = tle_type(op.operands[0].type)[0], tle_type(op.operands[2].type)[0]
-        if a in F8 and acc == "f32" and _sm(arch) < 89:
-            return f"dot of {F8[a]} needs sm_89 or newer on Tile IR (8-bit tensor cores), not {arch}"
         ok = ((a in HALF or a in F8) and acc == "f32") or (a == "f16" and acc == "f16") or (a, acc) in (
             ("f32", "f32"), ("f64", "f64"), ("i8", "i32"))
         if not ok:

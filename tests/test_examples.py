@@ -24,6 +24,10 @@ def _program(name):
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_example_compiles_to_cubin(name, arch):
+    if name == "linear_fp8" and arch == "sm_80":  # f8e4m3 (its default) needs sm_89: a located error says so
+        with pytest.raises(tle.TleError, match="f8e4m3 needs sm_89 or newer"):
+            compile_kernel(_program(name), name, {}, arch=arch)
+        return
     out = compile_kernel(_program(name), name, {}, arch=arch)
     assert out.binary.cubin[:4] == b"\x7fELF"
     assert f"tt.func" in out.stages["ttir"]
@@ -32,7 +36,8 @@ def test_example_compiles_to_cubin(name, arch):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["f32", "f16", "bf16"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn,
+                                   torch.float8_e5m2], ids=["f32", "f16", "bf16", "f8e4m3", "f8e5m2"])
 def test_example_on_interpreter(name, dtype):
     case = CASES[name]
     if dtype not in case.dtypes:

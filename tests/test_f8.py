@@ -139,9 +139,14 @@ def test_both_paths_use_the_8bit_tensor_cores(backend):
     assert re.search(r"GMMA\.64x\d+x32\.F32\.E4M3\.E4M3", sass), sass[:2000]
 
 
-def test_tileir_needs_sm89_for_8bit_products():
+def test_before_sm89():
+    """Tile IR takes no 8-bit floats before sm_89 (auto falls back); Triton converts f8e4m3 only from sm_89 on, so
+    that is an error at the first use, and f8e5m2 compiles for sm_80 on the native path."""
     from tle.compiler import compile_kernel
-    with pytest.raises(tle.TleError, match=r"dot of f8e4m3 needs sm_89 or newer on Tile IR"):
+    with pytest.raises(tle.TleError, match=r"f8e4m3 needs sm_89 or newer on Tile IR, not sm_80"):
         compile_kernel(load_program(QUANT_LINEAR, "q.tle"), "linear", {}, backend="tileir", arch="sm_80", stop="tileir")
-    out = compile_kernel(load_program(QUANT_LINEAR, "q.tle"), "linear", {}, backend="auto", arch="sm_80", stop="ttir")
-    assert out.backend == "triton"
+    with pytest.raises(tle.TleError, match=r"f8e4m3 needs sm_89 or newer, not sm_80") as err:
+        compile_kernel(load_program(QUANT_LINEAR, "q.tle"), "linear", {}, backend="auto", arch="sm_80")
+    assert err.value.span.line == 8  # x: tensor<T>[M, K], the first value of that type
+    out = compile_kernel(load_program(QUANT_LINEAR, "q.tle"), "linear", {"T": "f8e5m2"}, backend="auto", arch="sm_80")
+    assert out.backend == "triton" and out.binary.cubin[:4] == b"\x7fELF"

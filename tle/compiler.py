@@ -129,10 +129,26 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
     return out
 
 
+def _e4m3_before_sm89(module, arch: str) -> None:
+    """Triton converts f8e4m3 only from sm_89 on (before, its LLVM lowering aborts with "Conversion from/to
+    f8e4m3nv is only supported on compute capability >= 89", at the kernel); say so at the first op that uses it.
+    f8e5m2 compiles for sm_80 (its products widened to f16)."""
+    from .dialects.mlir import nested_ops
+    from .diagnostics import span_of_location
+    from .targets.triton import capability
+    if capability(arch) >= 89:
+        return
+    for op in (o for top in module.body.operations for o in nested_ops(top.operation)):
+        if any("f8E4M3FN" in str(v.type) for v in [*op.operands, *op.results]) and op.name != "func.func":
+            raise TleError(span_of_location(op.location), f"f8e4m3 needs sm_89 or newer, not {arch}",
+                           ["f8e5m2 works from sm_80 on the native CUDA path"])
+
+
 def _triton(out: Compiled, module, arch, upto, num_warps, num_stages) -> None:
     order = STAGES["triton"]
     from .lowering.tle_to_ttir import tle_to_ttir
     from .targets.triton import capability, compile_ttir
+    _e4m3_before_sm89(module, arch)
     with debug.timed("tle_to_ttir"):
         ttir = tle_to_ttir(module, tma=capability(arch) >= 90)  # tma=true needs the Tensor Memory Accelerator
     out.stages["ttir"] = ttir
