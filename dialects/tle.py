@@ -89,7 +89,8 @@ OPS: tuple[OpDef, ...] = (
     # ---- tile computation ------------------------------------------------------------------------------------
     OpDef("dot", (("a", "tensor"), ("b", "tensor"), ("acc", "tensor")), (("result", "tensor"),), ("precision",),
           "Matrix product a[M,K] @ b[K,N] + acc[M,N], products accumulated in acc's element type. precision is "
-          "\"ieee\" or \"tf32\" (f32 operands only).",
+          "\"ieee\", \"tf32\" (f32 operands only) or \"fast\" (8-bit float operands: the tensor cores' own "
+          "accumulation over the whole K loop; with \"ieee\" each dot's products are added to acc in f32).",
           '%d = "tle.dot"(%a, %b, %acc) {precision = "ieee"} : (tensor<64x32xf16>, tensor<32x64xf16>, '
           'tensor<64x64xf32>) -> tensor<64x64xf32>'),
     OpDef("reduce", (("input", "tensor"),), (("result", "any"),), ("kind", "axis"),

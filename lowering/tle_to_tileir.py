@@ -711,11 +711,11 @@ class _Kernel:
         elif ea == "f64" and eacc == "f64":
             r = ct.mmaf(a, b, acc)
         elif ea in F8 and eacc == "f32":
-            # fast_acc: the tensor cores' own accumulation, as the native path's tt.dot gets (Triton's default for
-            # 8-bit operands). Without it tileiras adds each K step's products into a second f32 accumulator: twice
-            # the registers, and a 128x256 tile then spilled and ran at 444-472 TFLOP/s against the native path's
-            # 1155-1303 (H200, benchmarks/RESULTS.md).
-            r = ct.mmaf(a, b, acc, fast_acc=True)
+            # precision "fast" (the default for 8-bit operands) is fast_acc: the tensor cores' own accumulation, as
+            # the native path's tt.dot gets (Triton's default). Without it ("ieee", fast_acc=false) tileiras adds
+            # each K step's products into a second f32 accumulator: twice the registers, and a 128x256 tile then
+            # spilled and ran at 444-472 TFLOP/s against 1155-1303 with it (H200, benchmarks/RESULTS.md).
+            r = ct.mmaf(a, b, acc, fast_acc=precision == "fast")
         else:
             self.fail(op, f"dot of {ea} into {eacc} has no Tile IR lowering (mmaf takes f16/bf16/f32/f64 and 8-bit "
                           f"floats, mmai i8 -> i32)")

@@ -123,8 +123,10 @@ _F8 = ("f8E4M3FN", "f8E5M2")
 # Triton's RoundingMode (tt.fp_to_fp's `rounding`): 1 is round to nearest even.
 _RTNE = 1
 # tt.dot's maxNumImpreciseAcc for 8-bit float operands: how many K elements the tensor cores may sum at their own
-# reduced precision before the f32 accumulator takes them. 2**30 (never promote) is what Triton's tl.dot gives
-# 8-bit operands by default; 0 would make Triton widen them to f16 and use mma.sync, not the 8-bit wgmma.
+# reduced precision before the f32 accumulator takes them. 2**30 (never promote: precision "fast") is what Triton's
+# tl.dot gives 8-bit operands by default; "ieee" (fast_acc=false) gives the dot's K, so each loop step's products
+# are added in f32 (Triton then keeps a second accumulator); 0 would make Triton widen the operands to f16 and use
+# mma.sync, not the 8-bit wgmma.
 _F8_IMPRECISE_ACC = 1 << 30
 
 
@@ -589,7 +591,9 @@ def _dot(L: _Lowering, op):
     precision = _attr_str(op, "precision")
     # tf32 only means something for f32 operands; Triton ignores it otherwise, ieee is its default.
     prec = _PRECISION["tf32"] if precision == "tf32" and str(_elem(a.type)) == "f32" else _PRECISION["ieee"]
-    imprecise = _F8_IMPRECISE_ACC if str(_elem(a.type)) in _F8 else 0
+    imprecise = 0
+    if str(_elem(a.type)) in _F8:  # "ieee": promote into the f32 accumulator every K of this dot (one per loop step)
+        imprecise = _F8_IMPRECISE_ACC if precision == "fast" else _shape(a)[1]
     L.bind(op, L.val("tt.dot", op.result.type, [a, b, acc], {"inputPrecision": _i32_attr(prec),
                                                               "maxNumImpreciseAcc": _i32_attr(imprecise)}))
 

@@ -1250,7 +1250,7 @@ class _KernelChecker:
         return self._scatter_like(e, "atomic", "min")
 
     def b_dot(self, e):
-        a = self.args(e, ("a", "b"), ("acc",), ("tf32",))
+        a = self.args(e, ("a", "b"), ("acc",), ("tf32", "fast_acc"))
         x, y = self.expr(a["a"]), self.expr(a["b"])
         for v, src in ((x, a["a"]), (y, a["b"])):
             if not isinstance(v.type, Tile) or len(v.type.shape) != 2:
@@ -1290,7 +1290,12 @@ class _KernelChecker:
         tf32 = self.const_bool(a["tf32"], "tf32=") if "tf32" in a else False
         if tf32 and d != "f32":
                 raise TleError(a["tf32"].span, "tf32=true only applies to f32 operands")
-        return T.Op(e.span, acc.type, "dot", [x, y, acc], {"precision": "tf32" if tf32 else "ieee"})
+        # 8-bit operands: "fast" lets the tensor cores accumulate at their own precision over the whole K loop;
+        # fast_acc=false ("ieee") adds each dot's products into acc in f32 (docs/numerics.md).
+        fast = self.const_bool(a["fast_acc"], "fast_acc=") if "fast_acc" in a else is_f8(d)
+        if "fast_acc" in a and not is_f8(d):
+            raise TleError(a["fast_acc"].span, f"fast_acc= only applies to 8-bit float operands, not {d}")
+        return T.Op(e.span, acc.type, "dot", [x, y, acc], {"precision": "tf32" if tf32 else "fast" if fast else "ieee"})
 
     def _reduce(self, e, kind):
         if kind in ("max", "min") and len(e.args) == 2:
