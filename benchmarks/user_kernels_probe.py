@@ -2,7 +2,7 @@
 """Kernels a user might write that bench.py does not cover, timed the way bench.py times its own (issue 5: "I time
 kernels of my own, tuned and untuned, against torch and Triton").
 
-Each kernel is written once in tle (below, or examples/attention.tle) and once as hand-written Triton of the same
+Each kernel is written once in tle (below, or examples/attention.tle and examples/linear_fp8.tle) and once as hand-written Triton of the same
 algorithm and tiles; both are checked against torch on fresh random inputs before anything is timed. Columns:
 tle on the native path with Triton's default launch options (num_warps=4 unless the kernel's dots are big, stages 3),
 tle native with the reference's options, tle on Tile IR, the Triton reference, torch. Timing: bench.time_events
@@ -179,20 +179,6 @@ kernel linear_w8a8<BM: int = 128, BN: int = 128, BK: int = 128, T: dtype = bf16>
     }
     let scale = reshape(load(sx, tile=[BM], at=[pm]), [BM, 1]) * reshape(load(sw, tile=[BN], at=[pn]), [1, BN])
     store(y, cast<T>(cast<f32>(acc) * scale), at=[pm, pn])
-}
-
-// FP8 linear layer: y = (x @ w^T) * sx[m] * sw[n] with 8-bit float x [M, K] and w [N, K] (quantised per row and per
-// output channel), f32 accumulation on the 8-bit tensor cores, bf16 out.
-kernel linear_fp8<BM: int = 128, BN: int = 256, BK: int = 128, T: dtype = f8e4m3>(
-        x: tensor<T>[M, K], w: tensor<T>[N, K], sx: tensor<f32>[M], sw: tensor<f32>[N], y: tensor<bf16>[M, N]) {
-    let pm = program_id(0)
-    let pn = program_id(1)
-    var acc = zeros<f32>[BM, BN]
-    for k in range(cdiv(K, BK)) pipeline(stages=3) {
-        acc = dot(load(x, tile=[BM, BK], at=[pm, k]), transpose(load(w, tile=[BN, BK], at=[pn, k])), acc)
-    }
-    let scale = reshape(load(sx, tile=[BM], at=[pm]), [BM, 1]) * reshape(load(sw, tile=[BN], at=[pn]), [1, BN])
-    store(y, cast<bf16>(acc * scale), at=[pm, pn])
 }
 
 // An f32 matrix product on the tensor cores in TF32 (torch's allow_tf32).
@@ -630,6 +616,7 @@ def _both_paths(kernel, grid, ref, **consts) -> dict:
 def cases(dev, only):
     """(title, work (bytes, flops), sets, torch fn, {name: fn(set)}, output index in a set)."""
     attention = tle.compile(os.path.join(HERE, "..", "examples", "attention.tle"))
+    fp8 = tle.compile(os.path.join(HERE, "..", "examples", "linear_fp8.tle"))
     small = tle.compile(SMALL_TLE)
     r = lambda *s, dt: torch.randn(*s, device=dev).to(dt)  # noqa: E731
     out = []
@@ -823,7 +810,7 @@ def cases(dev, only):
                 t[4].copy_(torch._scaled_mm(t[0], t[1].t(), scale_a=t[2][:, None], scale_b=t[3][None, :],
                                             out_dtype=torch.bfloat16, use_fast_accum=True))
             out.append((f"linear_fp8 {m}x{n}x{k} e4m3->bf16", (nb, 2 * m * n * k), sets, torch_fp8,
-                        _both_paths(small.linear_fp8, g, lambda t, g=g, m=m, n=n, k=k: linear_fp8_ref[g](
+                        _both_paths(fp8.linear_fp8, g, lambda t, g=g, m=m, n=n, k=k: linear_fp8_ref[g](
                             *t, m, n, k, BM=128, BN=256, BK=128, num_warps=8, num_stages=3)), 4))
     if "matmul_tf32" in only:
         for m, n, k in ((4096, 4096, 4096), (4000, 4000, 4000)):

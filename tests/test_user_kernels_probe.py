@@ -117,12 +117,13 @@ def test_linear_w8a8_scales_an_exact_integer_product(small):
     torch.testing.assert_close(y.float(), want.float(), rtol=8e-3, atol=1e-6)
 
 
-def test_linear_fp8_scales_an_8bit_product(small):
+def test_linear_fp8_scales_an_8bit_product():
+    fp8 = tle.compile(os.path.join(ROOT, "examples", "linear_fp8.tle"))  # the kernel the probe times
     x = (torch.randn(40, 300) * 32).to(torch.float8_e4m3fn)
     w = (torch.randn(70, 300) * 32).to(torch.float8_e4m3fn)  # K = 300: the last K tile is ragged
     sx, sw = torch.rand(40) / 256 + 1e-3, torch.rand(70) / 256 + 1e-3
     y = torch.full((40, 70), float("nan"), dtype=torch.bfloat16)
-    small.linear_fp8[(2, 3)](x, w, sx, sw, y, BM=32, BN=32, BK=128)
+    fp8.linear_fp8[(2, 3)](x, w, sx, sw, y, BM=32, BN=32, BK=128)
     want = (x.double() @ w.double().t()) * sx.double()[:, None] * sw.double()[None, :]
     torch.testing.assert_close(y.double(), want, rtol=8e-3, atol=1e-6)
 
