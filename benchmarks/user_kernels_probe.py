@@ -2,8 +2,9 @@
 """Kernels a user might write that bench.py does not cover, timed the way bench.py times its own (issue 5: "I time
 kernels of my own, tuned and untuned, against torch and Triton").
 
-Each kernel is written once in tle (below, or examples/attention.tle and examples/linear_fp8.tle) and once as hand-written Triton of the same
-algorithm and tiles; both are checked against torch on fresh random inputs before anything is timed. Columns:
+Each kernel is written once in tle (below, or examples/attention.tle and examples/linear_fp8.tle) and once as
+hand-written Triton of the same algorithm and tiles; both are checked against torch on fresh random inputs before
+anything is timed. Columns:
 tle on the native path with Triton's default launch options (num_warps=4 unless the kernel's dots are big, stages 3),
 tle native with the reference's options, tle on Tile IR, the Triton reference, torch. Timing: bench.time_events
 (a spin kernel, then events around one launch), inputs rotated through enough copies to keep them out of L2,
@@ -400,7 +401,7 @@ def vocab_softmax_ref(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
 @triton.jit
 def _x_wt(x_ptr, w_ptr, rm, rn, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, ACC: tl.constexpr):
     """The tile x[rm, :] @ w[rn, :]^T of nn.Linear's layout (w stored [N, K]), accumulated in ACC over K tiles of
-    BK, masked on every axis (what linear_nt_ref, linear_w8a8_ref and linear_fp8_ref share)."""
+    BK, masked on every axis (what linear_nt_ref and linear_scaled_ref share)."""
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), dtype=ACC)
     for k in range(0, tl.cdiv(K, BK)):
@@ -476,26 +477,16 @@ def cross_entropy_ref(x_ptr, target_ptr, loss_ptr, V, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def linear_w8a8_ref(x_ptr, w_ptr, sx_ptr, sw_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
-                    BK: tl.constexpr):
+def linear_scaled_ref(x_ptr, w_ptr, sx_ptr, sw_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                      BK: tl.constexpr, ACC: tl.constexpr):
+    """The W8A8 (ACC int32) and FP8 (ACC float32) linear layers: x @ w^T accumulated in ACC, then scaled per row
+    and output channel in f32."""
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    acc = _x_wt(x_ptr, w_ptr, rm, rn, M, N, K, BM, BN, BK, tl.int32)
+    acc = _x_wt(x_ptr, w_ptr, rm, rn, M, N, K, BM, BN, BK, ACC)
     scale = (tl.load(sx_ptr + rm, mask=rm < M, other=0.0)[:, None]
              * tl.load(sw_ptr + rn, mask=rn < N, other=0.0)[None, :])
     tl.store(y_ptr + rm[:, None] * N + rn[None, :], (acc.to(tl.float32) * scale).to(y_ptr.dtype.element_ty),
-             mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
-@triton.jit
-def linear_fp8_ref(x_ptr, w_ptr, sx_ptr, sw_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
-                   BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    acc = _x_wt(x_ptr, w_ptr, rm, rn, M, N, K, BM, BN, BK, tl.float32)
-    scale = (tl.load(sx_ptr + rm, mask=rm < M, other=0.0)[:, None]
-             * tl.load(sw_ptr + rn, mask=rn < N, other=0.0)[None, :])
-    tl.store(y_ptr + rm[:, None] * N + rn[None, :], (acc * scale).to(tl.bfloat16),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
@@ -793,8 +784,8 @@ def cases(dev, only):
             def torch_w8a8(t):
                 t[4].copy_(torch._int_mm(t[0], t[1].t()).float() * t[2][:, None] * t[3][None, :])
             out.append((f"linear_w8a8 {m}x{n}x{k} i8->bf16", (nb, 2 * m * n * k), sets, torch_w8a8,
-                        _both_paths(small.linear_w8a8, g, lambda t, g=g, m=m, n=n, k=k: linear_w8a8_ref[g](
-                            *t, m, n, k, BM=128, BN=128, BK=128, num_warps=4, num_stages=3)), 4))
+                        _both_paths(small.linear_w8a8, g, lambda t, g=g, m=m, n=n, k=k: linear_scaled_ref[g](
+                            *t, m, n, k, BM=128, BN=128, BK=128, ACC=tl.int32, num_warps=4, num_stages=3)), 4))
     if "linear_fp8" in only:
         # 8-bit float operands (e4m3) on the 8-bit tensor cores, scaled per row and channel; torch: _scaled_mm with
         # row-wise scales and fast accumulation (the tensor cores' own, as Triton's tl.dot and tle accumulate fp8)
@@ -810,8 +801,8 @@ def cases(dev, only):
                 t[4].copy_(torch._scaled_mm(t[0], t[1].t(), scale_a=t[2][:, None], scale_b=t[3][None, :],
                                             out_dtype=torch.bfloat16, use_fast_accum=True))
             out.append((f"linear_fp8 {m}x{n}x{k} e4m3->bf16", (nb, 2 * m * n * k), sets, torch_fp8,
-                        _both_paths(fp8.linear_fp8, g, lambda t, g=g, m=m, n=n, k=k: linear_fp8_ref[g](
-                            *t, m, n, k, BM=128, BN=256, BK=128, num_warps=8, num_stages=3)), 4))
+                        _both_paths(fp8.linear_fp8, g, lambda t, g=g, m=m, n=n, k=k: linear_scaled_ref[g](
+                            *t, m, n, k, BM=128, BN=256, BK=128, ACC=tl.float32, num_warps=8, num_stages=3)), 4))
     if "matmul_tf32" in only:
         for m, n, k in ((4096, 4096, 4096), (4000, 4000, 4000)):
             nb = 4 * (m * k + k * n + m * n)
