@@ -120,6 +120,7 @@ def _width(t: "ir.Type") -> int:
 
 
 _F8 = ("f8E4M3FN", "f8E5M2")
+_F8_TYPES = set(_F8)
 # Triton's RoundingMode (tt.fp_to_fp's `rounding`): 1 is round to nearest even.
 _RTNE = 1
 # tt.dot's maxNumImpreciseAcc for 8-bit float operands: how many K elements the tensor cores may sum at their own
@@ -788,6 +789,15 @@ def _f8_convert(L: _Lowering, op):
     L.bind(op, L.val("tt.fp_to_fp", t, [x], attrs))
 
 
+def _f8_bitcast(L: _Lowering, op):
+    """arith.bitcast of a tile with an 8-bit float side: tt.bitcast (Triton leaves arith.bitcast of f8 tensors
+    illegal in its TTGIR conversion); every other bitcast passes through."""
+    x = L.v(op.operands[0])
+    if isa(x.type, ir.RankedTensorType) and _F8_TYPES & {str(_elem(x.type)), str(_elem(op.result.type))}:
+        return L.bind(op, L.val("tt.bitcast", op.result.type, [x]))
+    L.clone(op)
+
+
 def _negf(L: _Lowering, op):
     """Triton 3.6 does not legalize arith.negf (its own `-x` is `0 - x`, wrong for 0): flip the sign bit (exact for
     zeros and NaN)."""
@@ -868,6 +878,7 @@ _RULES = {
     "scf.for": _for,
     "arith.divf": _divf,
     "arith.negf": _negf,
+    "arith.bitcast": _f8_bitcast,
     "arith.extf": _f8_convert,
     "arith.truncf": _f8_convert,
     "math.sqrt": _sqrt,

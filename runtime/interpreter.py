@@ -143,6 +143,13 @@ def _ptr_elem(t) -> str | None:
     return m.group(1) if m else None
 
 
+def _take(storage: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
+    """torch.take, which CPU torch lacks for the 8-bit floats: those are taken as bytes and viewed back."""
+    if storage.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        return torch.take(storage.view(torch.uint8), flat).view(storage.dtype)
+    return torch.take(storage, flat)
+
+
 def _int_attr(a) -> int:
     return ir.IntegerAttr(a).value
 
@@ -216,7 +223,7 @@ def _unsigned(x: torch.Tensor, elem: str) -> torch.Tensor:
 def _bits(x: torch.Tensor) -> torch.Tensor:
     """The bit pattern of each element as int64 (so NaNs with equal bits compare equal)."""
     if x.is_floating_point():
-        return x.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]).to(torch.int64)
+        return x.view({1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]).to(torch.int64)
     return x.to(torch.int64)
 
 
@@ -836,11 +843,11 @@ class CompiledKernel:
             view, mask = env[v], (env[m] if m is not None else None)
             flat = _lane_offsets(env, span, "gather from", view, [env[s] for s in idx], mask)
             if mask is None:
-                env[out] = torch.take(view.storage, flat)
+                env[out] = _take(view.storage, flat)
             else:
                 mask = mask.expand(flat.shape)
                 if mask.any():
-                    got = torch.take(view.storage, torch.where(mask, flat, 0))
+                    got = _take(view.storage, torch.where(mask, flat, 0))
                 else:  # nothing to read (and the storage may be empty)
                     got = torch.zeros(flat.shape, dtype=view.dtype)
                 env[out] = torch.where(mask, got, torch.tensor(other, dtype=view.dtype))
@@ -1030,8 +1037,8 @@ def _load(view: View, starts: list[torch.Tensor], tile, pad, aranges) -> torch.T
         return out
     flat, valid = _tile_offsets(view, starts, tile, aranges)
     if valid is None:
-        return torch.take(view.storage, flat)
-    got = torch.take(view.storage, torch.where(valid, flat, 0)) if view.storage.numel() else \
+        return _take(view.storage, flat)
+    got = _take(view.storage, torch.where(valid, flat, 0)) if view.storage.numel() else \
         torch.zeros(flat.shape, dtype=view.dtype)
     return torch.where(valid, got, torch.tensor(pad, dtype=view.dtype))
 

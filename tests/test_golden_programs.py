@@ -358,6 +358,33 @@ entry(file="f8_casts.tle", kernel="c", make=_f8c_make, grid=lambda c, k: (cdiv(c
       note="infinities, NaN, overflow, an underflow to zero and a tie among the inputs; p's last tiles are padding")
 
 
+# f8_moves.tle -------------------------------------------------------------------------------------------------------
+def _f8m_make(c, k, g):
+    n = c["N"]
+    return {"x": randn((n,), g, scale=10.0).to(torch.float8_e4m3fn), "idx": randint((n,), g, 0, n + 20),
+            "y": poison((n,), torch.float8_e4m3fn), "bits": poison((n,), torch.int8),
+            "z": poison((n,), torch.float8_e5m2)}
+
+
+def _f8m_ref(a, c, k):
+    n, x, idx = c["N"], a["x"].double(), a["idx"].long()
+    y = a["y"].double().clone()
+    for p in range(cdiv(n, 64)):
+        lo, cnt = p * 64, min(64, n - p * 64)
+        at = idx[lo:lo + cnt]
+        g = torch.zeros(64, dtype=torch.float64)  # gather's masked-off lanes and the tile's tail read 0
+        g[:cnt] = torch.where(at < n, x[at.clamp(max=n - 1)], torch.zeros(cnt, dtype=torch.float64))
+        r = g.reshape(8, 8).T.reshape(64)
+        y[lo:lo + cnt] = torch.where(torch.arange(cnt) < 32, x[lo:lo + cnt], r[:cnt])
+    return {"y": y, "bits": a["x"].view(torch.int8).long(),
+            "z": to_f8(a["x"].float(), torch.float8_e5m2).double()}
+
+
+entry(file="f8_moves.tle", kernel="moves", make=_f8m_make, grid=lambda c, k: (cdiv(c["N"], 64),), ref=_f8m_ref,
+      tol={"y": EXACT, "bits": EXACT, "z": EXACT}, cases=[{"N": 200}],
+      note="y's second half reads transposed gathers across the tile; idx reaches past N (masked off: 0)")
+
+
 # f8_dot.tle ---------------------------------------------------------------------------------------------------------
 def _f8d_make(c, k, g):
     m, n, kk = c["M"], c["N"], c["K"]
