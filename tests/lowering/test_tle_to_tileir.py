@@ -987,7 +987,8 @@ def test_examples_on_the_gpu():
     import torch
     sys.path.insert(0, os.path.join(ROOT, "examples"))
     from reference import CASES, tolerance
-    dt = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+    dt = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float8_e4m3fn: "f8e4m3",
+          torch.float8_e5m2: "f8e5m2"}
     runs = []
     for name, case in sorted(CASES.items()):
         path = os.path.join(ROOT, "examples", f"{name}.tle")
