@@ -115,12 +115,12 @@ def _is_float(t: "ir.Type") -> bool:
 
 def _width(t: "ir.Type") -> int:
     e = _elem(t)
-    return ir.IntegerType(e).width if isa(e, ir.IntegerType) else {"f16": 16, "bf16": 16, "f32": 32,
-                                                                        "f64": 64, "f8E4M3FN": 8, "f8E5M2": 8}[str(e)]
+    if isa(e, ir.IntegerType):
+        return ir.IntegerType(e).width
+    return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "f8E4M3FN": 8, "f8E5M2": 8}[str(e)]
 
 
 _F8 = ("f8E4M3FN", "f8E5M2")
-_F8_TYPES = set(_F8)
 # Triton's RoundingMode (tt.fp_to_fp's `rounding`): 1 is round to nearest even.
 _RTNE = 1
 # tt.dot's maxNumImpreciseAcc for 8-bit float operands: how many K elements the tensor cores may sum at their own
@@ -793,7 +793,7 @@ def _f8_bitcast(L: _Lowering, op):
     """arith.bitcast of a tile with an 8-bit float side: tt.bitcast (Triton leaves arith.bitcast of f8 tensors
     illegal in its TTGIR conversion); every other bitcast passes through."""
     x = L.v(op.operands[0])
-    if isa(x.type, ir.RankedTensorType) and _F8_TYPES & {str(_elem(x.type)), str(_elem(op.result.type))}:
+    if isa(x.type, ir.RankedTensorType) and (str(_elem(x.type)) in _F8 or str(_elem(op.result.type)) in _F8):
         return L.bind(op, L.val("tt.bitcast", op.result.type, [x]))
     L.clone(op)
 

@@ -223,7 +223,8 @@ def _unsigned(x: torch.Tensor, elem: str) -> torch.Tensor:
 def _bits(x: torch.Tensor) -> torch.Tensor:
     """The bit pattern of each element as int64 (so NaNs with equal bits compare equal)."""
     if x.is_floating_point():
-        return x.view({1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]).to(torch.int64)
+        ints = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+        return x.view(ints[x.element_size()]).to(torch.int64)
     return x.to(torch.int64)
 
 

@@ -468,9 +468,7 @@ class _KernelChecker:
             return v.dtype
         if v is not None or name in self.p.const_values:
             raise TleError(span, f"'{name}' is not an element type",
-                           ["element types are bool, i8, i16, i32, i64, f16, bf16, f32, f64, f8e4m3, f8e5m2, or a "
-                            "constant "
-                            "declared <T: dtype>"])
+                           [f"element types are {', '.join(_all_dtypes())}, or a constant declared <T: dtype>"])
         raise TleError(span, f"unknown element type '{name}'", _suggest(name, _all_dtypes()))
 
     # ---- statements ----------------------------------------------------------------------------------------
