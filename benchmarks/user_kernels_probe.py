@@ -12,8 +12,9 @@ implementations in a rotating order over --rounds rounds, median of the rounds.
 
     python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu,embedding,
                                                     vocab_softmax,linear_nt,bmm,add_rmsnorm,rope,
-                                                    cross_entropy,linear_w8a8,linear_fp8,matmul_tf32,
-                                                    softmax_bwd,greedy,linear_w4a16,layernorm_bwd] [--rounds 3]
+                                                    cross_entropy,linear_w8a8,linear_fp8,linear_fp8_block,
+                                                    matmul_tf32,softmax_bwd,greedy,linear_w4a16,
+                                                    layernorm_bwd] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -180,6 +181,21 @@ kernel linear_w8a8<BM: int = 128, BN: int = 128, BK: int = 128, T: dtype = bf16>
     }
     let scale = reshape(load(sx, tile=[BM], at=[pm]), [BM, 1]) * reshape(load(sw, tile=[BN], at=[pn]), [1, BN])
     store(y, cast<T>(cast<f32>(acc) * scale), at=[pm, pn])
+}
+
+// Block-scaled FP8 linear layer (DeepSeek-V3's inference GEMM): x [M, K] scaled per row and per 128 of K (sx
+// [M, K/128]), w [N, K] scaled per 128x128 block (sw [N/128, K/128]). Each K tile's 8-bit product is scaled in f32
+// before it joins the accumulator, so BK = 128 and BN = 128 match the blocks.
+kernel linear_fp8_block<BM: int = 128, BN: int = 128, BK: int = 128>(x: tensor<f8e4m3>[M, K],
+        w: tensor<f8e4m3>[N, K], sx: tensor<f32>[M, KB], sw: tensor<f32>[NB, KB], y: tensor<bf16>[M, N]) {
+    let pm = program_id(0)
+    let pn = program_id(1)
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) pipeline(stages=3) {
+        let part = dot(load(x, tile=[BM, BK], at=[pm, k]), transpose(load(w, tile=[BN, BK], at=[pn, k])))
+        acc += part * load(sx, tile=[BM, 1], at=[pm, k]) * load(sw, tile=[1, 1], at=[pn, k])
+    }
+    store(y, cast<bf16>(acc), at=[pm, pn])
 }
 
 // An f32 matrix product on the tensor cores in TF32 (torch's allow_tf32).
@@ -488,6 +504,24 @@ def linear_scaled_ref(x_ptr, w_ptr, sx_ptr, sw_ptr, y_ptr, M, N, K, BM: tl.const
              * tl.load(sw_ptr + rn, mask=rn < N, other=0.0)[None, :])
     tl.store(y_ptr + rm[:, None] * N + rn[None, :], (acc.to(tl.float32) * scale).to(y_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def linear_fp8_block_ref(x_ptr, w_ptr, sx_ptr, sw_ptr, y_ptr, M, N, K, KB, BM: tl.constexpr, BN: tl.constexpr,
+                         BK: tl.constexpr):
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        kk = k * BK + rk
+        x = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        w = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
+        a = tl.load(sx_ptr + rm * KB + k, mask=rm < M, other=0.0)
+        b = tl.load(sw_ptr + pn * KB + k)
+        acc += tl.dot(x, tl.trans(w)) * a[:, None] * b
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 @triton.jit
@@ -803,6 +837,30 @@ def cases(dev, only):
             out.append((f"linear_fp8 {m}x{n}x{k} e4m3->bf16", (nb, 2 * m * n * k), sets, torch_fp8,
                         _both_paths(fp8.linear_fp8, g, lambda t, g=g, m=m, n=n, k=k: linear_scaled_ref[g](
                             *t, m, n, k, BM=128, BN=256, BK=128, ACC=tl.float32, num_warps=8, num_stages=3)), 4))
+    if "linear_fp8_block" in only:
+        # 128x128 weight blocks and 1x128 activation blocks, each with its own f32 scale; torch: dequantise to bf16
+        # (the scales expanded to the elements), then cuBLAS (what one does without a block-scaled 8-bit kernel)
+        for m, n, k in ((4096, 4096, 4096), (8192, 14336, 4096)):
+            kb = triton.cdiv(k, 128)
+            nb = m * k + n * k + 4 * (m * kb + triton.cdiv(n, 128) * kb) + 2 * m * n
+            f8 = lambda *s: (torch.randn(*s, device=dev) * 32).to(torch.float8_e4m3fn)  # noqa: E731
+            sets = _sets(lambda: [f8(m, k), f8(n, k), torch.rand(m, kb, device=dev) / 256 + 1e-3,
+                                  torch.rand(triton.cdiv(n, 128), kb, device=dev) / 256 + 1e-3,
+                                  torch.empty(m, n, device=dev, dtype=torch.bfloat16)], nb)
+            g = (triton.cdiv(m, 128), triton.cdiv(n, 128))
+
+            def torch_block(t, k=k):
+                xs = t[2].repeat_interleave(128, dim=1)[:, :k]
+                ws = t[3].repeat_interleave(128, dim=0)[:t[1].shape[0]].repeat_interleave(128, dim=1)[:, :k]
+                t[4].copy_((t[0].to(torch.bfloat16) * xs.to(torch.bfloat16))
+                           @ (t[1].to(torch.bfloat16) * ws.to(torch.bfloat16)).t())
+            impls = _both_paths(small.linear_fp8_block, g, lambda t, g=g, m=m, n=n, k=k, kb=kb:
+                                linear_fp8_block_ref[g](*t, m, n, k, kb, BM=128, BN=128, BK=128, num_warps=8,
+                                                        num_stages=3))
+            # tle's default is 4 warps for a 128x128 dot, and the second accumulator spills there (ptxas, CPU): the
+            # reference's 8 warps as a column of its own
+            impls["tle:triton w8"] = lambda t, g=g: small.linear_fp8_block[g](*t, backend="triton", num_warps=8)
+            out.append((f"linear_fp8_block {m}x{n}x{k} e4m3->bf16", (nb, 2 * m * n * k), sets, torch_block, impls, 4))
     if "matmul_tf32" in only:
         for m, n, k in ((4096, 4096, 4096), (4000, 4000, 4000)):
             nb = 4 * (m * k + k * n + m * n)
@@ -903,6 +961,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu,embedding,vocab_softmax,"
                                        "linear_nt,bmm,add_rmsnorm,rope,cross_entropy,linear_w8a8,linear_fp8,"
+                                       "linear_fp8_block,"
                                        "matmul_tf32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",

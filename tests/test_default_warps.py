@@ -1,5 +1,6 @@
 """num_warps when the caller gives none (tle/compiler.py default_num_warps): 8 for a kernel whose dot accumulates
-128 x 256 elements or more, else 4; tlec, the compiler and the runtime all resolve it the same way."""
+128 x 256 elements or more (a dot added into another accumulator counts both), else 4; tlec, the compiler and the
+runtime all resolve it the same way."""
 from __future__ import annotations
 
 import os
@@ -29,6 +30,31 @@ def checked(example: str, consts: dict | None = None):
 ])
 def test_default_num_warps_follows_the_widest_dot(example, consts, warps):
     assert default_num_warps(checked(example, consts)[1]) == warps
+
+
+BLOCK_SCALED = """
+kernel k<BM: int = 128, BN: int = 128, BK: int = 128>(x: tensor<f8e4m3>[M, K], w: tensor<f8e4m3>[N, K],
+        sx: tensor<f32>[M, KB], y: tensor<f32>[M, N]) {
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) {
+        let part = dot(load(x, tile=[BM, BK], at=[program_id(0), k]), transpose(load(w, tile=[BN, BK], at=[0, k])))
+        acc += part * load(sx, tile=[BM, 1], at=[program_id(0), k])
+    }
+    store(y, acc, at=[program_id(0), 0])
+}
+"""
+
+
+@pytest.mark.parametrize("variant,warps", [
+    (BLOCK_SCALED, 8),                                           # part and acc: 2 x 128 x 128 live at once
+    (BLOCK_SCALED.replace("BN: int = 128", "BN: int = 64"), 4),  # 2 x 128 x 64
+    (BLOCK_SCALED.replace("acc += part *", "acc = part *"), 4),  # acc is not read: one tile
+])
+def test_a_dot_added_into_an_accumulator_counts_both(variant, warps):
+    """`acc += dot(a, b) * s` (a block-scaled product) keeps the dot's own tile and acc live: at 128x128 that is
+    128 x 256 accumulator elements, and on 4 warps ptxas spilled (the probe's linear_fp8_block)."""
+    assert default_num_warps(check_kernel(load_program(variant, "k.tle"), "k", {})) == warps
+    assert default_num_warps(checked("attention")[1]) == 4  # its s = dot(q, k^T) is not added into a var
 
 
 def test_the_compiler_uses_it_and_an_explicit_value_wins():

@@ -128,6 +128,22 @@ def test_linear_fp8_scales_an_8bit_product():
     torch.testing.assert_close(y.double(), want, rtol=8e-3, atol=1e-6)
 
 
+def test_linear_fp8_block_scales_each_block(small):
+    """128x128 weight blocks and 1x128 activation blocks, each scale applied to its own K tile's product: the
+    reference expands the scales to the elements, and the kernel's f32 sums of exact products match it."""
+    m, n, k = 40, 200, 300  # a ragged K tile, and two weight blocks along N (the second ragged)
+    kb = -(-k // 128)
+    x = (torch.randn(m, k) * 32).to(torch.float8_e4m3fn)
+    w = (torch.randn(n, k) * 32).to(torch.float8_e4m3fn)
+    sx, sw = torch.rand(m, kb) / 256 + 1e-3, torch.rand(-(-n // 128), kb) / 256 + 1e-3
+    y = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
+    small.linear_fp8_block[(1, 2)](x, w, sx, sw, y, BM=64)
+    xs = sx.repeat_interleave(128, dim=1)[:, :k]
+    ws = sw.repeat_interleave(128, dim=0)[:n].repeat_interleave(128, dim=1)[:, :k]
+    want = (x.double() * xs.double()) @ (w.double() * ws.double()).t()
+    torch.testing.assert_close(y.double(), want, rtol=8e-3, atol=1e-6)
+
+
 def test_matmul_tf32_on_ragged_tiles(small):
     a, b = torch.randn(40, 80), torch.randn(80, 70)
     c = torch.full((40, 70), float("nan"))

@@ -89,8 +89,40 @@ def default_num_warps(kernel: Kernel) -> int:
     1437 us for a 4096^3 f16 product on 4 warps and 190-220 us on 8 (H200, benchmarks/RESULTS.md). Other kernels
     get 4: on the memory-bound rows up to 8192 elements, 8 warps were within 2% of 4 either way
     (benchmarks/ncu_probe.py --warps)."""
+    return 8 if _accumulator_elements(kernel) >= WIDE_DOT_ELEMENTS else 4
+
+
+def _accumulator_elements(kernel: Kernel) -> int:
+    """The most dot-accumulator elements a thread block holds at once: a dot's result, plus the var it is added
+    into when the dot starts from zeros and the same assignment reads that var, directly or through a let
+    (`let part = dot(a, b)` then `acc += part * scale`: a block-scaled FP8 product keeps both tiles live). That
+    kernel at 128x128 tiles spilled 260 bytes on 4 warps and ran at 0.50x the same kernel in Triton on 8 (H200,
+    benchmarks/RESULTS.md)."""
+    from .typed import Bind, Op, Read, nodes
     widest = max((math.prod(d.type.shape) for d in dots(kernel.body)), default=0)
-    return 8 if widest >= WIDE_DOT_ELEMENTS else 4
+    bound: dict = {}  # var -> the value it was last bound to, to see through lets
+
+    def parts(e, seen=()):  # the dots an expression computes, through the lets it reads, and the vars it reads
+        if isinstance(e, Read):
+            yield "read", e.var
+            if e.var in bound and e.var not in seen:
+                yield from parts(bound[e.var], (*seen, e.var))
+        elif isinstance(e, Op):
+            if e.name == "dot":
+                yield "dot", e
+            for a in e.args:
+                yield from parts(a, seen)
+    for n in nodes(kernel.body):
+        if not isinstance(n, Bind):
+            continue
+        bound[n.var] = n.value
+        found = list(parts(n.value))
+        if ("read", n.var) not in found:
+            continue
+        for kind, d in found:
+            if kind == "dot" and not (isinstance(d.args[2], Read) and d.args[2].var is n.var):
+                widest = max(widest, math.prod(d.type.shape) + math.prod(getattr(n.var.type, "shape", ())))
+    return widest
 
 
 def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | None = None, *,
