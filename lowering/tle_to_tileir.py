@@ -90,6 +90,7 @@ from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
 from ..dialects.mlir import ir, nested_ops
 from ..dialects.tle import constant_int, inside_axes
+from ..types import MLIR_F8
 
 __all__ = ["tle_to_tileir", "TileirOptions", "LOWERED_OPS"]
 
@@ -135,7 +136,7 @@ def tle_to_tileir(module: "ir.Module", options: TileirOptions | None = None) -> 
 INT_ELEMS = ("i1", "i8", "i16", "i32", "i64")
 HALF = ("f16", "bf16")
 # The 8-bit floats (MLIR name -> tle name): loaded, stored, converted (ftof) and multiplied (mmaf) only.
-F8 = {"f8E4M3FN": "f8e4m3", "f8E5M2": "f8e5m2"}
+F8 = MLIR_F8
 
 
 def tle_type(t: "ir.Type") -> tuple[str, tuple[int, ...] | None, int]:

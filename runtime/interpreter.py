@@ -38,6 +38,7 @@ import torch
 
 from tle.diagnostics import Note, TleError, span_of_location
 from tle.dialects.mlir import ir
+from tle.types import F8, MLIR_F8
 
 __all__ = ["interpret", "compile_kernel", "CompiledKernel", "Poison", "View"]
 
@@ -47,7 +48,7 @@ TORCH_DTYPES = {"i1": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": t
 INT_BITS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
 HALF = ("f16", "bf16")
 # The 8-bit floats (MLIR names) and their largest finite values: conversions to them saturate (docs/numerics.md).
-F8_LARGEST = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+F8_LARGEST = {mlir: F8[name][2] for mlir, name in MLIR_F8.items()}
 FLOATS = ("f16", "bf16", "f32", "f64", *F8_LARGEST)
 
 # env slots that every kernel has: this chunk's program ids along x, y, z, the grid size, and the launch state.

@@ -23,7 +23,7 @@ from . import ast
 from . import typed as T
 from .diagnostics import Note, Span, TleError
 from .parser import parse
-from .types import (BITS, FLOATS, Scalar, Tensor, Tile, broadcast_shapes, canonical, is_f8, is_float, is_int, promote,
+from .types import (BITS, DTYPES, FLOATS, Scalar, Tensor, Tile, broadcast_shapes, canonical, is_f8, is_float, is_int, promote,
                     round_f8)
 
 CONST_KINDS = ("int", "float", "bool", "dtype")
@@ -204,7 +204,7 @@ def _check_kernel_signature(k: ast.Kernel) -> None:
 
 
 def _all_dtypes():
-    return ("bool", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2")
+    return tuple("bool" if d == "i1" else d for d in DTYPES)
 
 
 # Names torch and numpy give element types (str(torch.float16) is "torch.float16"; a numpy dtype prints "float16").

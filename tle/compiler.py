@@ -27,7 +27,7 @@ from . import debug
 from .abi import AbiArg, Spec, abi, default_spec
 from .check import Program, check_kernel
 from .diagnostics import TleError
-from .typed import Kernel, dots
+from .typed import Bind, Kernel, Op, Read, dots, nodes
 
 STAGES = {
     "triton": ("ast", "tle", "ttir", "ttgir", "llir", "ptx", "cubin"),
@@ -98,7 +98,6 @@ def _accumulator_elements(kernel: Kernel) -> int:
     (`let part = dot(a, b)` then `acc += part * scale`: a block-scaled FP8 product keeps both tiles live). That
     kernel at 128x128 tiles spilled 260 bytes on 4 warps and ran at 0.50x the same kernel in Triton on 8 (H200,
     benchmarks/RESULTS.md)."""
-    from .typed import Bind, Op, Read, nodes
     widest = max((math.prod(d.type.shape) for d in dots(kernel.body)), default=0)
     bound: dict = {}  # var -> the value it was last bound to, to see through lets
 

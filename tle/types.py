@@ -24,6 +24,8 @@ BITS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "f16": 16, "bf16": 16
 # no infinities, one NaN pattern, 448 the largest value (torch.float8_e4m3fn, MLIR f8E4M3FN, Triton fp8e4nv);
 # f8e5m2 is IEEE-like with infinities, 57344 the largest finite value (torch.float8_e5m2, MLIR f8E5M2).
 F8 = {"f8e4m3": (3, -6, 448.0), "f8e5m2": (2, -14, 57344.0)}
+# How MLIR spells them (the element types the tle dialect and both lowerings print): MLIR name -> tle name.
+MLIR_F8 = {"f8E4M3FN": "f8e4m3", "f8E5M2": "f8e5m2"}
 
 
 def canonical(name: str) -> str | None:
