@@ -415,15 +415,22 @@ def vocab_softmax_ref(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _x_w_tiles(x_ptr, w_ptr, rm, rn, kk, M, N, K):
+    """K tile `kk` of x[rm, :] and w[rn, :] in nn.Linear's layout (both [rows, K]), masked on every axis, zero past
+    the edges (what _x_wt and linear_fp8_block_ref share)."""
+    x = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+    w = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
+    return x, w
+
+
+@triton.jit
 def _x_wt(x_ptr, w_ptr, rm, rn, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, ACC: tl.constexpr):
     """The tile x[rm, :] @ w[rn, :]^T of nn.Linear's layout (w stored [N, K]), accumulated in ACC over K tiles of
     BK, masked on every axis (what linear_nt_ref and linear_scaled_ref share)."""
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), dtype=ACC)
     for k in range(0, tl.cdiv(K, BK)):
-        kk = k * BK + rk
-        x = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
-        w = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
+        x, w = _x_w_tiles(x_ptr, w_ptr, rm, rn, k * BK + rk, M, N, K)
         acc = tl.dot(x, tl.trans(w), acc, out_dtype=ACC)
     return acc
 
@@ -515,9 +522,7 @@ def linear_fp8_block_ref(x_ptr, w_ptr, sx_ptr, sw_ptr, y_ptr, M, N, K, KB, BM: t
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BK)):
-        kk = k * BK + rk
-        x = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
-        w = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
+        x, w = _x_w_tiles(x_ptr, w_ptr, rm, rn, k * BK + rk, M, N, K)
         a = tl.load(sx_ptr + rm * KB + k, mask=rm < M, other=0.0)
         b = tl.load(sw_ptr + pn * KB + k)
         acc += tl.dot(x, tl.trans(w)) * a[:, None] * b
