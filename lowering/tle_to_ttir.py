@@ -1,7 +1,8 @@
 """tle dialect -> Triton IR (TTIR), printed in the generic form Triton 3.6 parses, with every tle location kept.
 
 Entry point: `tle_to_ttir(module, mode="pointer") -> str`. `lower(module)` gives the TTIR `ir.Module` and
-`print_ttir` its text, for callers that want both. The tle module is left untouched.
+`print_ttir` its text, for callers that want both. The tle module is left untouched. `dot_loop_stages(module)`
+tells the caller which kernel-wide `num_stages` suits the module (see the pipeline hints below).
 
 The new module lives in the tle module's context: arith, math and scf ops are registered (MLIR verifies them),
 `tt.*` ops and types are unregistered and built with `ir.Operation.create`, so only Triton's parser checks them
@@ -33,6 +34,11 @@ Lowering choices (the semantics are the ones dialects/tle.py states):
   f32 (Triton's math.sqrt of f32 is sqrt.approx.ftz). Negation flips the sign bit (Triton 3.6 rejects arith.negf).
   math.tanh and math.powf call libdevice. Every other arith/math op passes through: Triton lowers it itself
   (exp, exp2, log, log2 and rsqrt of f32 with its fast approximations, as Triton's own tl.exp etc.).
+- Loop hints: `tle.unroll` becomes `tt.loop_unroll_factor` and `tle.num_stages` becomes `tt.num_stages`, except on
+  a loop that holds a dot and asks for the kernel-wide depth (Triton's `num_stages` option, the `num_stages`
+  argument here). With the attribute, Triton 3.6 software-pipelines every load of the loop through shared memory;
+  without it, only the loads that feed the dot's operands, as for hand-written Triton. Other loads in a matmul
+  loop are small (a block-scaled product's per-row and per-block scales), and staging them costs time.
 - tle.undef becomes a zero constant: reading a `var` before its first assignment is an error the interpreter
   reports; compiled code may read any value, zero is the cheapest.
 """
@@ -57,23 +63,36 @@ _F_OEQ, _F_OGT, _F_OLT, _F_UNO = 1, 2, 4, 14
 MODES = ("pointer", "descriptor")
 
 
-def tle_to_ttir(module: "ir.Module", mode: str = "pointer", tma: bool = True) -> str:
+def tle_to_ttir(module: "ir.Module", mode: str = "pointer", tma: bool = True, num_stages: int = 3) -> str:
     """The TTIR text of a tle module: generic form, locations printed. tma=False (a GPU without the Tensor Memory
-    Accelerator, before sm_90) leaves tma=true accesses on pointers."""
-    return print_ttir(lower(module, mode, tma))
+    Accelerator, before sm_90) leaves tma=true accesses on pointers. num_stages is the kernel-wide pipeline depth
+    the text will be compiled with (Triton's option of that name)."""
+    return print_ttir(lower(module, mode, tma, num_stages))
+
+
+def dot_loop_stages(module: "ir.Module") -> set[int]:
+    """The `pipeline(stages=N)` depths of the module's loops that hold a dot in their own body (not only in a
+    nested loop or if: Triton's pipeliner looks at the loop's own ops)."""
+    from ..dialects.mlir import nested_ops
+    return {_attr_int(op, "tle.num_stages") for top in module.body.operations for op in nested_ops(top.operation)
+            if op.name == "scf.for" and "tle.num_stages" in _attrs(op) and _holds_dot(op)}
+
+
+def _holds_dot(loop) -> bool:
+    return any(o.operation.name == "tle.dot" for o in loop.regions[0].blocks[0].operations)
 
 
 def print_ttir(module: "ir.Module") -> str:
     return module.operation.get_asm(enable_debug_info=True, print_generic_op_form=True)
 
 
-def lower(module: "ir.Module", mode: str = "pointer", tma: bool = True) -> "ir.Module":
+def lower(module: "ir.Module", mode: str = "pointer", tma: bool = True, num_stages: int = 3) -> "ir.Module":
     """Lower every tle kernel of `module` into a new TTIR module (same context); arith/scf parts are verified."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     with module.context, module.operation.location:
         out = ir.Module.create()
-        lowering = _Lowering(mode, tma)
+        lowering = _Lowering(mode, tma, num_stages)
         lowering.ip = ir.InsertionPoint(out.body)
         for op in module.body.operations:
             lowering.lower_op(op.operation)
@@ -194,9 +213,10 @@ class _View:
 # ---- the lowering -----------------------------------------------------------------------------------------------
 
 class _Lowering:
-    def __init__(self, mode: str, tma: bool = True):
+    def __init__(self, mode: str, tma: bool = True, num_stages: int = 3):
         self.mode = mode
         self.tma = tma  # the target has TMA: tma=true accesses may take descriptors
+        self.num_stages = num_stages  # the kernel-wide pipeline depth Triton compiles with
         self.values: dict = {}  # tle Value -> TTIR Value
         self.views: dict = {}  # tle view Value -> _View
         self.ip = None
@@ -710,7 +730,11 @@ def _for(L: _Lowering, op):
     attrs = {}
     for name, attr in _attrs(op).items():
         if name == "tle.num_stages":
-            attrs["tt.num_stages"] = attr
+            # Left to the kernel-wide option where it says the same, so that only the dot's operand loads are
+            # staged (the module's docstring). A block-scaled FP8 product at 4096^3 on the H200, with its two scale
+            # tiles staged too: 0.90x the same kernel in hand-written Triton; without: 1.06x (benchmarks/RESULTS.md).
+            if not (_holds_dot(op) and ir.IntegerAttr(attr).value == L.num_stages):
+                attrs["tt.num_stages"] = attr
         elif name == "tle.unroll":
             attrs["tt.loop_unroll_factor"] = attr
         elif not name.startswith("tle."):

@@ -302,7 +302,8 @@ class Kernel:
         backend = self._choose_backend(options.get("backend", self.backend), on_gpu)
         num_warps = options.get("num_warps")
         num_warps = int(num_warps) if num_warps is not None else default_num_warps(kernel)
-        num_stages = int(options.get("num_stages", 3))
+        num_stages = options.get("num_stages")  # None: the kernel's own (tle.compiler.default_num_stages)
+        num_stages = int(num_stages) if num_stages is not None else None
         occupancy = _occupancy_option(options.get("occupancy"), self.name)
         entry = self._entry(kernel, constants, spec, backend, device, num_warps, num_stages, occupancy)
         self.last_backend = entry.compiled.backend

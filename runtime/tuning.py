@@ -775,7 +775,7 @@ class CompileTask:
     backend: str
     arch: str
     num_warps: int = 4
-    num_stages: int = 3
+    num_stages: int | None = None  # None: the kernel's default (tle.compiler.default_num_stages)
     occupancy: int | None = None  # the Tile IR path's occupancy hint (None: the lowering's choice)
 
 
@@ -1069,7 +1069,7 @@ def tune(launch: _Launch) -> TuneResult:
         if not launch.on_gpu and backend == "auto":
             backend = "interp"
         return (backend, c.get("num_warps", launch.fixed.get("num_warps")),  # None: the kernel's default
-                c.get("num_stages", launch.fixed.get("num_stages", 3)),
+                c.get("num_stages", launch.fixed.get("num_stages")),  # None: the kernel's default
                 c.get("occupancy", launch.fixed.get("occupancy")))  # None: the lowering's choice
 
     # What a run changes: outputs are snapshot and restored at the end; kernels that accumulate into them (atomics,

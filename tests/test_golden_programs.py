@@ -669,6 +669,29 @@ entry(file="matmul_dot.tle", kernel="mm", make=_mm_make, grid=lambda c, k: (cdiv
       note="ragged M, N and K (K=80 is 2.5 tiles of 32: the zero-padded last tile adds nothing)")
 
 
+# pipeline_dot_loop.tle ----------------------------------------------------------------------------------------------
+def _scaled_mm_make(c, k, g):
+    m, n, kk = c["M"], c["N"], c["K"]
+    return {"a": randn((m, kk), g, torch.float16), "b": randn((kk, n), g, torch.float16),
+            "s": uniform((m, c["KB"]), g, 0.5, 2.0), "c": poison((m, n))}
+
+
+def _scaled_mm_ref(a, c, k):
+    x, w, s = a["a"].double(), a["b"].double(), a["s"].double()
+    out = torch.zeros(c["M"], c["N"], dtype=torch.float64)
+    for t in range(cdiv(c["K"], 32)):  # BK = 32: each K tile's product scaled by that tile's column of s
+        out += (x[:, 32 * t:32 * t + 32] @ w[32 * t:32 * t + 32]) * s[:, t:t + 1]
+    return {"c": out}
+
+
+entry(file="pipeline_dot_loop.tle", kernel="scaled_mm", make=_scaled_mm_make,
+      grid=lambda c, k: (cdiv(c["M"], 64), cdiv(c["N"], 64)), ref=_scaled_mm_ref,
+      tol={"c": dot_half(2 * 80) + chain(2)}, interp_tol={"c": dot_f32(2 * 80) + chain(2)},
+      cases=[{"M": 100, "N": 70, "K": 80, "KB": 3}, {"M": 64, "N": 64, "K": 256, "KB": 8}],
+      note="ragged M, N and K (K=80: the last tile is half zeros), and 8 full K tiles; scales up to 2 double "
+           "each tile's rounding, hence 2K in the dot tolerance")
+
+
 # persistent_tma.tle -------------------------------------------------------------------------------------------------
 entry(file="persistent_tma.tle", kernel="mm", make=_mm_make, consts=[{}, {"TMA": False}],
       grid=lambda c, k: (c["programs"],),

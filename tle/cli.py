@@ -52,8 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-warps", type=int, default=None,
                    help="warps per program on the Triton path (default: 8 for a kernel with a dot of 128x256 or "
                         "more accumulator elements, else 4)")
-    p.add_argument("--num-stages", type=int, default=3,
-                   help="default software-pipelining depth for loops without pipeline(...) (default 3)")
+    p.add_argument("--num-stages", type=int, default=None,
+                   help="Triton's kernel-wide software-pipelining depth, for loops without pipeline(...) (default: "
+                        "the pipeline(stages=N) of the kernel's loops that hold a dot, where they agree, else 3)")
     p.add_argument("--occupancy", type=_occupancy, default=None, metavar="N",
                    help="programs per SM for the Tile IR path's occupancy hint, 1 to 32 (tileiras caps registers "
                         "and shapes its code for N CTAs per SM; default: the lowering's choice, docs/tileir.md)")

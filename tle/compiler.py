@@ -92,6 +92,19 @@ def default_num_warps(kernel: Kernel) -> int:
     return 8 if _accumulator_elements(kernel) >= WIDE_DOT_ELEMENTS else 4
 
 
+# Triton's own default for num_stages, taken when the kernel's dot loops name no single depth.
+DEFAULT_NUM_STAGES = 3
+
+
+def default_num_stages(module) -> int:
+    """num_stages (kernel-wide) on the native path when the caller gives none: the `pipeline(stages=N)` of the
+    kernel's loops that hold a dot, where they agree, else 3. Those loops then go to Triton without a loop
+    attribute of their own, so that only the dot's operand loads are staged (lowering/tle_to_ttir.py, _for)."""
+    from .lowering.tle_to_ttir import dot_loop_stages
+    depths = dot_loop_stages(module)
+    return depths.pop() if len(depths) == 1 else DEFAULT_NUM_STAGES
+
+
 def _accumulator_elements(kernel: Kernel) -> int:
     """The most dot-accumulator elements a thread block holds at once: a dot's result, plus the var it is added
     into when the dot starts from zeros and the same assignment reads that var, directly or through a let
@@ -126,7 +139,8 @@ def _accumulator_elements(kernel: Kernel) -> int:
 
 def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | None = None, *,
                    backend: str = "triton", arch: str = "sm_90", stop: str = "cubin",
-                   num_warps: int | None = None, num_stages: int = 3, occupancy: int | None = None) -> Compiled:
+                   num_warps: int | None = None, num_stages: int | None = None,
+                   occupancy: int | None = None) -> Compiled:
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend '{backend}'; choose {', '.join(BACKENDS)}")
     backend = backend_for_stage(stop, backend)
@@ -180,8 +194,10 @@ def _triton(out: Compiled, module, arch, upto, num_warps, num_stages) -> None:
     from .lowering.tle_to_ttir import tle_to_ttir
     from .targets.triton import capability, compile_ttir
     _e4m3_before_sm89(module, arch)
+    num_stages = num_stages if num_stages is not None else default_num_stages(module)
     with debug.timed("tle_to_ttir"):
-        ttir = tle_to_ttir(module, tma=capability(arch) >= 90)  # tma=true needs the Tensor Memory Accelerator
+        # tma=true needs the Tensor Memory Accelerator
+        ttir = tle_to_ttir(module, tma=capability(arch) >= 90, num_stages=num_stages)
     out.stages["ttir"] = ttir
     debug.dump("ttir", ttir)
     if upto <= order.index("ttir"):
