@@ -60,12 +60,16 @@ Performance choices (TileirOptions; each was measured on the H200, docs/tileir.m
   (and sinks a widening to f32 into it), so each thread waits for one load before it issues the next; masked
   pointer loads are predicated and all in flight (8192x4096 bf16: softmax 70 -> 50 us, rmsnorm 59 -> 37, swiglu
   331 -> 197; bias + GELU on a ragged 8000x8000 f32: 170 -> 136 us, Triton 134). Stores stay view stores.
+- In a kernel with a dot, loads of tiles whose rows span under 16 bytes (a [BM, 1] scale) go through masked pointers
+  too: TMA cannot move them, so a view load would take that branchy path (a block-scaled FP8 product's two f32
+  scale tiles: 331 -> 288 us at 4096^3).
 - View loads of a kernel with a dot on a 128x256 accumulator or larger say `latency = 6` (_load_latency): tileiras
   then pipelines the K loop deeper (matmul 4096^3-8192^3: 0.93-0.99x -> 0.97-1.02x of cuBLAS); smaller tiles get
   no hint, which is what they ran best with.
 - The entry's num_worker_warps hint (_worker_warps): 8 warps for a dot accumulator of more than 128 values per
-  thread on 4 warps (128x256 f32: otherwise hundreds of spilled registers, 45 instead of 717 TFLOP/s), and for a
-  kernel without a dot whose largest tile has more than 32 values per thread on 4 warps.
+  thread on 4 warps (128x256 f32: otherwise hundreds of spilled registers, 45 instead of 717 TFLOP/s; a dot added
+  into a loop-carried tile counts both, _held_registers), and for a kernel without a dot whose largest tile has
+  more than 32 values per thread on 4 warps.
 - The entry's occupancy hint: 8 CTAs per SM for a kernel without a dot whose tiles are all loaded and stored in 16
   bits and hold at most 4096 elements (layernorm 8192x4096 bf16: 0.81x -> 0.99x of Triton, swiglu 0.91x -> 0.99x);
   f32 rows lose with it (rmsnorm f32 -6%, 8192-wide f32 rows -45%), so they get none. 2 CTAs per SM for a kernel
@@ -90,7 +94,7 @@ from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
 from ..dialects.mlir import ir, nested_ops
 from ..dialects.tle import constant_int, inside_axes
-from ..types import MLIR_F8
+from ..types import BITS, MLIR_F8
 
 __all__ = ["tle_to_tileir", "TileirOptions", "LOWERED_OPS"]
 
@@ -102,7 +106,7 @@ class TileirOptions:
 
     tma: "auto", None (no hint: tileiras decides) or False (`allow_tma = false` on every view load and store).
     pointer_loads: which loads with a view-expressible padding still go through masked pointers: "auto", "none",
-      "16bit" (f16/bf16/i16 elements) or "all".
+      "narrow" (tiles whose rows span under 16 bytes), "16bit" (f16/bf16/i16 elements) or "all".
     num_worker_warps: "auto", None (no hint) or 4 / 8 (the entry's num_worker_warps hint).
     occupancy: "auto", None (no hint) or 1..32 (the entry's occupancy hint: CTAs per SM tileiras plans for).
     num_cta_in_cga: "auto" (no hint) or 1, 2, 4, ... (the entry's num_cta_in_cga hint; the cubin then says
@@ -259,17 +263,61 @@ _ACC_VALUES_PER_THREAD = 128
 _TILE_VALUES_PER_THREAD = 32
 
 
-def _worker_warps(accumulators, largest_tile: int) -> int | None:
-    """The num_worker_warps hint: for a kernel with dots (their accumulators' (elem, shape, rank)) 8 when the largest
-    accumulator exceeds _ACC_VALUES_PER_THREAD registers per thread on 4 warps; for one without, 8 when its largest
-    tile (elements) exceeds _TILE_VALUES_PER_THREAD per thread on 4 warps; else none (tileiras' choice, 4)."""
-    if accumulators:
-        regs = max(math.prod(shape) * (2 if elem in ("f64", "i64") else 1) for elem, shape, _ in accumulators)
-        return 8 if regs > _ACC_VALUES_PER_THREAD * 4 * 32 else None
+def _worker_warps(held: list, largest_tile: int) -> int | None:
+    """The num_worker_warps hint: for a kernel with dots (`held`: the accumulator registers each keeps live,
+    _held_registers) 8 when the most exceeds _ACC_VALUES_PER_THREAD per thread on 4 warps; for one without, 8 when
+    its largest tile (elements) exceeds _TILE_VALUES_PER_THREAD per thread on 4 warps; else none (tileiras' choice,
+    4)."""
+    if held:
+        return 8 if max(held) > _ACC_VALUES_PER_THREAD * 4 * 32 else None
     return 8 if largest_tile > _TILE_VALUES_PER_THREAD * 4 * 32 else None
 
 
-def _occupancy(accumulators, io_elems: list, largest_tile: int) -> int | None:
+# Elementwise ops a dot's result may pass through on its way into an accumulator (`acc += dot(a, b) * scale`).
+_ELEMENTWISE = {"arith.mulf", "arith.divf", "arith.addf", "arith.subf", "arith.negf", "arith.muli", "arith.addi",
+                "arith.subi"}
+
+
+def _elem_bytes(elem: str) -> int:
+    """Bytes of one element of a tle-dialect element type ("f32", "f8E4M3FN", "i1", ...)."""
+    return max(1, BITS[MLIR_F8.get(elem, elem)] // 8)
+
+
+def _held_registers(dot) -> int:
+    """The 32-bit registers of accumulator values a tle.dot keeps live: its own tile (64-bit values count twice),
+    plus the loop-carried tile its result is added into when it starts from zeros and reaches that add through
+    elementwise ops. A block-scaled FP8 product (`acc += dot(x, w^T) * sx * sw`) holds both 128x128 f32 tiles:
+    on tileiras' 4 worker warps it spilled 224 bytes per thread, on 8 none (H200: benchmarks/RESULTS.md). The native
+    path counts the same way (tle.compiler.default_num_warps)."""
+    def registers(t) -> int:
+        elem, shape, _ = tle_type(t)
+        return math.prod(shape) * (2 if elem in ("f64", "i64") else 1)
+    own = registers(dot.operands[2].type)
+    zeros = dot.operands[2].owner
+    if isinstance(zeros, ir.Block) or zeros.name != "arith.constant" or \
+            not re.fullmatch(r"dense<0(\.0+e\+00)?>.*", str(zeros.attributes["value"])):
+        return own  # the dot accumulates into its operand: one tile
+    loop = dot.operation.parent
+    if loop is None or loop.name != "scf.for":
+        return own
+    carried = list(loop.regions[0].blocks[0].arguments)[1:]  # after the induction variable
+    values, seen = [dot.result], []  # Values compare by identity; Python wrappers (and their id()) do not
+    while values:
+        v = values.pop()
+        for use in v.uses:
+            user = use.owner
+            if user.name not in _ELEMENTWISE or any(user.results[0] == r for r in seen):
+                continue
+            seen.append(user.results[0])
+            others = [o for o in user.operands if o != v]
+            if user.name in ("arith.addf", "arith.addi") and any(o in carried for o in others):
+                return own + registers(next(o for o in others if o in carried).type)
+            if str(user.results[0].type) == str(v.type):
+                values.append(user.results[0])
+    return own
+
+
+def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int) -> int | None:
     """The occupancy hint.
 
     - A kernel with two or more dots, none of whose accumulators needs 8 worker warps (attention: Q K^T, then P V,
@@ -281,7 +329,7 @@ def _occupancy(accumulators, io_elems: list, largest_tile: int) -> int | None:
       worker warps _worker_warps gives a tile up to twice that (docs/tileir.md, "Performance": layernorm bf16
       8192x4096 0.81x -> 0.99x of Triton, 16384x8192 0.73x -> 0.96x). f32 rows and larger tiles lose with it.
     - Otherwise none (a single matmul's pipelined K loop keeps the tensor cores busy on its own)."""
-    if len(accumulators) >= 2 and _worker_warps(accumulators, largest_tile) is None:
+    if len(accumulators) >= 2 and _worker_warps(held, largest_tile) is None:
         return 2
     sixteen = bool(io_elems) and all(e in ("f16", "bf16", "i16") for e in io_elems)
     if accumulators or not sixteen:
@@ -351,7 +399,7 @@ class _Kernel:
                 elem, shape, _ = tle_type(value.type)
                 if kind == "tle.load":
                     pad = padding_name(op.attributes["padding"], elem)
-                    if pad is not None and not self.through_pointers(elem) and (shape, pad) not in keys:
+                    if pad is not None and not self.through_pointers(elem, shape) and (shape, pad) not in keys:
                         keys.append((shape, pad))
                 elif not any(k[0] == shape for k in keys):
                     keys.append((shape, None))
@@ -359,22 +407,24 @@ class _Kernel:
 
     # -- performance choices (module doc, "Performance choices") --
     def choose(self, options: TileirOptions):
-        accumulators = [tle_type(op.operands[2].type) for op in self.ops if op.name == "tle.dot"]
+        dots = [op for op in self.ops if op.name == "tle.dot"]
+        accumulators = [tle_type(op.operands[2].type) for op in dots]
+        held = [_held_registers(op) for op in dots]
         tma = options.tma
         self.allow_tma = (None if accumulators else False) if tma == "auto" else tma
         loads = options.pointer_loads
-        self.pointer_loads = ("none" if accumulators else "all") if loads == "auto" else loads
-        if self.pointer_loads not in ("none", "16bit", "all"):
-            raise ValueError(f"pointer_loads = {loads!r} is not one of auto, none, 16bit, all")
+        self.pointer_loads = ("narrow" if accumulators else "all") if loads == "auto" else loads
+        if self.pointer_loads not in ("none", "narrow", "16bit", "all"):
+            raise ValueError(f"pointer_loads = {loads!r} is not one of auto, none, narrow, 16bit, all")
         largest = max((math.prod(tle_type(r.type)[1] or ()) for op in self.ops for r in op.results
                        if str(r.type).startswith("tensor<")), default=1)
         warps = options.num_worker_warps
-        self.num_worker_warps = _worker_warps(accumulators, largest) if warps == "auto" else warps
+        self.num_worker_warps = _worker_warps(held, largest) if warps == "auto" else warps
         occupancy = options.occupancy
         if occupancy == "auto":
             io = [tle_type(op.results[0].type if op.name == "tle.load" else op.operands[1].type)[0]
                   for op in self.ops if op.name in ("tle.load", "tle.store")]
-            occupancy = _occupancy(accumulators, io, largest)
+            occupancy = _occupancy(accumulators, held, io, largest)
         self.occupancy = occupancy
         self.num_cta_in_cga = None if options.num_cta_in_cga == "auto" else options.num_cta_in_cga
         latency = options.load_latency
@@ -382,9 +432,14 @@ class _Kernel:
         if self.load_latency is not None and not 1 <= self.load_latency <= 10:
             raise ValueError(f"load_latency = {latency!r} is not auto, None or 1..10")
 
-    def through_pointers(self, elem: str) -> bool:
-        """Does a load of `elem` whose padding a partition view could express still go through pointers?"""
-        return self.pointer_loads == "all" or (self.pointer_loads == "16bit" and elem in ("f16", "bf16", "i16"))
+    def through_pointers(self, elem: str, shape) -> bool:
+        """Does a load of `elem` whose padding a partition view could express still go through pointers? Those the
+        options say, and tiles whose rows span under 16 bytes (a [BM, 1] scale): TMA cannot move them, and a view
+        load without TMA is the branch per vector that the module doc describes. A block-scaled FP8 product's
+        [128, 1] and [1, 1] f32 scales through pointers: 331.2 -> 287.8 us at 4096^3 (H200, benchmarks/RESULTS.md)."""
+        narrow = bool(shape) and shape[-1] * _elem_bytes(elem) < 16
+        return self.pointer_loads == "all" or (self.pointer_loads == "16bit" and elem in ("f16", "bf16", "i16")) or \
+            (self.pointer_loads == "narrow" and narrow)
 
     # -- values --
     def get(self, v: "ir.Value") -> "ir.Value":
@@ -849,7 +904,7 @@ class _Kernel:
         pad = padding_name(op.attributes["padding"], elem)
         token = self.read_token(view)
         inside = inside_axes(op)
-        if pad is not None and not self.through_pointers(elem):
+        if pad is not None and not self.through_pointers(elem, shape):
             tile, out = ct.load_view_tko(view.parts[(shape, pad)], index, token, allow_tma=self.allow_tma,
                                          latency=self.load_latency, inbounds=_all_or_none(inside, len(index)))
         else:

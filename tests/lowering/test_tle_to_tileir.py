@@ -741,6 +741,46 @@ def test_worker_warps_follow_the_values_per_thread():
     assert warps("vector_add", {"BLOCK": 1024}) is None
 
 
+BLOCK_SCALED = """
+kernel k<BM: int = 128, BN: int = 128, BK: int = 128>(x: tensor<f8e4m3>[M, K], w: tensor<f8e4m3>[N, K],
+        sx: tensor<f32>[M, KB], sw: tensor<f32>[NB, KB], y: tensor<bf16>[M, N]) {
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) {
+        let part = dot(load(x, tile=[BM, BK], at=[program_id(0), k]), transpose(load(w, tile=[BN, BK], at=[0, k])))
+        acc += part * load(sx, tile=[BM, 1], at=[program_id(0), k]) * load(sw, tile=[1, 1], at=[0, k])
+    }
+    store(y, cast<bf16>(acc), at=[program_id(0), 0])
+}
+"""
+
+
+@pytest.mark.parametrize("variant,warps", [
+    (BLOCK_SCALED, 8),                                                 # part and acc: 2 x 128 x 128 values live
+    (BLOCK_SCALED.replace("BM: int = 128", "BM: int = 64"), None),     # 2 x 64 x 128: 128 a thread on 4 warps
+    (BLOCK_SCALED.replace("acc += part *", "acc = part *"), None),     # acc is not read: one tile
+    (BLOCK_SCALED.replace("let part = dot(", "let part = 2.0 - dot("), 8),  # through any elementwise op
+])
+def test_worker_warps_count_a_dot_added_into_an_accumulator(variant, warps):
+    """A dot that starts from zeros and is added into a loop-carried tile keeps both live (a block-scaled FP8
+    product): at 128x128 tileiras spilled 224 bytes a thread on its 4 worker warps, none on 8
+    (benchmarks/RESULTS.md)."""
+    assert _entry_hint(lower(variant, "k"), "num_worker_warps") == warps
+
+
+def test_narrow_tiles_load_through_pointers_in_a_dot_kernel():
+    """Tiles whose rows span under 16 bytes (TMA cannot move them) load through masked pointers even in a kernel
+    with a dot: the block-scaled product's [128, 1] and [1, 1] f32 scales; x and w stay view loads."""
+    m = lower(BLOCK_SCALED, "k")
+    assert [str(op.results[0].type) for op in ops(m, "load_ptr_tko")] == \
+        ["!cuda_tile.tile<128x1xf32>", "!cuda_tile.tile<1x1xf32>"]
+    assert len(ops(m, "load_view_tko")) == 2
+    views = lower(BLOCK_SCALED, "k", options=lowering.TileirOptions(pointer_loads="none"))
+    assert not ops(views, "load_ptr_tko") and len(ops(views, "load_view_tko")) == 4
+    wide = BLOCK_SCALED.replace("load(sx, tile=[BM, 1], at=[program_id(0), k])",
+                                "sum(load(sx, tile=[BM, 4], at=[program_id(0), 0]), axis=1, keepdims=true)")
+    assert len(ops(lower(wide, "k"), "load_ptr_tko")) == 1  # 4 f32 = 16 bytes: a view load
+
+
 def test_occupancy_hints():
     """docs/tileir.md, Performance: 32 warps per SM for dot-free kernels whose tiles are all loaded and stored in 16
     bits: 8 CTAs of 4 warps up to 4096 elements, 4 CTAs of 8 up to 8192; f32 rows, bigger tiles and single dots get
