@@ -9,6 +9,10 @@ the pinned bytecode writer). The backend router prints the first one when it fal
 
 and raises it as a TleError when the Tile IR path was asked for explicitly.
 
+`tileir_slower(module) -> list[Blocker]` names what Tile IR can compile but runs much slower than the native path
+(measured on the H200). backend="auto" routes such a kernel to the native path and says why, in the same words;
+backend="tileir" still compiles it.
+
 Loads whose padding a partition view cannot express (pad=1.0) are not blockers: the lowering reads them through a
 masked tile of pointers instead.
 """
@@ -21,9 +25,9 @@ from dataclasses import dataclass
 
 from ..diagnostics import Span, TleError, span_of_location
 from ..dialects.mlir import ir, nested_ops
-from .tle_to_tileir import F8, HALF, LOWERED_OPS, tle_type, tle_to_tileir
+from .tle_to_tileir import F8, HALF, LOWERED_OPS, carried_partner, tle_type, tle_to_tileir
 
-__all__ = ["Blocker", "tileir_blockers", "tileiras_archs"]
+__all__ = ["Blocker", "tileir_blockers", "tileir_slower", "tileiras_archs"]
 
 # What tileiras 13.5 lists under --gpu-name (used when it cannot be asked).
 KNOWN_ARCHS = ("sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90", "sm_100", "sm_103", "sm_107", "sm_110",
@@ -59,6 +63,46 @@ def tileir_blockers(module: "ir.Module", arch: str) -> list[Blocker]:
         except TleError as e:
             op_blockers.append(Blocker(e.span, e.message))
     return blockers + op_blockers
+
+
+# ---- kernels Tile IR takes, but much slower ---------------------------------------------------------------------
+
+# Measured on the H200 (tileiras 13.5; benchmarks/RESULTS.md, fourteenth session), each against the native path in
+# the same run, with every Tile IR hint the lowering has tried (latency, worker warps, occupancy, TMA off).
+_GATHERED_OPERAND = ("a dot operand is gathered through pointers, and tileiras does not pipeline such loads into "
+                     "the tensor cores: a mixture-of-experts GEMM ran 3.1x slower than on the native path (H200)")
+_SCALED_PRODUCT = ("a dot's product is scaled before it joins a loop-carried accumulator, which tileiras runs 1.6x "
+                   "slower than the native path (a block-scaled FP8 GEMM, H200)")
+
+
+def tileir_slower(module: "ir.Module") -> list[Blocker]:
+    """What makes the Tile IR path much slower than the native one on a kernel it can take (module doc)."""
+    out = []
+    for top in module.body.operations:
+        for op in nested_ops(top.operation):
+            if op.name != "tle.dot":
+                continue
+            if any(_gathered(v) for v in list(op.operands)[:2]):
+                out.append(Blocker(span_of_location(op.location), _GATHERED_OPERAND))
+            elif carried_partner(op) is not None:
+                out.append(Blocker(span_of_location(op.location), _SCALED_PRODUCT))
+    return out
+
+
+def _gathered(v: "ir.Value") -> bool:
+    """Does v come from a tle.gather, through the ops that compute it in registers (not through a load's indices)?"""
+    todo, seen = [v], []
+    while todo:
+        x = todo.pop()
+        owner = x.owner
+        if isinstance(owner, ir.Block) or any(x == s for s in seen):
+            continue
+        seen.append(x)
+        if owner.name == "tle.gather":
+            return True
+        if owner.name not in ("tle.load", "arith.constant", "tle.make_view"):
+            todo.extend(owner.operands)
+    return False
 
 
 # ---- tools and architectures ----------------------------------------------------------------------------------------

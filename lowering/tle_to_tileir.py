@@ -283,6 +283,32 @@ def _elem_bytes(elem: str) -> int:
     return max(1, BITS[MLIR_F8.get(elem, elem)] // 8)
 
 
+def _zeros(v: "ir.Value") -> bool:
+    """Is v an all-zeros constant (a dot's accumulator when the source gives none)?"""
+    owner = v.owner
+    return not isinstance(owner, ir.Block) and owner.name == "arith.constant" and \
+        re.fullmatch(r"dense<0(\.0+e\+00)?>.*", str(owner.attributes["value"])) is not None
+
+
+def _dot_into_add(dot):
+    """The add a tle.dot is lowered into, or None: for `acc + dot(a, b)` (the dot from zeros, that add its only use,
+    and the dot not an 8-bit one with fast accumulation) the lowering emits mmaf/mmai with `acc` as the accumulator,
+    as Triton's combine pass does on the native path (and, like it, not for imprecise 8-bit accumulation, whose
+    rounding the fold would change). tileiras does not fold it itself: `acc += dot(a, b)` in a 128x128 matmul kept
+    a second accumulator and 128 FADDs per K step in the SASS."""
+    if not _zeros(dot.operands[2]) or ir.StringAttr(dot.attributes["precision"]).value == "fast":
+        return None
+    uses = list(dot.result.uses)
+    if len(uses) != 1:
+        return None
+    add = uses[0].owner
+    if add.name not in ("arith.addf", "arith.addi") or str(add.operands[0].type) != str(add.operands[1].type):
+        return None
+    if any(not isinstance(v.owner, ir.Block) and v.owner.name == "tle.dot" for v in add.operands if v != dot.result):
+        return None  # dot + dot: both lowered as they are
+    return add
+
+
 def _held_registers(dot) -> int:
     """The 32-bit registers of accumulator values a tle.dot keeps live: its own tile (64-bit values count twice),
     plus the loop-carried tile its result is added into when it starts from zeros and reaches that add through
@@ -292,14 +318,19 @@ def _held_registers(dot) -> int:
     def registers(t) -> int:
         elem, shape, _ = tle_type(t)
         return math.prod(shape) * (2 if elem in ("f64", "i64") else 1)
-    own = registers(dot.operands[2].type)
-    zeros = dot.operands[2].owner
-    if isinstance(zeros, ir.Block) or zeros.name != "arith.constant" or \
-            not re.fullmatch(r"dense<0(\.0+e\+00)?>.*", str(zeros.attributes["value"])):
-        return own  # the dot accumulates into its operand: one tile
+    partner = carried_partner(dot)
+    return registers(dot.operands[2].type) + (registers(partner.type) if partner is not None else 0)
+
+
+def carried_partner(dot) -> "ir.Value | None":
+    """The loop-carried tile a tle.dot's product is added into after elementwise ops, the dot starting from zeros
+    (`acc += dot(x, w^T) * scale`), or None: a dot that accumulates into its operand, or is lowered so
+    (_dot_into_add), has none."""
+    if not _zeros(dot.operands[2]) or _dot_into_add(dot) is not None:
+        return None
     loop = dot.operation.parent
     if loop is None or loop.name != "scf.for":
-        return own
+        return None
     carried = list(loop.regions[0].blocks[0].arguments)[1:]  # after the induction variable
     values, seen = [dot.result], []  # Values compare by identity; Python wrappers (and their id()) do not
     while values:
@@ -311,10 +342,10 @@ def _held_registers(dot) -> int:
             seen.append(user.results[0])
             others = [o for o in user.operands if o != v]
             if user.name in ("arith.addf", "arith.addi") and any(o in carried for o in others):
-                return own + registers(next(o for o in others if o in carried).type)
+                return next(o for o in others if o in carried)
             if str(user.results[0].type) == str(v.type):
                 values.append(user.results[0])
-    return own
+    return None
 
 
 def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int) -> int | None:
@@ -617,6 +648,12 @@ class _Kernel:
     # ---- elementwise --------------------------------------------------------------------------------------------
     def binary(self, op):
         name = op.name
+        for i, v in enumerate(op.operands):
+            source = v.owner
+            if not isinstance(source, ir.Block) and source.name == "tle.dot" and \
+                    (add := _dot_into_add(source)) is not None and add == op:
+                self.set(op.result, self.dot(source, self.get(op.operands[1 - i])))
+                return
         a, b = (self.get(v) for v in op.operands)
         if name in _FLOAT_BINARY:
             r = _FLOAT_BINARY[name](a, b, **self.f32_fast(name, a))
@@ -753,7 +790,12 @@ class _Kernel:
 
     # ---- matmul, reductions, scans --------------------------------------------------------------------------------
     def op_tle_dot(self, op):
-        a, b, acc = (self.get(v) for v in op.operands)
+        if _dot_into_add(op) is None:  # else lowered at that add (binary), with the add's other operand as acc
+            self.set(op.result, self.dot(op, self.get(op.operands[2])))
+
+    def dot(self, op, acc) -> "ir.Value":
+        """tle.dot `op` of its a and b into the lowered accumulator `acc`."""
+        a, b = (self.get(v) for v in list(op.operands)[:2])
         ea, eacc = self.elem(a), self.elem(acc)
         precision = ir.StringAttr(op.attributes["precision"]).value
         if ea == "i8" and eacc == "i32":
@@ -775,7 +817,7 @@ class _Kernel:
         else:
             self.fail(op, f"dot of {ea} into {eacc} has no Tile IR lowering (mmaf takes f16/bf16/f32/f64 and 8-bit "
                           f"floats, mmai i8 -> i32)")
-        self.set(op.result, r)
+        return r
 
     def op_tle_reduce(self, op):
         kind = ir.StringAttr(op.attributes["kind"]).value

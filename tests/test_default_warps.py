@@ -49,6 +49,10 @@ kernel k<BM: int = 128, BN: int = 128, BK: int = 128>(x: tensor<f8e4m3>[M, K], w
     (BLOCK_SCALED, 8),                                           # part and acc: 2 x 128 x 128 live at once
     (BLOCK_SCALED.replace("BN: int = 128", "BN: int = 64"), 4),  # 2 x 128 x 64
     (BLOCK_SCALED.replace("acc += part *", "acc = part *"), 4),  # acc is not read: one tile
+    (BLOCK_SCALED.replace("let part = dot(", "acc += dot(").replace(
+        "        acc += part * load(sx, tile=[BM, 1], at=[program_id(0), k])\n", ""), 8),  # 8-bit: Triton keeps both
+    (BLOCK_SCALED.replace("f8e4m3", "f16").replace("let part = dot(", "acc += dot(").replace(
+        "        acc += part * load(sx, tile=[BM, 1], at=[program_id(0), k])\n", ""), 4),  # folded: dot(x, w^T, acc)
 ])
 def test_a_dot_added_into_an_accumulator_counts_both(variant, warps):
     """`acc += dot(a, b) * s` (a block-scaled product) keeps the dot's own tile and acc live: at 128x128 that is

@@ -950,6 +950,13 @@ entry(file="tileir/cumsum.tle", kernel="cumsum", make=_softmax_make, grid=lambda
       tol={"y": reduction(1024, 1)}, cases=[{"M": 5, "N": 1000}, {"M": 3, "N": 517}])
 
 
+# tileir/dot_add.tle -------------------------------------------------------------------------------------------------
+entry(file="tileir/dot_add.tle", kernel="mm", make=_mm_make, grid=lambda c, k: (cdiv(c["M"], 64), cdiv(c["N"], 64)),
+      ref=lambda a, c, k: {"c": a["a"].double() @ a["b"].double()},
+      tol={"c": dot_half(80)}, interp_tol={"c": dot_f32(80)}, cases=[{"M": 100, "N": 70, "K": 80}],
+      note="matmul_dot.tle's case: `acc += dot(a, b)` computes what dot(a, b, acc) does")
+
+
 # tileir/inbounds.tle -------------------------------------------------------------------------------------------------
 entry(file="tileir/inbounds.tle", kernel="rows", make=_rows_make, grid=lambda c, k: (c["M"] + c.get("extra", 0),),
       ref=_rows_ref, tol={"y": EXACT},

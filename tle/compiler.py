@@ -28,6 +28,7 @@ from .abi import AbiArg, Spec, abi, default_spec
 from .check import Program, check_kernel
 from .diagnostics import TleError
 from .typed import Bind, Kernel, Op, Read, dots, nodes
+from .types import is_f8
 
 STAGES = {
     "triton": ("ast", "tle", "ttir", "ttgir", "llir", "ptx", "cubin"),
@@ -64,8 +65,10 @@ def route(module, kernel_name: str, arch: str, backend: str) -> tuple[str, str |
     """Pick the backend for a kernel: (backend, why auto fell back to the native CUDA path or None)."""
     if backend == "triton":
         return "triton", None
-    from .lowering.tileir_legality import tileir_blockers
+    from .lowering.tileir_legality import tileir_blockers, tileir_slower
     blockers = tileir_blockers(module, arch)
+    if not blockers and backend == "auto":
+        blockers = tileir_slower(module)  # legal, but much slower there: auto takes the native path
     if not blockers:
         return "tileir", None
     first = blockers[0]
@@ -110,7 +113,8 @@ def _accumulator_elements(kernel: Kernel) -> int:
     into when the dot starts from zeros and the same assignment reads that var, directly or through a let
     (`let part = dot(a, b)` then `acc += part * scale`: a block-scaled FP8 product keeps both tiles live). That
     kernel at 128x128 tiles spilled 260 bytes on 4 warps and ran at 0.50x the same kernel in Triton on 8 (H200,
-    benchmarks/RESULTS.md)."""
+    benchmarks/RESULTS.md). `acc += dot(a, b)` itself holds one tile: Triton's combine pass makes it
+    dot(a, b, acc) (except for 8-bit operands), as the Tile IR lowering does (_dot_into_add there)."""
     widest = max((math.prod(d.type.shape) for d in dots(kernel.body)), default=0)
     bound: dict = {}  # var -> the value it was last bound to, to see through lets
 
@@ -131,8 +135,11 @@ def _accumulator_elements(kernel: Kernel) -> int:
         found = list(parts(n.value))
         if ("read", n.var) not in found:
             continue
+        folded = [a for a in n.value.args if isinstance(a, Op) and a.name == "dot" and
+                  not is_f8(a.args[0].type.dtype)] if isinstance(n.value, Op) and n.value.name == "add" else []
         for kind, d in found:
-            if kind == "dot" and not (isinstance(d.args[2], Read) and d.args[2].var is n.var):
+            if kind == "dot" and not (isinstance(d.args[2], Read) and d.args[2].var is n.var) and \
+                    not any(d is f for f in folded):
                 widest = max(widest, math.prod(d.type.shape) + math.prod(getattr(n.var.type, "shape", ())))
     return widest
 

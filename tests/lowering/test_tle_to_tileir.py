@@ -767,6 +767,29 @@ def test_worker_warps_count_a_dot_added_into_an_accumulator(variant, warps):
     assert _entry_hint(lower(variant, "k"), "num_worker_warps") == warps
 
 
+DOT_ADD = """
+kernel k<T: dtype = f16>(a: tensor<T>[64, 64], c: tensor<f32>[64, 64], d: tensor<f32>[64, 64]) {
+    let t = load(a, tile=[64, 64])
+    var acc = load(c, tile=[64, 64])
+    acc += dot(t, t)
+    store(c, acc, at=[0, 0])
+}
+"""
+
+
+@pytest.mark.parametrize("variant,mmas,adds", [
+    (DOT_ADD, 1, 0),                                                     # one mmaf into acc
+    (DOT_ADD.replace("T: dtype = f16", "T: dtype = f8e4m3"), 1, 1),      # 8-bit fast accumulation: not folded
+    (DOT_ADD.replace("acc += dot(t, t)", "acc += dot(t, t) + dot(t, t)"), 2, 2),   # dot + dot: as written
+    (DOT_ADD.replace("acc += dot(t, t)", "let p = dot(t, t)\n    acc += p\n    store(d, p, at=[0, 0])"), 1, 1),
+])
+def test_a_dot_added_to_a_tile_accumulates_into_it(variant, mmas, adds):
+    """`acc + dot(a, b)` (the dot from zeros, that add its only use) is one mmaf with acc as its accumulator, as
+    Triton's combine pass makes it natively; tileiras does not fold it (a second accumulator, an FADD per value)."""
+    m = lower(variant, "k")
+    assert (len(ops(m, "mmaf")), len(ops(m, "addf"))) == (mmas, adds)
+
+
 def test_narrow_tiles_load_through_pointers_in_a_dot_kernel():
     """Tiles whose rows span under 16 bytes (TMA cannot move them) load through masked pointers even in a kernel
     with a dot: the block-scaled product's [128, 1] and [1, 1] f32 scales; x and w stay view loads."""
@@ -939,6 +962,50 @@ def test_the_architecture_list_comes_from_tileiras():
     from tle.lowering.tileir_legality import tileiras_archs
     archs = tileiras_archs(tileir.find_tileiras())
     assert {"sm_80", "sm_90", "sm_100", "sm_120"} <= set(archs)
+
+
+MOE = """
+kernel k<BM: int = 64, BN: int = 64, BK: int = 64>(x: tensor<bf16>[M, K], ids: tensor<i32>[P],
+        experts: tensor<i32>[B], w: tensor<bf16>[E, N, K], y: tensor<f32>[M, N]) {
+    let e = sum(gather(experts, program_id(0)))
+    let tok = reshape(load(ids, tile=[BM], at=program_id(0)), [BM, 1])
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) {
+        let cols = reshape(k * BK + arange(0, BK), [1, BK])
+        let a = gather(x, [tok, cols], mask=(tok < M) & (cols < K))
+        acc = dot(a, transpose(reshape(load(w, tile=[1, BN, BK], at=[e, program_id(1), k]), [BN, BK])), acc)
+    }
+    store(y, acc, at=[program_id(0), program_id(1)])
+}
+"""
+
+
+@pytest.mark.parametrize("src,rule,line", [
+    (MOE, "gathered through pointers", 10),                       # the MoE GEMM: 3.1x slower on Tile IR
+    (MOE.replace("let a = gather(x, [tok, cols], mask=(tok < M) & (cols < K))",
+                 "let a = load(x, tile=[BM, BK], at=[program_id(0), k])"), None, 0),  # e reaches w's index only
+    (BLOCK_SCALED, "scaled before it joins", 6),                   # the block-scaled FP8 GEMM: 1.6x
+    (BLOCK_SCALED.replace("acc += part *", "acc = part *"), None, 0),
+    (DOT_ADD, None, 0),                                            # acc += dot(a, b): folded, one mmaf
+])
+def test_kernels_tile_ir_runs_much_slower_are_named(src, rule, line):
+    from tle.lowering.tileir_legality import tileir_slower
+    found = tileir_slower(build(src, "k", file="k.tle")[2])
+    if rule is None:
+        assert found == []
+    else:
+        (b,) = found
+        assert rule in b.reason and "H200" in b.reason and b.span.line == line
+
+
+def test_auto_takes_the_native_path_for_them_and_tileir_still_compiles():
+    from tle.compiler import compile_kernel, route
+    program = load_program(MOE, "k.tle")
+    auto = compile_kernel(program, "k", {}, backend="auto", stop="tle")
+    backend, why = route(auto.module, "k", "sm_90", "auto")
+    assert backend == "triton" and "gathered through pointers" in why and why.endswith("at k.tle:10:15")
+    assert route(auto.module, "k", "sm_90", "tileir") == ("tileir", None)
+    assert compile_kernel(program, "k", {}, backend="tileir", stop="tileir").backend == "tileir"
 
 
 def test_blockers_print_as_reason_at_location():
