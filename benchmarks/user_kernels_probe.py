@@ -13,6 +13,7 @@ implementations in a rotating order over --rounds rounds, median of the rounds.
     python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu,embedding,
                                                     vocab_softmax,linear_nt,bmm,add_rmsnorm,rope,
                                                     cross_entropy,linear_w8a8,linear_fp8,linear_fp8_block,
+                                                    moe_gemm,
                                                     matmul_tf32,softmax_bwd,greedy,linear_w4a16,
                                                     layernorm_bwd] [--rounds 3]
                                                     [--occupancy 4]
@@ -196,6 +197,27 @@ kernel linear_fp8_block<BM: int = 128, BN: int = 128, BK: int = 128>(x: tensor<f
         acc += part * load(sx, tile=[BM, 1], at=[pm, k]) * load(sw, tile=[1, 1], at=[pn, k])
     }
     store(y, cast<bf16>(acc), at=[pm, pn])
+}
+
+// Mixture-of-experts expert GEMM (vLLM's fused_moe, top-1): tokens grouped by expert. Block b of BM rows holds the
+// token ids ids[b * BM : (b + 1) * BM], all routed to expert experts[b]; ids of M pad a group to a whole block and
+// are neither read nor written. y[t, :] = x[t, :] @ w[e]^T, w in nn.Linear's layout ([E, N, K]).
+kernel moe_gemm<BM: int = 64, BN: int = 128, BK: int = 64, T: dtype = bf16>(x: tensor<T>[M, K], ids: tensor<i32>[P],
+        experts: tensor<i32>[B], w: tensor<T>[E, N, K], y: tensor<T>[M, N]) {
+    let pb = program_id(0)
+    let pn = program_id(1)
+    let e = sum(gather(experts, pb))
+    let tok = reshape(load(ids, tile=[BM], at=pb), [BM, 1])
+    let real = tok < M
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) pipeline(stages=3) {
+        let cols = reshape(k * BK + arange(0, BK), [1, BK])
+        let a = gather(x, [tok, cols], mask=real & (cols < K), other=0)
+        let b = reshape(load(w, tile=[1, BN, BK], at=[e, pn, k]), [BN, BK])
+        acc = dot(a, transpose(b), acc)
+    }
+    let n = reshape(pn * BN + arange(0, BN), [1, BN])
+    scatter(y, [tok, n], cast<T>(acc), mask=real & (n < N))
 }
 
 // An f32 matrix product on the tensor cores in TF32 (torch's allow_tf32).
@@ -527,6 +549,26 @@ def linear_fp8_block_ref(x_ptr, w_ptr, sx_ptr, sw_ptr, y_ptr, M, N, K, KB, BM: t
         b = tl.load(sw_ptr + pn * KB + k)
         acc += tl.dot(x, tl.trans(w)) * a[:, None] * b
     tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def moe_gemm_ref(x_ptr, ids_ptr, experts_ptr, w_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                 BK: tl.constexpr):
+    pb, pn = tl.program_id(0), tl.program_id(1)
+    e = tl.load(experts_ptr + pb)
+    tok = tl.load(ids_ptr + pb * BM + tl.arange(0, BM))
+    real = tok < M
+    rn = pn * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    w_e = w_ptr + e * N * K
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        kk = k * BK + rk
+        a = tl.load(x_ptr + tok[:, None] * K + kk[None, :], mask=real[:, None] & (kk[None, :] < K), other=0.0)
+        b = tl.load(w_e + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
+        acc = tl.dot(a, tl.trans(b), acc)
+    tl.store(y_ptr + tok[:, None] * N + rn[None, :], acc.to(y_ptr.dtype.element_ty),
+             mask=real[:, None] & (rn[None, :] < N))
 
 
 @triton.jit
@@ -866,6 +908,33 @@ def cases(dev, only):
             g64 = (triton.cdiv(m, 64), triton.cdiv(n, 128))
             impls["tle:tileir 64x128"] = lambda t, g=g64: small.linear_fp8_block[g](*t, BM=64, backend="tileir")
             out.append((f"linear_fp8_block {m}x{n}x{k} e4m3->bf16", (nb, 2 * m * n * k), sets, torch_block, impls, 4))
+    if "moe_gemm" in only:
+        # top-1 routing of `tokens` over 8 experts, uniformly at random; tokens sorted by expert, each group padded
+        # to whole blocks of 64 with the id M (vLLM's moe_align_block_size); torch: one matmul per expert
+        for tokens, n, k in ((8192, 14336, 4096), (8192, 4096, 14336), (256, 14336, 4096)):
+            experts_n, bm = 8, 64
+            route = torch.randint(0, experts_n, (tokens,), device=dev)
+            groups, ids, blocks = [], [], []
+            for e in range(experts_n):
+                idx = (route == e).nonzero().flatten()
+                groups.append((e, idx))
+                nblk = triton.cdiv(idx.numel(), bm)
+                ids.append(torch.cat((idx, torch.full((nblk * bm - idx.numel(),), tokens, device=dev))))
+                blocks += [e] * nblk
+            ids = torch.cat(ids).to(torch.int32)
+            blocks = torch.tensor(blocks, device=dev, dtype=torch.int32)
+            nb = 2 * (tokens * k + experts_n * n * k + tokens * n)
+            sets = _sets(lambda: [r(tokens, k, dt=torch.bfloat16), ids, blocks,
+                                  r(experts_n, n, k, dt=torch.bfloat16),
+                                  torch.empty(tokens, n, device=dev, dtype=torch.bfloat16)], nb)
+            g = (blocks.numel(), triton.cdiv(n, 128))
+
+            def torch_moe(t, groups=groups):
+                for e, idx in groups:
+                    t[4][idx] = t[0][idx] @ t[3][e].t()
+            out.append((f"moe_gemm {tokens} tokens, 8 experts, {n}x{k} bf16", (nb, 2 * tokens * n * k), sets,
+                        torch_moe, _both_paths(small.moe_gemm, g, lambda t, g=g, m=tokens, n=n, k=k: moe_gemm_ref[g](
+                            *t, m, n, k, BM=64, BN=128, BK=64, num_warps=4, num_stages=3)), 4))
     if "matmul_tf32" in only:
         for m, n, k in ((4096, 4096, 4096), (4000, 4000, 4000)):
             nb = 4 * (m * k + k * n + m * n)
@@ -966,7 +1035,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu,embedding,vocab_softmax,"
                                        "linear_nt,bmm,add_rmsnorm,rope,cross_entropy,linear_w8a8,linear_fp8,"
-                                       "linear_fp8_block,"
+                                       "linear_fp8_block,moe_gemm,"
                                        "matmul_tf32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",

@@ -144,6 +144,24 @@ def test_linear_fp8_block_scales_each_block(small):
     torch.testing.assert_close(y.double(), want, rtol=8e-3, atol=1e-6)
 
 
+def test_moe_gemm_multiplies_each_token_by_its_expert(small):
+    """Tokens grouped by expert in blocks of 64, the last block of each group padded with the id M (neither read nor
+    written); a ragged K and N."""
+    m, k, n, experts = 150, 100, 200, 3
+    route = torch.randint(0, experts, (m,))
+    ids, blocks = [], []
+    for e in range(experts):
+        idx = (route == e).nonzero().flatten()
+        nblk = -(-idx.numel() // 64)
+        ids.append(torch.cat((idx, torch.full((nblk * 64 - idx.numel(),), m))))
+        blocks += [e] * nblk
+    x, w = torch.randn(m, k).bfloat16(), torch.randn(experts, n, k).bfloat16()
+    y = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
+    small.moe_gemm[(len(blocks), 2)](x, torch.cat(ids).int(), torch.tensor(blocks, dtype=torch.int32), w, y)
+    want = torch.stack([x[i].double() @ w[route[i]].double().t() for i in range(m)])
+    torch.testing.assert_close(y.double(), want, rtol=8e-3, atol=0.05)
+
+
 def test_matmul_tf32_on_ragged_tiles(small):
     a, b = torch.randn(40, 80), torch.randn(80, 70)
     c = torch.full((40, 70), float("nan"))
