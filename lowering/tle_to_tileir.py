@@ -39,7 +39,8 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
   -1 signed, 1 unsigned; int -> i1 keeps the low bit).
 - tle.dot -> `mmaf` (f16/bf16/f32/f64, and 8-bit floats with `fast_acc`) or `mmai` (i8 -> i32). An f16
   accumulator is widened to f32 for the mma and rounded once, as the interpreter does; precision = "tf32" converts
-  both operands to `tf32` (round to nearest even) first.
+  both operands to `tf32` (round to nearest even) first. `acc + dot(a, b)` (the dot from zeros, in the add's block)
+  is one mma into `acc`, as Triton's combine pass makes it natively (_dot_into_add).
 - tle.reduce -> `reduce`: sum (identity -0.0, the true additive identity; f16/bf16 summed in f32), max / min with
   NaN-propagating maxf/minf, argmax / argmin as a two-operand reduce over (value, index) whose combine prefers the
   larger (smaller) value, then NaN, then the lower index: commutative, so Tile IR's unspecified order gives the
@@ -304,6 +305,8 @@ def _dot_into_add(dot):
     add = uses[0].owner
     if add.name not in ("arith.addf", "arith.addi") or str(add.operands[0].type) != str(add.operands[1].type):
         return None
+    if add.operation.parent != dot.operation.parent:
+        return None  # the add in a loop or if below the dot: moving the product there would repeat it
     if any(not isinstance(v.owner, ir.Block) and v.owner.name == "tle.dot" for v in add.operands if v != dot.result):
         return None  # dot + dot: both lowered as they are
     return add

@@ -782,6 +782,8 @@ kernel k<T: dtype = f16>(a: tensor<T>[64, 64], c: tensor<f32>[64, 64], d: tensor
     (DOT_ADD.replace("T: dtype = f16", "T: dtype = f8e4m3"), 1, 1),      # 8-bit fast accumulation: not folded
     (DOT_ADD.replace("acc += dot(t, t)", "acc += dot(t, t) + dot(t, t)"), 2, 2),   # dot + dot: as written
     (DOT_ADD.replace("acc += dot(t, t)", "let p = dot(t, t)\n    acc += p\n    store(d, p, at=[0, 0])"), 1, 1),
+    (DOT_ADD.replace("acc += dot(t, t)", "let p = dot(t, t)\n    for i in range(2) {\n        acc += p\n    }"),
+     1, 1),                                                              # the add in a loop: the product stays out
 ])
 def test_a_dot_added_to_a_tile_accumulates_into_it(variant, mmas, adds):
     """`acc + dot(a, b)` (the dot from zeros, that add its only use) is one mmaf with acc as its accumulator, as
