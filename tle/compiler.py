@@ -7,6 +7,7 @@ Each stage lives in its own module with one entry point:
     tle/check.py                 check_kernel(program, name, c)  -> tle.typed.Kernel
     lowering/ast_to_tle.py       ast_to_tle(kernel, spec)        -> ir.Module (tle dialect)
     lowering/tileir_legality.py  tileir_blockers(module, arch)   -> why the Tile IR path cannot take it
+                                 tileir_slower(module)           -> where it would run much slower (auto only)
   native CUDA path (Triton):
     lowering/tle_to_ttir.py      tle_to_ttir(module)             -> TTIR text
     targets/triton.py            compile_ttir(ttir, arch, ...)   -> Binary (ttgir, llir, ptx, cubin)
