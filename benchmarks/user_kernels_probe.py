@@ -13,7 +13,7 @@ implementations in a rotating order over --rounds rounds, median of the rounds.
     python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu,embedding,
                                                     vocab_softmax,linear_nt,bmm,add_rmsnorm,rope,
                                                     cross_entropy,linear_w8a8,linear_fp8,linear_fp8_block,
-                                                    moe_gemm,
+                                                    moe_gemm,paged_attention,
                                                     matmul_tf32,softmax_bwd,greedy,linear_w4a16,
                                                     layernorm_bwd] [--rounds 3]
                                                     [--occupancy 4]
@@ -218,6 +218,35 @@ kernel moe_gemm<BM: int = 64, BN: int = 128, BK: int = 64, T: dtype = bf16>(x: t
     }
     let n = reshape(pn * BN + arange(0, BN), [1, BN])
     scatter(y, [tok, n], cast<T>(acc), mask=real & (n < N))
+}
+
+// Paged-attention decode (vLLM's layout): one query token per sequence. The KV cache holds blocks of BS tokens,
+// [blocks, BS, H, D]; block_table[b, j] is the cache block of sequence b's tokens j * BS ... One program per
+// (sequence, head) walks its sequence's blocks with an online softmax.
+kernel paged_attention<BS: int = 16, D: int = 128, T: dtype = bf16>(q: tensor<T>[B, H, D], kc: tensor<T>[NB, BS, H, D],
+        vc: tensor<T>[NB, BS, H, D], block_table: tensor<i32>[B, MAXB], seq_lens: tensor<i32>[B],
+        o: tensor<T>[B, H, D], scale: f32) {
+    let b = program_id(0)
+    let h = program_id(1)
+    let n = sum(gather(seq_lens, b))
+    let qv = cast<f32>(reshape(load(q, tile=[1, 1, D], at=[b, h, 0]), [1, D])) * (scale * 1.4426950408889634)
+    var m = -inf
+    var l = 0.0
+    var acc = zeros<f32>[1, D]
+    for j in range(cdiv(n, BS)) {
+        let blk = sum(gather(block_table, [b, j]))
+        let k = cast<f32>(reshape(load(kc, tile=[1, BS, 1, D], at=[blk, 0, h, 0]), [BS, D]))
+        let pos = j * BS + arange(0, BS)
+        let s = where(pos < n, sum(k * qv, axis=1), -inf)
+        let mnew = max(m, max(s))
+        let p = exp2(s - mnew)
+        let alpha = exp2(m - mnew)
+        let v = cast<f32>(reshape(load(vc, tile=[1, BS, 1, D], at=[blk, 0, h, 0]), [BS, D]))
+        l = l * alpha + sum(p)
+        acc = acc * alpha + sum(reshape(p, [BS, 1]) * v, axis=0, keepdims=true)
+        m = mnew
+    }
+    store(o, reshape(cast<T>(acc / l), [1, 1, D]), at=[b, h, 0])
 }
 
 // An f32 matrix product on the tensor cores in TF32 (torch's allow_tf32).
@@ -569,6 +598,29 @@ def moe_gemm_ref(x_ptr, ids_ptr, experts_ptr, w_ptr, y_ptr, M, N, K, BM: tl.cons
         acc = tl.dot(a, tl.trans(b), acc)
     tl.store(y_ptr + tok[:, None] * N + rn[None, :], acc.to(y_ptr.dtype.element_ty),
              mask=real[:, None] & (rn[None, :] < N))
+
+
+@triton.jit
+def paged_attention_ref(q_ptr, kc_ptr, vc_ptr, bt_ptr, lens_ptr, o_ptr, scale, H, MAXB, BS: tl.constexpr,
+                        D: tl.constexpr):
+    b, h = tl.program_id(0), tl.program_id(1)
+    n = tl.load(lens_ptr + b)
+    rd, rs = tl.arange(0, D), tl.arange(0, BS)
+    qv = tl.load(q_ptr + (b * H + h) * D + rd).to(tl.float32) * (scale * 1.4426950408889634)
+    m = -float("inf")
+    l = 0.0
+    acc = tl.zeros([D], dtype=tl.float32)
+    for j in range(0, tl.cdiv(n, BS)):
+        blk = tl.load(bt_ptr + b * MAXB + j)
+        at = ((blk * BS + rs[:, None]) * H + h) * D + rd[None, :]
+        s = tl.where(j * BS + rs < n, tl.sum(tl.load(kc_ptr + at).to(tl.float32) * qv[None, :], 1), -float("inf"))
+        mnew = tl.maximum(m, tl.max(s, 0))
+        p = tl.exp2(s - mnew)
+        alpha = tl.exp2(m - mnew)
+        l = l * alpha + tl.sum(p, 0)
+        acc = acc * alpha + tl.sum(p[:, None] * tl.load(vc_ptr + at).to(tl.float32), 0)
+        m = mnew
+    tl.store(o_ptr + (b * H + h) * D + rd, (acc / l).to(o_ptr.dtype.element_ty))
 
 
 @triton.jit
@@ -935,6 +987,34 @@ def cases(dev, only):
             out.append((f"moe_gemm {tokens} tokens, 8 experts, {n}x{k} bf16", (nb, 2 * tokens * n * k), sets,
                         torch_moe, _both_paths(small.moe_gemm, g, lambda t, g=g, m=tokens, n=n, k=k: moe_gemm_ref[g](
                             *t, m, n, k, BM=64, BN=128, BK=64, num_warps=4, num_stages=3)), 4))
+    if "paged_attention" in only:
+        # decode: one query token per sequence, Llama-style 32 heads of 128, KV cache blocks of 16 tokens in a
+        # shuffled order; torch gathers each sequence's blocks into a contiguous cache, then calls SDPA with a mask
+        for seqs, longest in ((32, 4096), (128, 1024)):
+            heads, d, bs = 32, 128, 16
+            lens = torch.randint(longest // 4, longest + 1, (seqs,), device=dev, dtype=torch.int32)
+            maxb = triton.cdiv(longest, bs)
+            nblocks = seqs * maxb
+            table = torch.randperm(nblocks, device=dev).view(seqs, maxb).to(torch.int32)
+            nb = 2 * (2 * int(lens.sum()) * heads * d + 2 * seqs * heads * d)
+            sets = _sets(lambda: [r(seqs, heads, d, dt=torch.bfloat16), r(nblocks, bs, heads, d, dt=torch.bfloat16),
+                                  r(nblocks, bs, heads, d, dt=torch.bfloat16), table, lens,
+                                  torch.empty(seqs, heads, d, device=dev, dtype=torch.bfloat16)], nb)
+            g = (seqs, heads)
+            scale = 1 / math.sqrt(d)
+            mask = (torch.arange(maxb * bs, device=dev)[None, :] < lens[:, None])[:, None, None, :]
+
+            def torch_paged(t, seqs=seqs, maxb=maxb, mask=mask):
+                k = t[1][t[3]].view(seqs, maxb * 16, 32, 128).transpose(1, 2)
+                v = t[2][t[3]].view(seqs, maxb * 16, 32, 128).transpose(1, 2)
+                sdpa = torch.nn.functional.scaled_dot_product_attention
+                t[5].copy_(sdpa(t[0][:, :, None], k, v, attn_mask=mask)[:, :, 0])
+            impls = {f"tle:{be}": lambda t, g=g, be=be, scale=scale: small.paged_attention[g](*t, scale, backend=be)
+                     for be in ("triton", "tileir")}
+            impls["triton_ref"] = lambda t, g=g, maxb=maxb, scale=scale: paged_attention_ref[g](
+                *t, scale, 32, maxb, BS=16, D=128)
+            out.append((f"paged_attention {seqs} seqs up to {longest} tokens, 32x128 heads bf16", (nb, 0), sets,
+                        torch_paged, impls, 5))
     if "matmul_tf32" in only:
         for m, n, k in ((4096, 4096, 4096), (4000, 4000, 4000)):
             nb = 4 * (m * k + k * n + m * n)
@@ -1035,7 +1115,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu,embedding,vocab_softmax,"
                                        "linear_nt,bmm,add_rmsnorm,rope,cross_entropy,linear_w8a8,linear_fp8,"
-                                       "linear_fp8_block,moe_gemm,"
+                                       "linear_fp8_block,moe_gemm,paged_attention,"
                                        "matmul_tf32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",

@@ -162,6 +162,24 @@ def test_moe_gemm_multiplies_each_token_by_its_expert(small):
     torch.testing.assert_close(y.double(), want, rtol=8e-3, atol=0.05)
 
 
+def test_paged_attention_walks_each_sequences_blocks(small):
+    """Sequences of 5, 40 and 33 tokens (one block partly used, a ragged last block) in shuffled cache blocks."""
+    b, h, d, bs = 3, 2, 128, 16
+    lens = torch.tensor([5, 40, 33], dtype=torch.int32)
+    table = torch.randperm(20)[:9].view(b, 3).int()
+    q = torch.randn(b, h, d).bfloat16()
+    kc, vc = torch.randn(20, bs, h, d).bfloat16(), torch.randn(20, bs, h, d).bfloat16()
+    o = torch.full((b, h, d), float("nan"), dtype=torch.bfloat16)
+    small.paged_attention[(b, h)](q, kc, vc, table, lens, o, d ** -0.5)
+    for i in range(b):
+        n = int(lens[i])
+        k = kc[table[i].long()].reshape(-1, h, d)[:n].double()
+        v = vc[table[i].long()].reshape(-1, h, d)[:n].double()
+        for j in range(h):
+            want = torch.softmax(k[:, j] @ q[i, j].double() * d ** -0.5, 0) @ v[:, j]
+            torch.testing.assert_close(o[i, j].double(), want, rtol=2e-2, atol=1e-2)
+
+
 def test_matmul_tf32_on_ragged_tiles(small):
     a, b = torch.randn(40, 80), torch.randn(80, 70)
     c = torch.full((40, 70), float("nan"))
