@@ -228,13 +228,13 @@ kernel paged_attention<BS: int = 16, D: int = 128, T: dtype = bf16>(q: tensor<T>
         o: tensor<T>[B, H, D], scale: f32) {
     let b = program_id(0)
     let h = program_id(1)
-    let n = sum(gather(seq_lens, b))
+    let n = load(seq_lens, at=b)
     let qv = cast<f32>(reshape(load(q, tile=[1, 1, D], at=[b, h, 0]), [1, D])) * (scale * 1.4426950408889634)
     var m = -inf
     var l = 0.0
     var acc = zeros<f32>[1, D]
     for j in range(cdiv(n, BS)) {
-        let blk = sum(gather(block_table, [b, j]))
+        let blk = load(block_table, at=[b, j])
         let k = cast<f32>(reshape(load(kc, tile=[1, BS, 1, D], at=[blk, 0, h, 0]), [BS, D]))
         let pos = j * BS + arange(0, BS)
         let s = where(pos < n, sum(k * qv, axis=1), -inf)

@@ -737,6 +737,30 @@ entry(file="pad_values.tle", kernel="p",
       note="the padded lanes (nan, inf, -7) of the ragged last tile are cut by the store")
 
 
+# scalar_load.tle ---------------------------------------------------------------------------------------------------
+def _scalar_load_make(c, k, g):
+    m, n, r = c["M"], c["N"], c["R"]
+    x = randn((m, n), g)
+    x[1, 0] = NAN  # the scalar read keeps NaN
+    rows = randint((r,), g, 0, m)
+    rows[0], rows[-1] = 1, m + 3  # row 1 (NaN first) and a row past the end: the scalar reads pad=-1, the tile 0
+    return {"x": x, "rows": rows, "y": poison((r, n))}
+
+
+def _scalar_load_ref(a, c, k):
+    x, rows = a["x"].double(), a["rows"].long()
+    inside = rows < c["M"]
+    first = torch.where(inside, x[rows.clamp(max=c["M"] - 1), 0], torch.tensor(-1.0, dtype=torch.float64))
+    tiles = torch.where(inside[:, None], x[rows.clamp(max=c["M"] - 1)], torch.zeros(1, dtype=torch.float64))
+    return {"y": tiles - first[:, None]}
+
+
+entry(file="scalar_load.tle", kernel="gather_rows", make=_scalar_load_make,
+      grid=lambda c, k: (c["R"], cdiv(c["N"], 64)), ref=_scalar_load_ref, tol={"y": chain(1)},
+      cases=[{"M": 10, "N": 100, "R": 6}],
+      note="a row index read as a scalar, then x[row, 0] as a scalar with pad=-1 (NaN kept; past the end: -1)")
+
+
 # shape_ops.tle ------------------------------------------------------------------------------------------------------
 def _sh_make(c, k, g):
     m, n = c["M"], c["N"]

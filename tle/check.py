@@ -1134,14 +1134,21 @@ class _KernelChecker:
         a = self.args(e, ("tensor",), (), ("tile", "at", "pad", "tma"))
         t = self.tensor_arg(a["tensor"], "load")
         rank = len(t.type.dims)
-        if "tile" not in a:
-            raise TleError(e.span, "load() needs the tile shape: tile=[...]")
-        tile = self.shape(self.index_list(a["tile"], rank, "tile=", t.name), a["tile"].span)
+        one = "tile" not in a  # one element, read as a scalar: tiles of 1, so at= is its element index
+        if one and (t.type.dtype == "i1" or is_f8(t.type.dtype)):
+            raise TleError(e.span, f"load() without tile= reads a scalar, and a scalar cannot be {t.type.dtype}",
+                           [f"load a tile of one: load({t.name}, tile=[{', '.join(['1'] * rank)}], at=...)"])
+        tile = (1,) * rank if one else self.shape(self.index_list(a["tile"], rank, "tile=", t.name), a["tile"].span)
         at = [self.scalar_int(i, "a tile index in at=") for i in self.index_list(a["at"], rank, "at=", t.name)] \
             if "at" in a else [T.Const(e.span, Scalar("i32"), 0)] * rank
         pad = self.fill_value(a["pad"], t, "pad=") if "pad" in a else _cast_const(0, t.type.dtype, e.span)
         attrs = {"tile": tile, "padding": pad, **self.tma_hint(a)}
-        return T.Op(e.span, Tile(t.type.dtype, tile), "load", at, attrs, tensor=t)
+        r = T.Op(e.span, Tile(t.type.dtype, tile), "load", at, attrs, tensor=t)
+        if one:  # the element of the [1, ..., 1] tile: a max over one value is that value (NaN and -0.0 too)
+            if rank > 1:
+                r = T.Op(e.span, Tile(t.type.dtype, (1,)), "reshape", [r])
+            r = T.Op(e.span, Scalar(t.type.dtype), "reduce", [r], {"kind": "max", "axis": 0})
+        return r
 
     def tma_hint(self, a) -> dict:
         """tma=true on a load or store: move the tile through a tensor descriptor (the Tensor Memory Accelerator)
