@@ -19,6 +19,7 @@ masked tile of pointers instead.
 from __future__ import annotations
 
 import functools
+import math
 import re
 import subprocess
 from dataclasses import dataclass
@@ -90,7 +91,10 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
 
 
 def _gathered(v: "ir.Value") -> bool:
-    """Does v come from a tle.gather, through the ops that compute it in registers (not through a load's indices)?"""
+    """Does v come from a tle.gather of as many elements as v, through the ops that compute it in registers (not
+    through a load's indices)? A small gathered tile broadcast over a loaded one (a per-row scale) does not count:
+    the operand's bulk still comes through a load tileiras can pipeline."""
+    size = math.prod(tle_type(v.type)[1] or (1,))
     todo, seen = [v], []
     while todo:
         x = todo.pop()
@@ -98,7 +102,7 @@ def _gathered(v: "ir.Value") -> bool:
         if isinstance(owner, ir.Block) or any(x == s for s in seen):
             continue
         seen.append(x)
-        if owner.name == "tle.gather":
+        if owner.name == "tle.gather" and math.prod(tle_type(x.type)[1] or (1,)) >= size:
             return True
         if owner.name not in ("tle.load", "arith.constant", "tle.make_view"):
             todo.extend(owner.operands)

@@ -986,6 +986,9 @@ kernel k<BM: int = 64, BN: int = 64, BK: int = 64>(x: tensor<bf16>[M, K], ids: t
     (MOE, "gathered through pointers", 10),                       # the MoE GEMM: 3.1x slower on Tile IR
     (MOE.replace("let a = gather(x, [tok, cols], mask=(tok < M) & (cols < K))",
                  "let a = load(x, tile=[BM, BK], at=[program_id(0), k])"), None, 0),  # e reaches w's index only
+    (MOE.replace("let a = gather(x, [tok, cols], mask=(tok < M) & (cols < K))",
+                 "let a = load(x, tile=[BM, BK], at=[program_id(0), k]) * gather(x, [tok, 0])"),
+     None, 0),                                                    # a gathered [BM, 1] scale over a loaded tile
     (BLOCK_SCALED, "scaled before it joins", 6),                   # the block-scaled FP8 GEMM: 1.6x
     (BLOCK_SCALED.replace("acc += part *", "acc = part *"), None, 0),
     (DOT_ADD, None, 0),                                            # acc += dot(a, b): folded, one mmaf
