@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 from ..dialects.mlir import ir, isa
 from ..dialects.tle import constant_int, inside_axes
-from ..types import MLIR_F8
+from ..types import BITS, MLIR_F8
 
 # Triton 3.6 enums (I32EnumAttr: written as plain i32 in the generic form). Values from triton._C.libtriton.ir.
 _RMW = {"add": 4, "fadd": 5, "max": 6, "min": 7, "umax": 8, "umin": 9}
@@ -137,7 +137,7 @@ def _width(t: "ir.Type") -> int:
     e = _elem(t)
     if isa(e, ir.IntegerType):
         return ir.IntegerType(e).width
-    return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "f8E4M3FN": 8, "f8E5M2": 8}[str(e)]
+    return BITS[MLIR_F8.get(str(e), str(e))]
 
 
 _F8 = tuple(MLIR_F8)  # the 8-bit floats as the IR spells them

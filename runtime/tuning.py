@@ -46,6 +46,7 @@ from ..check import OCCUPANCIES
 from ..compiler import default_num_warps
 from .cache import build_id as _build_id
 from ..diagnostics import TleError
+from ..types import BITS, DTYPES
 
 OPTIONS = ("num_warps", "num_stages", "backend", "occupancy")
 BACKENDS = ("auto", "triton", "tileir", "interp")
@@ -415,8 +416,7 @@ def hardware_of(device, arch: str) -> Hardware | None:
     return Hardware(props.multi_processor_count, smem, base.flops, base.bandwidth)
 
 
-_BYTES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "f8e4m3": 1,
-          "f8e5m2": 1}
+_BYTES = {d: max(1, BITS[d] // 8) for d in DTYPES}  # bools take a byte
 
 
 @dataclass

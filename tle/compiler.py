@@ -29,7 +29,7 @@ from .abi import AbiArg, Spec, abi, default_spec
 from .check import Program, check_kernel
 from .diagnostics import TleError
 from .typed import Bind, Kernel, Op, Read, dots, nodes
-from .types import is_f8
+from .types import MLIR_F8, is_f8
 
 STAGES = {
     "triton": ("ast", "tle", "ttir", "ttgir", "llir", "ptx", "cubin"),
@@ -191,8 +191,9 @@ def _e4m3_before_sm89(module, arch: str) -> None:
     from .targets.triton import capability
     if capability(arch) >= 89:
         return
+    e4m3 = next(mlir for mlir, name in MLIR_F8.items() if name == "f8e4m3")  # as the IR spells it
     for op in (o for top in module.body.operations for o in nested_ops(top.operation)):
-        if any("f8E4M3FN" in str(v.type) for v in [*op.operands, *op.results]) and op.name != "func.func":
+        if any(e4m3 in str(v.type) for v in [*op.operands, *op.results]) and op.name != "func.func":
             raise TleError(span_of_location(op.location), f"f8e4m3 needs sm_89 or newer, not {arch}",
                            ["f8e5m2 works from sm_80 on the native CUDA path"])
 
