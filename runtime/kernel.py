@@ -28,18 +28,26 @@ LAUNCH_OPTIONS = ("num_warps", "num_stages", "backend", "occupancy")
 I32_MAX = 2 ** 31 - 1
 
 
-def torch_dtype(dtype: str):
+@functools.cache
+def _torch_dtypes() -> dict:
+    """tle element type -> torch dtype (torch is imported on first use, not at start-up)."""
     import torch
     return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
             "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64, "i1": torch.bool,
-            "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2}[dtype]
+            "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2}
+
+
+@functools.cache
+def _tle_dtypes() -> dict:
+    return {t: d for d, t in _torch_dtypes().items()}
+
+
+def torch_dtype(dtype: str):
+    return _torch_dtypes()[dtype]
 
 
 def tle_dtype(torch_dt) -> str | None:
-    import torch
-    return {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32", torch.float64: "f64",
-            torch.int8: "i8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64",
-            torch.bool: "i1", torch.float8_e4m3fn: "f8e4m3", torch.float8_e5m2: "f8e5m2"}.get(torch_dt)
+    return _tle_dtypes().get(torch_dt)
 
 
 class LaunchError(TypeError):
