@@ -285,10 +285,15 @@ def _elem_bytes(elem: str) -> int:
 
 
 def _zeros(v: "ir.Value") -> bool:
-    """Is v an all-zeros constant (a dot's accumulator when the source gives none)?"""
+    """Is v a constant tile of +0 (a dot's accumulator when the source gives none)?"""
     owner = v.owner
-    return not isinstance(owner, ir.Block) and owner.name == "arith.constant" and \
-        re.fullmatch(r"dense<0(\.0+e\+00)?>.*", str(owner.attributes["value"])) is not None
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant" or tle_type(v.type)[1] is None:
+        return False
+    dense = ir.DenseElementsAttr(owner.attributes["value"])
+    if not dense.is_splat:
+        return False
+    value = _scalar_value(dense.get_splat_value(), tle_type(v.type)[0])
+    return value == 0 and math.copysign(1.0, value) > 0  # not -0.0, as before
 
 
 def _dot_into_add(dot):
