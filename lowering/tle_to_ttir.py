@@ -48,7 +48,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from ..dialects.mlir import ir, isa
+from ..dialects.mlir import ir, isa, nested_ops
 from ..dialects.tle import constant_int, inside_axes
 from ..types import BITS, MLIR_F8
 
@@ -73,7 +73,6 @@ def tle_to_ttir(module: "ir.Module", mode: str = "pointer", tma: bool = True, nu
 def dot_loop_stages(module: "ir.Module") -> set[int]:
     """The `pipeline(stages=N)` depths of the module's loops that hold a dot in their own body (not only in a
     nested loop or if: Triton's pipeliner looks at the loop's own ops)."""
-    from ..dialects.mlir import nested_ops
     return {_attr_int(op, "tle.num_stages") for top in module.body.operations for op in nested_ops(top.operation)
             if op.name == "scf.for" and "tle.num_stages" in _attrs(op) and _holds_dot(op)}
 
