@@ -1136,7 +1136,8 @@ class _KernelChecker:
         rank = len(t.type.dims)
         one = "tile" not in a  # one element, read as a scalar: tiles of 1, so at= is its element index
         if one and (t.type.dtype == "i1" or is_f8(t.type.dtype)):
-            raise TleError(e.span, f"load() without tile= reads a scalar, and a scalar cannot be {t.type.dtype}",
+            shown = "bool" if t.type.dtype == "i1" else t.type.dtype  # as the program spells it
+            raise TleError(e.span, f"load() without tile= reads a scalar, and a scalar cannot be {shown}",
                            [f"load a tile of one: load({t.name}, tile=[{', '.join(['1'] * rank)}], at=...)"])
         tile = (1,) * rank if one else self.shape(self.index_list(a["tile"], rank, "tile=", t.name), a["tile"].span)
         at = [self.scalar_int(i, "a tile index in at=") for i in self.index_list(a["at"], rank, "at=", t.name)] \
