@@ -2,9 +2,10 @@
 """Kernels a user might write that bench.py does not cover, timed the way bench.py times its own (issue 5: "I time
 kernels of my own, tuned and untuned, against torch and Triton").
 
-Each kernel is written once in tle (below, or examples/attention.tle and examples/linear_fp8.tle) and once as
-hand-written Triton of the same algorithm and tiles; both are checked against torch on fresh random inputs before
-anything is timed. Columns:
+Each kernel is written once in tle (below, or examples/attention.tle, examples/linear_fp8.tle and
+examples/dropout.tle) and once as hand-written Triton of the same algorithm and tiles; both are checked against torch
+on fresh random inputs before anything is timed (dropout, whose mask torch draws differently, against Triton's
+tl.rand: tle's rand is the same Philox, bit for bit). Columns:
 tle on the native path with Triton's default launch options (num_warps=4 unless the kernel's dots are big, stages 3),
 tle native with the reference's options, tle on Tile IR, the Triton reference, torch. Timing: bench.time_events
 (a spin kernel, then events around one launch), inputs rotated through enough copies to keep them out of L2,
@@ -15,7 +16,7 @@ implementations in a rotating order over --rounds rounds, median of the rounds.
                                                     cross_entropy,linear_w8a8,linear_fp8,linear_fp8_block,
                                                     moe_gemm,paged_attention,
                                                     matmul_tf32,softmax_bwd,greedy,linear_w4a16,
-                                                    layernorm_bwd] [--rounds 3]
+                                                    layernorm_bwd,dropout] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -632,6 +633,16 @@ def matmul_tf32_ref(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.const
 
 
 @triton.jit
+def dropout_ref(x_ptr, y_ptr, N, p, seed, BLOCK: tl.constexpr):
+    """Triton's "low-memory dropout" tutorial kernel."""
+    off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = off < N
+    x = tl.load(x_ptr + off, mask=mask).to(tl.float32)
+    y = tl.where(tl.rand(seed, off) > p, x / (1 - p), 0.0)
+    tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def softmax_bwd_ref(y_ptr, dy_ptr, dx_ptr, N, BLOCK: tl.constexpr):
     at = tl.program_id(0).to(tl.int64) * N + tl.arange(0, BLOCK)
     mask = tl.arange(0, BLOCK) < N
@@ -738,7 +749,8 @@ def _both_paths(kernel, grid, ref, **consts) -> dict:
 
 
 def cases(dev, only):
-    """(title, work (bytes, flops), sets, torch fn, {name: fn(set)}, output index in a set)."""
+    """(title, work (bytes, flops), sets, torch fn, {name: fn(set)}, output index in a set[, expected outputs of a
+    set, where they are not the torch fn's])."""
     attention = tle.compile(os.path.join(HERE, "..", "examples", "attention.tle"))
     fp8 = tle.compile(os.path.join(HERE, "..", "examples", "linear_fp8.tle"))
     small = tle.compile(SMALL_TLE)
@@ -1068,6 +1080,21 @@ def cases(dev, only):
                          "tle:tileir": lambda t, g=g: small.linear_w4a16[g](*t[:5], backend="tileir"),
                          "triton_ref": lambda t, g=g, m=m, n=n, h=h: linear_w4a16_ref[g](
                              t[6], t[2], t[3], t[4], m, n, h, BM=16, BN=128, BK=128)}, 4))
+    if "dropout" in only:
+        # Training-time dropout without a stored mask; torch's F.dropout draws its own mask (and writes it)
+        dropout = tle.compile(os.path.join(HERE, "..", "examples", "dropout.tle"))
+        for dt, n in itertools.product((torch.float32, torch.bfloat16), (1 << 20, 1 << 24, 1 << 27)):
+            nb, p, seed = 2 * n * dt.itemsize, 0.1, 1234567
+            sets = _sets(lambda: [r(n, dt=dt), torch.empty(n, device=dev, dtype=dt)], nb)
+            g = (triton.cdiv(n, 1024),)
+
+            def want(t, n=n, g=g):  # the same mask as tl.rand's
+                dropout_ref[g](t[0], t[1], n, p, seed, BLOCK=1024)
+                return [t[1].float().clone()]
+            out.append((f"dropout {n} {str(dt)[6:]} p={p}", (nb, 0), sets,
+                        lambda t: t[1].copy_(torch.nn.functional.dropout(t[0], p, training=True)),
+                        _both_paths(dropout.dropout, g, lambda t, n=n, g=g: dropout_ref[g](
+                            *t, n, p, seed, BLOCK=1024), seed=seed, p=p, BLOCK=1024), 1, want))
     if "layernorm_bwd" in only:
         # dx, then dw and db through per-program partial sums (16 rows a program) and a column-sum kernel
         for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((8192, 4096), (16384, 1024))):
@@ -1116,7 +1143,7 @@ def main() -> int:
     ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu,embedding,vocab_softmax,"
                                        "linear_nt,bmm,add_rmsnorm,rope,cross_entropy,linear_w8a8,linear_fp8,"
                                        "linear_fp8_block,moe_gemm,paged_attention,"
-                                       "matmul_tf32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd")
+                                       "matmul_tf32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd,dropout")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",
                     help="comma-separated Tile IR occupancy hints (programs per SM) to time as extra columns, "
@@ -1125,11 +1152,12 @@ def main() -> int:
     OCCUPANCY[:] = [int(x) for x in args.occupancy.split(",") if x.strip()]
     dev = "cuda"
     lines = []
-    for title, (nbytes, flops), sets, base, impls, oi in cases(dev, args.only.split(",")):
+    for title, (nbytes, flops), sets, base, impls, oi, *expected in cases(dev, args.only.split(",")):
         outs = oi if isinstance(oi, tuple) else (oi,)  # the outputs checked (a set's indices)
         base(sets[0])
         torch.cuda.synchronize()
-        wants = [sets[0][o].float().clone() for o in outs]
+        # what the outputs must be: torch's, or where torch computes something else (dropout's mask), the case's own
+        wants = expected[0](sets[0]) if expected else [sets[0][o].float().clone() for o in outs]
         runs = {"torch": lambda i, base=base, sets=sets: base(sets[i])}
         notes = []
         for name, fn in impls.items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import torch
 
 
@@ -154,6 +155,18 @@ def _attention(device, dtype, shape=(2, 37, 50), noncontig=False, tiles=(32, 16)
     return [q, k, v, o, scale], (cdiv(s, bm), b), {"BM": bm, "BN": bn, "D": d}, ref, lambda t: [t[3]]
 
 
+def _dropout(device, dtype, shape=(10_000,), noncontig=False, p=0.3, seed=1234567):
+    """The mask is Philox's (philox_rand below), so the reference is exact up to the scaling's rounding."""
+    (n,) = shape
+    x, y = rand((n,), device, dtype, noncontig), poison((n,), device, dtype)
+    p32 = torch.tensor(p, dtype=torch.float32).item()  # what the f32 parameter holds
+
+    def ref(a):
+        keep = philox_rand(seed, torch.arange(n, dtype=torch.int32)).to(a[0].device) > p32
+        return [torch.where(keep, a[0].float() / (1.0 - p32), torch.zeros(1, device=a[0].device))]
+    return [x, y, seed, p32], (cdiv(n, 1024),), {"BLOCK": 1024}, ref, lambda a: [a[1]]
+
+
 def _linear_fp8(device, dtype, shape=(100, 70, 300), noncontig=False, tiles=(64, 64, 64)):
     """x and w quantised to `dtype` (an 8-bit float) as examples/linear_fp8.tle's `quantize` does, with their
     scales; the reference is the exact product of those 8-bit values, scaled."""
@@ -169,6 +182,64 @@ def _linear_fp8(device, dtype, shape=(100, 70, 300), noncontig=False, tiles=(64,
         return [(t[0].double() @ t[1].double().T) * t[2].double()[:, None] * t[3].double()[None, :]]
     return ([qx, qw, sx, sw, y], (cdiv(m, bm), cdiv(n, bn)), {"BM": bm, "BN": bn, "BK": bk}, ref,
             lambda t: [t[4]])
+
+
+# ---- Philox4x32, as Triton's tl.rand: the reference for rand/randint/randn (examples/dropout.tle, the tests) -------
+# Written from the algorithm's definition and Triton's constants, not from tle/philox.py, in numpy uint64 (every
+# product of two 32-bit words is exact there). tests/test_random.py checks it against Triton's own tl.randint
+# through Triton's CPU interpreter.
+PHILOX_MASK = np.uint64(0xFFFFFFFF)
+PHILOX_ROUND_A, PHILOX_ROUND_B = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
+PHILOX_KEY_A, PHILOX_KEY_B = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
+
+
+def philox(seed: int, offsets, rounds: int = 10):
+    """The four 32-bit output words (numpy uint64 arrays) for an integer seed (its 64 bits, two's complement) and
+    integer offsets (i32 or i64 values: the low word is the first counter word, the high word of an i64 the
+    second; an i32 offset's second word is 0)."""
+    off = np.asarray(offsets.cpu().numpy() if isinstance(offsets, torch.Tensor) else offsets)
+    wide = off.dtype == np.int64
+    bits = off.astype(np.int64).view(np.uint64)
+    c0 = bits & PHILOX_MASK
+    c1 = (bits >> np.uint64(32)) & PHILOX_MASK if wide else np.zeros_like(c0)
+    c2 = np.zeros_like(c0)
+    c3 = np.zeros_like(c0)
+    s = seed & 0xFFFFFFFFFFFFFFFF
+    k0, k1 = np.uint64(s & 0xFFFFFFFF), np.uint64(s >> 32)
+    for _ in range(rounds):
+        p0, p2 = PHILOX_ROUND_A * c0, PHILOX_ROUND_B * c2  # exact: both factors are below 2**32
+        hi0, hi2 = p0 >> np.uint64(32), p2 >> np.uint64(32)
+        c0, c1, c2, c3 = hi2 ^ c1 ^ k0, p2 & PHILOX_MASK, hi0 ^ c3 ^ k1, p0 & PHILOX_MASK
+        k0, k1 = (k0 + PHILOX_KEY_A) & PHILOX_MASK, (k1 + PHILOX_KEY_B) & PHILOX_MASK
+    return c0, c1, c2, c3
+
+
+def philox_i32(words) -> torch.Tensor:
+    """32-bit words as the i32 values that carry the same bits."""
+    return torch.from_numpy(words.astype(np.uint32).view(np.int32).copy())
+
+
+def philox_uniform(words) -> torch.Tensor:
+    """Triton's uint_to_uniform_float: the i32 bits folded onto 0..2**31-1, to f32, times an f32 scale."""
+    x = philox_i32(words)
+    x = torch.where(x < 0, -x - 1, x)
+    return x.to(torch.float32) * torch.tensor(4.6566127342e-10, dtype=torch.float32)
+
+
+def philox_randint(seed, offsets, rounds=10) -> torch.Tensor:
+    return philox_i32(philox(seed, offsets, rounds)[0])
+
+
+def philox_rand(seed, offsets, rounds=10) -> torch.Tensor:
+    return philox_uniform(philox(seed, offsets, rounds)[0])
+
+
+def philox_randn(seed, offsets, rounds=10) -> torch.Tensor:
+    """Box-Muller's cosine branch on the first two words, in float64 from their f32 uniforms."""
+    w = philox(seed, offsets, rounds)
+    u1 = torch.clamp(philox_uniform(w[0]), min=torch.tensor(1.0e-7, dtype=torch.float32).item()).double()
+    theta = (torch.tensor(6.283185307179586, dtype=torch.float32) * philox_uniform(w[1])).double()
+    return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(theta)
 
 
 # The square matmuls' large GPU shapes: a full 4096 tile grid, one row, and ragged sizes.
@@ -188,6 +259,7 @@ CASES = {
     "matmul_splitk": Case("matmul_splitk", _matmul_splitk, [(1, 16, 16), (5, 70, 300), (33, 100, 257), (16, 64, 512)],
                           dtypes=(torch.float16, torch.bfloat16),
                           gpu_shapes=[(1, 4096, 4096), (128, 4096, 14336), (333, 1000, 257)]),
+    "dropout": Case("dropout", _dropout, [(1,), (1000,), (4096,), (10_000,)], gpu_shapes=[(1 << 20,)]),
     "swiglu": Case("swiglu", _swiglu, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
     "cumsum": Case("cumsum", _cumsum, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
     # 8-bit floats need sm_89 or newer: the H200's 8-bit tensor cores

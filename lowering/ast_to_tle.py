@@ -295,6 +295,13 @@ class _KernelBuilder:
         den = self.value("arith.addf", t, [self._like(e, 1.0), ex], None, e.span)
         return self.value("arith.divf", t, [self._like(e, 1.0), den], None, e.span)
 
+    def x_umulhi(self, e):
+        """Upstream arith's unsigned widening multiply; its second result is the high word. The low word (first
+        result) is left unused: the checker multiplies with `mul` where it needs it, as Triton's Philox does."""
+        a, b = (self.expr(x) for x in e.args)
+        t = ir_type(e.type)
+        return self.op("arith.mului_extended", [t, t], [a, b], None, e.span).results[1]
+
     def x_where(self, e):
         c, a, b = (self.expr(x) for x in e.args)
         return self.value("arith.select", ir_type(e.type), [c, a, b], None, e.span)

@@ -683,6 +683,14 @@ class _Kernel:
         """The keywords of the native path's fast form (_F32_FAST) when `x` is f32, else none."""
         return _F32_FAST[name] if name in _F32_FAST and self.elem(x) == "f32" else {}
 
+    def op_arith_mului_extended(self, op):
+        """tle's umulhi: the high word is `mulhii` (the high half of the product of the operands' bits read as
+        unsigned); the low word, where something reads it, `muli`."""
+        a, b = (self.get(v) for v in op.operands)
+        self.set(op.results[1], ct.mulhii(a, b))
+        if next(iter(op.results[0].uses), None) is not None:
+            self.set(op.results[0], ct.muli(a, b))
+
     def op_math_fma(self, op):
         self.set(op.result, ct.fma(*(self.get(v) for v in op.operands)))
 

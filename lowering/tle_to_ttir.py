@@ -32,6 +32,7 @@ Lowering choices (the semantics are the ones dialects/tle.py states):
   by one value per row costs one reciprocal, not a correctly rounded division per element. f16/bf16 division
   (arith.divf of them does not compile) and sqrt are IEEE: tt.precise_divf / tt.precise_sqrt, f16/bf16 through
   f32 (Triton's math.sqrt of f32 is sqrt.approx.ftz). Negation flips the sign bit (Triton 3.6 rejects arith.negf).
+  arith.mului_extended (tle's umulhi) becomes tt.mulhiui.
   math.tanh and math.powf call libdevice. Every other arith/math op passes through: Triton lowers it itself
   (exp, exp2, log, log2 and rsqrt of f32 with its fast approximations, as Triton's own tl.exp etc.).
 - Loop hints: `tle.unroll` becomes `tt.loop_unroll_factor` and `tle.num_stages` becomes `tt.num_stages`, except on
@@ -832,6 +833,18 @@ def _negf(L: _Lowering, op):
     L.bind(op, L.val(cast, x.type, [flipped]))
 
 
+def _mului_extended(L: _Lowering, op):
+    """The high word as tt.mulhiui (what tl.umulhi builds; Triton has no lowering for arith.mului_extended); the
+    low word, where something reads it, as arith.muli."""
+    a, b = (L.v(x) for x in op.operands)
+    low = L.binop("arith.muli", a, b) if _has_uses(op.results[0]) else None
+    L.bind(op, low, L.binop("tt.mulhiui", a, b))
+
+
+def _has_uses(v: "ir.Value") -> bool:
+    return next(iter(v.uses), None) is not None
+
+
 # ---- tensor descriptors (tma=true, or mode="descriptor") -------------------------------------------------------
 
 def _descriptor_ok(view: _View, shape, padding) -> bool:
@@ -902,6 +915,7 @@ _RULES = {
     "scf.for": _for,
     "arith.divf": _divf,
     "arith.negf": _negf,
+    "arith.mului_extended": _mului_extended,
     "arith.bitcast": _f8_bitcast,
     "arith.extf": _f8_convert,
     "arith.truncf": _f8_convert,

@@ -503,6 +503,23 @@ class CompiledKernel:
             env[out] = value  # never written in place: every op makes new tensors
         return step
 
+    def op_arith_mului_extended(self, op, span) -> Step:
+        """Unsigned widening multiply: (low, high) words of the 2N-bit product. Only i32 reaches here (tle's
+        umulhi). The high word is computed exactly in int64, without overflow: with a = ah * 2**16 + al,
+        floor(a * b / 2**32) = floor((ah * b + floor(al * b / 2**16)) / 2**16), every term below 2**49."""
+        (a, b), (lo, hi) = self._io(op)
+        elem, _ = type_info(op.operands[0].type)
+        if elem != "i32":
+            raise TleError(span, f"the interpreter supports arith.mului_extended on i32 only, not {elem}")
+
+        def step(env):
+            x, y = env[a], env[b]
+            ux, uy = x.to(torch.int64) & 0xFFFFFFFF, y.to(torch.int64) & 0xFFFFFFFF
+            high = (((ux >> 16) * uy + (((ux & 0xFFFF) * uy) >> 16)) >> 16)
+            env[hi] = high.to(torch.int32)  # below 2**32: the same bits as an i32
+            env[lo] = torch.mul(x, y)  # wraps, as arith.muli
+        return step
+
     def _int_division(self, op, span, rem: bool) -> Step:
         (a, b), (out,) = self._io(op)
 

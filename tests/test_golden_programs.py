@@ -36,6 +36,7 @@ import glob
 import os
 import re
 import shlex
+import sys
 import zlib
 from dataclasses import dataclass, field
 from typing import Callable
@@ -49,6 +50,8 @@ from tle.cli import _scalar  # a constant as `tlec -D` gives it, so the RUN line
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN_DIR = os.path.join(HERE, "filecheck")
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+import reference as examples_reference  # noqa: E402  (the Philox reference of random.tle)
 
 # Golden files deliberately left out of TABLE (beyond error_*/bad_* programs): path relative to GOLDEN_DIR -> reason.
 EXCLUDED: dict[str, str] = {}
@@ -735,6 +738,45 @@ entry(file="pad_values.tle", kernel="p",
       ref=lambda a, c, k: {"y": 2 * a["x"].double() + a["i"].double()},
       tol={"y": chain(2)}, cases=[{"N": 50}],
       note="the padded lanes (nan, inf, -7) of the ragged last tile are cut by the store")
+
+
+# random.tle --------------------------------------------------------------------------------------------------------
+def _dropout_make(c, k, g):
+    return {"x": randn((c["N"],), g), "y": poison((c["N"],)), "seed": c["seed"], "p": f32(0.3)}
+
+
+def _dropout_ref(a, c, k):
+    keep = examples_reference.philox_rand(c["seed"], torch.arange(c["N"], dtype=torch.int32)) > f32(0.3)
+    kept = a["x"] / torch.tensor(1.0 - f32(0.3), dtype=torch.float32)  # f32 arithmetic, as the kernel
+    return {"y": torch.where(keep, kept, torch.zeros(1)).double()}
+
+
+entry(file="random.tle", kernel="dropout", make=_dropout_make, grid=lambda c, k: (cdiv(c["N"], 128),),
+      ref=_dropout_ref, tol={"y": chain(1)}, interp_tol={"y": EXACT},
+      cases=[{"N": 1000, "seed": 12345}, {"N": 300, "seed": -(2 ** 62) - 7}],
+      note="the mask is Triton's tl.rand bit for bit (examples/reference.py); a negative i64 seed uses both key words")
+
+
+def _streams_make(c, k, g):
+    m, n = c["M"], c["N"]
+    return {"bits": poison((m, n), torch.int32), "u": poison((m, n)), "z": poison((m, n)), "seed": c["seed"]}
+
+
+def _streams_ref(a, c, k):
+    m, n = c["M"], c["N"]
+    offs = torch.arange(m * n, dtype=torch.int32).reshape(m, n)
+    wide = offs.to(torch.int64) * 65537 + 3000000000
+    ref = examples_reference
+    return {"bits": ref.philox_randint(c["seed"], offs, rounds=7), "u": ref.philox_rand(c["seed"], wide).double(),
+            "z": ref.philox_randn(c["seed"], offs)}
+
+
+entry(file="random.tle", kernel="streams", make=_streams_make,
+      grid=lambda c, k: (cdiv(c["M"], 8), cdiv(c["N"], 32)), ref=_streams_ref,
+      tol={"bits": EXACT, "u": EXACT, "z": Tol(1e-5, 2e-5)}, interp_tol={"z": Tol(1e-6, 1e-6)},
+      cases=[{"M": 20, "N": 70, "seed": -5}, {"M": 8, "N": 32, "seed": 2 ** 31 - 1}],
+      note="randint with 7 rounds and an i32 seed (negative: sign-extended key), rand of i64 offsets past 2**32, "
+           "randn (log, sqrt and cos round as each path's f32 functions: Tol, not EXACT)")
 
 
 # scalar_load.tle ---------------------------------------------------------------------------------------------------

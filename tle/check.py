@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, field
 
 from . import ast
+from . import philox
 from . import typed as T
 from .diagnostics import Note, Span, TleError
 from .parser import parse
@@ -1498,6 +1499,74 @@ class _KernelChecker:
         one = T.Const(e.span, Scalar("i32"), 1, weak=True)
         s = self.binary("-", self.binary("+", x, y, e.span), one, e.span)
         return self.binary("/", s, y, e.span)
+
+    # ---- random numbers (tle/philox.py expands them) -------------------------------------------------------
+    def b_randint(self, e):
+        return self.random(e, "randint")
+
+    def b_rand(self, e):
+        return self.random(e, "rand")
+
+    def b_randn(self, e):
+        return self.random(e, "randn")
+
+    def random(self, e, kind: str):
+        a = self.args(e, ("seed", "offset"), kw_only=("rounds",))
+        seed = self.materialize(self.expr(a["seed"]))
+        if isinstance(seed.type, Tile):
+            raise TleError(a["seed"].span, f"the seed of {kind}() must be one integer scalar, got {seed.type}",
+                           ["each element's offset picks its own number; vary the offsets, not the seed"])
+        if seed.type.dtype not in ("i32", "i64"):
+            raise TleError(a["seed"].span, f"the seed of {kind}() must be an i32 or i64 scalar, got {seed.type}",
+                           ["convert it: cast<i64>(...)" if is_int(seed.type.dtype) and seed.type.dtype != "i1" else
+                            "the seed's bits are Philox's key: pass an integer, e.g. an i64 parameter"])
+        offset = self.materialize(self.expr(a["offset"]))
+        if offset.type.dtype not in ("i32", "i64"):
+            raise TleError(a["offset"].span, f"the offsets of {kind}() must be i32 or i64, got {offset.type}",
+                           [f"convert them: {kind}(seed, cast<i32>(...))"])
+        rounds = philox.ROUNDS
+        if "rounds" in a:
+            rounds = self.const_int(a["rounds"], "rounds")
+            if not 1 <= rounds <= philox.MAX_ROUNDS:
+                raise TleError(a["rounds"].span, f"rounds must be from 1 to {philox.MAX_ROUNDS}, got {rounds}",
+                               [f"{philox.ROUNDS} (the default) is Philox4x32-10, as Triton and cuRAND use"])
+        return philox.generate(self, kind, seed, offset, rounds, e.span)
+
+    def temp(self, name: str, value: T.Expr, span: Span) -> T.Expr:
+        """value bound to a fresh immutable variable (a read of it is free; a shared subtree would be built once
+        per use). Constants and reads are returned as they are."""
+        if isinstance(value, (T.Const, T.Read)):
+            return value
+        var = T.Variable(name, value.type, span, mutable=False, depth=len(self.frames))
+        self.out.append(T.Bind(span, var, value))
+        return T.Read(span, value.type, var)
+
+    def b_umulhi(self, e):
+        a = self.args(e, ("a", "b"))
+        x, y = (self.u32_operand(a[n], "umulhi") for n in ("a", "b"))
+        return self.umulhi(x, y, e.span)
+
+    def u32_operand(self, x: ast.Expr, fn: str) -> T.Expr:
+        """An operand of unsigned 32-bit arithmetic: an i32 value, or a literal from -2**31 to 2**32 - 1 taken
+        as its 32 bits (so 0xD2511F53 can be written as it is)."""
+        v = self.expr(x)
+        if isinstance(v, T.Const) and v.weak and isinstance(v.value, int) and not isinstance(v.value, bool) and \
+                -(2 ** 31) <= v.value < 2 ** 32:
+            return T.Const(v.span, Scalar("i32"), philox.as_i32(v.value))
+        if v.type.dtype != "i32":
+            raise TleError(x.span, f"{fn}() needs i32 operands, got {v.type}",
+                           ["its operands are the 32 bits of each value; convert with cast<i32>(...)"])
+        return v
+
+    def umulhi(self, x: T.Expr, y: T.Expr, span: Span) -> T.Expr:
+        """The high 32 bits of the 64-bit product of two i32 values read as unsigned (CUDA's __umulhi)."""
+        shape = broadcast_shapes(_shape(x), _shape(y))
+        if shape is None:
+            raise TleError(span, f"tile shapes {list(_shape(x))} and {list(_shape(y))} do not broadcast")
+        if isinstance(x, T.Const) and isinstance(y, T.Const):
+            return T.Const(span, Scalar("i32"), philox.as_i32(((x.value & 0xFFFFFFFF) * (y.value & 0xFFFFFFFF)) >> 32))
+        ty = Tile("i32", shape) if isinstance(x.type, Tile) or isinstance(y.type, Tile) else Scalar("i32")
+        return T.Op(span, ty, "umulhi", [self.coerce(x, ty), self.coerce(y, ty)])
 
 
 def _count(n: int, noun: str) -> str:

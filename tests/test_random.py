@@ -1,0 +1,207 @@
+"""rand / randint / randn / umulhi on the interpreter: the same numbers as Triton's tl.rand family, bit for bit.
+
+The reference is examples/reference.py's numpy Philox. It is checked here against Triton itself (tl.randint,
+tl.rand, tl.randn run by Triton's CPU interpreter in a subprocess), so a mistake shared by tle and the reference
+cannot hide. Golden IR and the GPU paths: tests/filecheck/random.tle and its entries in test_golden_programs.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import tle
+from tle import typed as T
+from tle.check import check_kernel, load_program
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+import reference as ref  # noqa: E402
+
+_TRITON = r"""
+import json, sys, torch, triton, triton.language as tl
+@triton.jit
+def k(seed, i32_out, f32_out, n_out, wide_out, r7_out, N, BLOCK: tl.constexpr):
+    off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = off < N
+    tl.store(i32_out + off, tl.randint(seed, off), mask=m)
+    tl.store(f32_out + off, tl.rand(seed, off), mask=m)
+    tl.store(n_out + off, tl.randn(seed, off), mask=m)
+    wide = off.to(tl.int64) * 65537 + 3000000000
+    tl.store(wide_out + off, tl.randint(seed, wide), mask=m)
+    tl.store(r7_out + off, tl.randint(seed, off, n_rounds=7), mask=m)
+out = {}
+for seed in json.loads(sys.argv[1]):
+    n = 300
+    t = [torch.empty(n, dtype=torch.int32), torch.empty(n), torch.empty(n), torch.empty(n, dtype=torch.int32),
+         torch.empty(n, dtype=torch.int32)]
+    k[(3,)](seed, *t, n, BLOCK=128)
+    out[str(seed)] = [x.tolist() for x in t]
+print(json.dumps(out))
+"""
+
+SEEDS = [0, 12345, -5, 2 ** 31 - 1, 2 ** 40 + 3, -(2 ** 62) - 7]
+
+
+def _mod(tmp_path, src: str):
+    path = tmp_path / "k.tle"
+    path.write_text(src)
+    return tle.compile(str(path))
+
+
+@pytest.fixture(scope="module")
+def triton_numbers():
+    """Triton's own numbers for SEEDS, from its CPU interpreter (TRITON_INTERPRET=1, a fresh process: the flag is
+    read when triton.jit decorates)."""
+    pytest.importorskip("triton")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    run = subprocess.run([sys.executable, "-c", _TRITON, json.dumps(SEEDS)], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_reference_is_tritons_philox(triton_numbers, seed):
+    i32, f32, normal, wide, r7 = triton_numbers[str(seed)]
+    off = torch.arange(300, dtype=torch.int32)
+    assert ref.philox_randint(seed, off).tolist() == i32
+    assert ref.philox_rand(seed, off).tolist() == f32
+    assert ref.philox_randint(seed, off.to(torch.int64) * 65537 + 3000000000).tolist() == wide
+    assert ref.philox_randint(seed, off, rounds=7).tolist() == r7
+    # randn: Triton's interpreter computes log/sqrt/cos in numpy f32; the reference in f64 from the same uniforms
+    torch.testing.assert_close(ref.philox_randn(seed, off).float(), torch.tensor(normal), rtol=1e-5, atol=1e-5)
+
+
+_ALL = """
+kernel k<BLOCK: int = 128>(bits: tensor<i32>[N], u: tensor<f32>[N], z: tensor<f32>[N], seed: i64) {
+    let off = program_id(0) * BLOCK + arange(BLOCK)
+    store(bits, randint(seed, off), at=program_id(0))
+    store(u, rand(seed, off), at=program_id(0))
+    store(z, randn(seed, off), at=program_id(0))
+}
+"""
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_interpreter_matches_the_reference(tmp_path, seed):
+    mod = _mod(tmp_path, _ALL)
+    n = 300
+    bits, u, z = torch.empty(n, dtype=torch.int32), torch.empty(n), torch.empty(n)
+    mod.k[(3,)](bits, u, z, seed)
+    off = torch.arange(n, dtype=torch.int32)
+    assert torch.equal(bits, ref.philox_randint(seed, off))
+    assert torch.equal(u, ref.philox_rand(seed, off))
+    torch.testing.assert_close(z.double(), ref.philox_randn(seed, off), rtol=1e-6, atol=1e-6)
+
+
+def test_a_scalar_offset_gives_a_scalar_and_one_round_broadcasts(tmp_path):
+    """A scalar offset gives one number; with rounds=1 the first word depends on the key alone, and is still a tile
+    of the offsets' shape."""
+    mod = _mod(tmp_path, """
+kernel k(one: tensor<i32>[K], r1: tensor<i32>[M, N], seed: i32) {
+    let off = reshape(arange(4), [4, 1]) * 8 + reshape(arange(8), [1, 8])
+    store(one, full<i32>[1](randint(seed, 77)), at=0)
+    store(r1, randint(seed, off, rounds=1), at=[0, 0])
+}
+""")
+    one, r1 = torch.empty(1, dtype=torch.int32), torch.empty(4, 8, dtype=torch.int32)
+    mod.k[(1,)](one, r1, -9)
+    assert one.item() == ref.philox_randint(-9, np.array([77], dtype=np.int32)).item()
+    assert torch.equal(r1, ref.philox_randint(-9, torch.arange(32, dtype=torch.int32).reshape(4, 8), rounds=1))
+
+
+def test_constant_seed_and_offsets_fold_at_compile_time():
+    """With a literal seed and offset, every round folds: the checked kernel holds the final word as a constant."""
+    k = check_kernel(load_program("kernel k(y: tensor<i32>[N]) { let r = randint(42, 7)\n"
+                                  "store(y, full<i32>[1](r), at=0) }", "t.tle"), "k")
+    assert [n for n in T.nodes(k.body) if isinstance(n, T.Op) and n.name == "umulhi"] == []
+    (store,) = k.body  # no temporaries: nothing was left to compute at run time
+
+    def consts(e):
+        return [e.value] if isinstance(e, T.Const) else [v for a in getattr(e, "args", []) for v in consts(a)]
+    assert ref.philox_randint(42, np.array([7], np.int32)).item() in consts(store.expr)
+
+
+def test_rand_is_in_the_unit_interval_and_randn_is_normal(tmp_path):
+    mod = _mod(tmp_path, _ALL)
+    n = 1 << 16
+    bits, u, z = torch.empty(n, dtype=torch.int32), torch.empty(n), torch.empty(n)
+    mod.k[(n // 128,)](bits, u, z, 2026)
+    assert 0.0 <= u.min().item() and u.max().item() < 1.0
+    assert abs(u.mean().item() - 0.5) < 0.01 and abs(u.var().item() - 1 / 12) < 0.005
+    assert abs(z.mean().item()) < 0.02 and abs(z.std().item() - 1.0) < 0.02
+    assert len(set(bits.tolist())) > n - 5  # 32-bit words: collisions are rare
+
+
+def test_umulhi_is_the_unsigned_high_word(tmp_path):
+    mod = _mod(tmp_path, """
+kernel k(a: tensor<i32>[N], b: tensor<i32>[N], h: tensor<i32>[N], c: tensor<i32>[N]) {
+    let x = load(a, tile=[256], at=0)
+    store(h, umulhi(x, load(b, tile=[256], at=0)), at=0)
+    store(c, umulhi(x, 0xCD9E8D57) + umulhi(4000000000, 4000000000), at=0)
+}
+""")
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(-2 ** 31, 2 ** 31, (256,), generator=g, dtype=torch.int64)
+    b = torch.randint(-2 ** 31, 2 ** 31, (256,), generator=g, dtype=torch.int64)
+    a[:4] = torch.tensor([-1, -2 ** 31, 2 ** 31 - 1, 0])
+    b[:4] = torch.tensor([-1, -1, 2 ** 31 - 1, -1])
+    h, c = torch.empty(256, dtype=torch.int32), torch.empty(256, dtype=torch.int32)
+    mod.k[(1,)](a.to(torch.int32), b.to(torch.int32), h, c)
+
+    def hi(x, y):  # Python integers: exact
+        return [((int(p) & 0xFFFFFFFF) * (int(q) & 0xFFFFFFFF)) >> 32 for p, q in zip(x, y)]
+
+    def i32(v):
+        return [w - (1 << 32) if w >= 1 << 31 else w for w in v]
+    assert h.tolist() == i32(hi(a, b))
+    folded = (4000000000 * 4000000000) >> 32
+    assert c.tolist() == i32([(w + folded) & 0xFFFFFFFF for w in hi(a, [0xCD9E8D57] * 256)])
+
+
+def test_the_dropout_example_keeps_what_triton_keeps():
+    """examples/dropout.tle on the interpreter against the reference mask (the same as tl.rand's, above)."""
+    case = ref.CASES["dropout"]
+    mod = tle.compile(os.path.join(ROOT, "examples", "dropout.tle"))
+    args, grid, consts, want, outputs = case.make("cpu", torch.float32, (5000,))
+    mod.dropout[grid](*args, **consts)
+    kept = outputs(args)[0] != 0
+    expected = want(args)[0]
+    assert torch.equal(kept, expected != 0)
+    assert 0.25 < 1 - kept.float().mean().item() < 0.35  # p = 0.3 of the elements dropped
+    torch.testing.assert_close(outputs(args)[0], expected, rtol=1e-6, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+def test_gpu_numbers_are_tritons_tl_rand(tmp_path, backend):
+    """On the GPU, on either path: the words and uniforms of Triton's own tl.randint / tl.rand, compiled by Triton
+    for this GPU, bit for bit; randn within f32 rounding of tl.randn (tle's sqrt is IEEE, Triton's approximate)."""
+    triton = pytest.importorskip("triton")
+    tl = pytest.importorskip("triton.language")
+
+    @triton.jit
+    def tri(bits, u, z, seed, N, BLOCK: tl.constexpr):
+        off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = off < N
+        tl.store(bits + off, tl.randint(seed, off), mask=m)
+        tl.store(u + off, tl.rand(seed, off), mask=m)
+        tl.store(z + off, tl.randn(seed, off), mask=m)
+
+    mod = _mod(tmp_path, _ALL)
+    n = 100_000
+    for seed in (12345, -5, 2 ** 40 + 3):
+        outs = [[torch.empty(n, dtype=torch.int32, device="cuda"), torch.empty(n, device="cuda"),
+                 torch.empty(n, device="cuda")] for _ in range(2)]
+        mod.k[(triton.cdiv(n, 128),)](*outs[0], seed, backend=backend)
+        tri[(triton.cdiv(n, 128),)](*outs[1], seed, n, BLOCK=128)
+        assert mod.k.last_backend == backend
+        assert torch.equal(outs[0][0], outs[1][0]), f"seed {seed}: randint differs"
+        assert torch.equal(outs[0][1], outs[1][1]), f"seed {seed}: rand differs"
+        torch.testing.assert_close(outs[0][2], outs[1][2], rtol=1e-5, atol=2e-5)
