@@ -342,6 +342,15 @@ kernel layernorm_bwd_reduce<BG: int = 32, BN: int = 256>(dw_part: tensor<f32>[G,
     store(dw, sw, at=[j])
     store(db, sb, at=[j])
 }
+
+// Dropout taking all four of Philox's words per generator run (words=4, Triton's rand4x): element e's number is
+// word e % 4 of counter e / 4. A quarter of examples/dropout.tle's integer work per element.
+kernel dropout4<BLOCK: int = 1024, T: dtype = f32>(x: tensor<T>[N], y: tensor<T>[N], seed: i64, p: f32) {
+    let i = program_id(0)
+    let t = cast<f32>(load(x, tile=[BLOCK], at=i))
+    let r = reshape(rand(seed, i * (BLOCK / 4) + arange(BLOCK / 4), words=4), [BLOCK])
+    store(y, cast<T>(where(r > p, t / (1.0 - p), 0.0)), at=i)
+}
 """
 
 
@@ -640,6 +649,19 @@ def dropout_ref(x_ptr, y_ptr, N, p, seed, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + off, mask=mask).to(tl.float32)
     y = tl.where(tl.rand(seed, off) > p, x / (1 - p), 0.0)
     tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def dropout4_ref(x_ptr, y_ptr, N, p, seed, BLOCK: tl.constexpr):
+    """The tutorial's kernel with one rand4x per four elements, interleaved by tl.join (the same numbers as
+    dropout4's words=4)."""
+    q = tl.program_id(0) * (BLOCK // 4) + tl.arange(0, BLOCK // 4)
+    r0, r1, r2, r3 = tl.rand4x(seed, q)
+    r = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), [BLOCK])
+    off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = off < N
+    x = tl.load(x_ptr + off, mask=mask).to(tl.float32)
+    tl.store(y_ptr + off, tl.where(r > p, x / (1 - p), 0.0).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -1095,6 +1117,14 @@ def cases(dev, only):
                         lambda t: t[1].copy_(torch.nn.functional.dropout(t[0], p, training=True)),
                         _both_paths(dropout.dropout, g, lambda t, n=n, g=g: dropout_ref[g](
                             *t, n, p, seed, BLOCK=1024), seed=seed, p=p, BLOCK=1024), 1, want))
+
+            def want4(t, n=n, g=g):
+                dropout4_ref[g](t[0], t[1], n, p, seed, BLOCK=1024)
+                return [t[1].float().clone()]
+            out.append((f"dropout4 {n} {str(dt)[6:]} p={p}", (nb, 0), sets,
+                        lambda t: t[1].copy_(torch.nn.functional.dropout(t[0], p, training=True)),
+                        _both_paths(small.dropout4, g, lambda t, n=n, g=g: dropout4_ref[g](
+                            *t, n, p, seed, BLOCK=1024), seed=seed, p=p, BLOCK=1024), 1, want4))
     if "layernorm_bwd" in only:
         # dx, then dw and db through per-program partial sums (16 rows a program) and a column-sum kernel
         for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((8192, 4096), (16384, 1024))):

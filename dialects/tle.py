@@ -115,6 +115,10 @@ OPS: tuple[OpDef, ...] = (
     OpDef("transpose", (("input", "tensor"),), (("result", "tensor"),), ("perm",),
           "Permute axes: result axis i is input axis perm[i].",
           '%t = "tle.transpose"(%x) {perm = array<i32: 1, 0>} : (tensor<16x64xf32>) -> tensor<64x16xf32>'),
+    OpDef("join", (("lhs", "tensor"), ("rhs", "tensor")), (("result", "tensor"),), (),
+          "Two tiles of one type side by side along a new last axis of size 2: result[..., 0] is lhs, "
+          "result[..., 1] is rhs.",
+          '%t = "tle.join"(%a, %b) : (tensor<64xi32>, tensor<64xi32>) -> tensor<64x2xi32>'),
     OpDef("arange", (), (("result", "tensor"),), ("start", "end"),
           "The i32 tile [start, start+1, ..., end-1].",
           '%r = "tle.arange"() {start = 0 : i32, end = 128 : i32} : () -> tensor<128xi32>'),

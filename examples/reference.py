@@ -226,20 +226,30 @@ def philox_uniform(words) -> torch.Tensor:
     return x.to(torch.float32) * torch.tensor(4.6566127342e-10, dtype=torch.float32)
 
 
-def philox_randint(seed, offsets, rounds=10) -> torch.Tensor:
-    return philox_i32(philox(seed, offsets, rounds)[0])
+def _words(values: list, words: int) -> torch.Tensor:
+    """The first value (words=1), or all four along a new last axis (words=4: Triton's randint4x and friends)."""
+    return values[0] if words == 1 else torch.stack(values, dim=-1)
 
 
-def philox_rand(seed, offsets, rounds=10) -> torch.Tensor:
-    return philox_uniform(philox(seed, offsets, rounds)[0])
+def philox_randint(seed, offsets, rounds=10, words=1) -> torch.Tensor:
+    return _words([philox_i32(w) for w in philox(seed, offsets, rounds)], words)
 
 
-def philox_randn(seed, offsets, rounds=10) -> torch.Tensor:
-    """Box-Muller's cosine branch on the first two words, in float64 from their f32 uniforms."""
-    w = philox(seed, offsets, rounds)
-    u1 = torch.clamp(philox_uniform(w[0]), min=torch.tensor(1.0e-7, dtype=torch.float32).item()).double()
-    theta = (torch.tensor(6.283185307179586, dtype=torch.float32) * philox_uniform(w[1])).double()
-    return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(theta)
+def philox_rand(seed, offsets, rounds=10, words=1) -> torch.Tensor:
+    return _words([philox_uniform(w) for w in philox(seed, offsets, rounds)], words)
+
+
+def philox_randn(seed, offsets, rounds=10, words=1) -> torch.Tensor:
+    """Box-Muller on pairs of words, in float64 from their f32 uniforms: the cosine branch of the first pair
+    (tl.randn), or both branches of both pairs (tl.randn4x: n1, n2 from words 0 and 1, n3, n4 from 2 and 3)."""
+    u = [philox_uniform(w) for w in philox(seed, offsets, rounds)]
+    floor = torch.tensor(1.0e-7, dtype=torch.float32).item()
+    out = []
+    for i in (0, 2):
+        radius = torch.sqrt(-2.0 * torch.log(torch.clamp(u[i], min=floor).double()))
+        theta = (torch.tensor(6.283185307179586, dtype=torch.float32) * u[i + 1]).double()
+        out += [radius * torch.cos(theta), radius * torch.sin(theta)]
+    return _words(out, words)
 
 
 # The square matmuls' large GPU shapes: a full 4096 tile grid, one row, and ragged sizes.

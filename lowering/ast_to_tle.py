@@ -364,6 +364,10 @@ class _KernelBuilder:
     def x_transpose(self, e):
         return self._shape_op(e, {"perm": ir.DenseI32ArrayAttr.get(list(e.attrs["perm"]))})
 
+    def x_join(self, e):
+        a, b = (self.expr(x) for x in e.args)
+        return self.value("tle.join", ir_type(e.type), [a, b], None, e.span)
+
     def x_arange(self, e):
         return self.value("tle.arange", ir_type(e.type), [], {"start": _i32(e.attrs["start"]),
                                                               "end": _i32(e.attrs["end"])}, e.span)

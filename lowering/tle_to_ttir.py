@@ -910,6 +910,7 @@ _RULES = {
     "tle.reshape": _reshape,
     "tle.transpose": _shape_op("tt.trans", lambda op: {
         "order": ir.DenseI32ArrayAttr.get(list(ir.DenseI32ArrayAttr(op.attributes["perm"])))}),
+    "tle.join": lambda L, op: L.bind(op, L.val("tt.join", op.result.type, [L.v(x) for x in op.operands])),
     "tle.arange": _arange,
     "tle.undef": _undef,
     "scf.for": _for,

@@ -752,6 +752,9 @@ class CompiledKernel:
         _, shape = type_info(op.result.type)
         return self._apply(op, lambda x: x.reshape(x.shape[0], *(shape or ())))
 
+    def op_tle_join(self, op, span):
+        return self._apply(op, lambda a, b: torch.stack(torch.broadcast_tensors(a, b), dim=-1))
+
     def op_tle_transpose(self, op, span):
         perm = [0] + [p + 1 for p in ir.DenseI32ArrayAttr(op.attributes["perm"])]
         return self._apply(op, lambda x: x.permute(perm))

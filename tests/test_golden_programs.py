@@ -581,6 +581,26 @@ entry(file="int_ops.tle", kernel="ints",
       grid=lambda c, k: (cdiv(c["N"], 64),), ref=_ints_ref, tol={"y": EXACT}, cases=[{"N": 200}])
 
 
+# join.tle ----------------------------------------------------------------------------------------------------------
+def _join_make(c, k, g):
+    n = c["N"]
+    return {"x": randn((n,), g), "i": randint((n,), g, -1000, 1000), "y": poison((2 * cdiv(n, 64) * 64,))}
+
+
+def _join_ref(a, c, k):
+    n = c["N"]
+    pad = cdiv(n, 64) * 64
+    x = torch.zeros(pad, dtype=torch.float64)
+    i = torch.zeros(pad, dtype=torch.float64)
+    x[:n], i[:n] = a["x"].double(), a["i"].double()
+    return {"y": torch.stack([x, i], -1).reshape(-1)}
+
+
+entry(file="join.tle", kernel="interleave", make=_join_make, grid=lambda c, k: (cdiv(c["N"], 64),),
+      ref=_join_ref, tol={"y": EXACT}, cases=[{"N": 100}, {"N": 64}],
+      note="x and i interleaved; the ragged last tile's padding (zeros) is interleaved too")
+
+
 # layernorm_where.tle ------------------------------------------------------------------------------------------------
 def _ln_make(c, k, g):
     m, n = c["M"], c["N"]
@@ -777,6 +797,21 @@ entry(file="random.tle", kernel="streams", make=_streams_make,
       cases=[{"M": 20, "N": 70, "seed": -5}, {"M": 8, "N": 32, "seed": 2 ** 31 - 1}],
       note="randint with 7 rounds and an i32 seed (negative: sign-extended key), rand of i64 offsets past 2**32, "
            "randn (log, sqrt and cos round as each path's f32 functions: Tol, not EXACT)")
+
+
+# random_words.tle --------------------------------------------------------------------------------------------------
+def _dropout4_ref(a, c, k):
+    n = c["N"]
+    words = examples_reference.philox_rand(c["seed"], torch.arange(cdiv(n, 4), dtype=torch.int32), words=4)
+    keep = words.flatten()[:n] > f32(0.3)
+    kept = a["x"] / torch.tensor(1.0 - f32(0.3), dtype=torch.float32)
+    return {"y": torch.where(keep, kept, torch.zeros(1)).double()}
+
+
+entry(file="random_words.tle", kernel="dropout4", make=_dropout_make, grid=lambda c, k: (cdiv(c["N"], 128),),
+      ref=_dropout4_ref, tol={"y": chain(1)}, interp_tol={"y": EXACT},
+      cases=[{"N": 1000, "seed": 12345}, {"N": 130, "seed": -3}],
+      note="element e keeps word e % 4 of counter e / 4 (Triton's rand4x), whatever BLOCK is")
 
 
 # scalar_load.tle ---------------------------------------------------------------------------------------------------

@@ -26,7 +26,24 @@ import reference as ref  # noqa: E402
 _TRITON = r"""
 import json, sys, torch, triton, triton.language as tl
 @triton.jit
-def k(seed, i32_out, f32_out, n_out, wide_out, r7_out, N, BLOCK: tl.constexpr):
+def for_words(seed, off, m, i4_out, f4_out, n4_out):
+    i0, i1, i2, i3 = tl.randint4x(seed, off)
+    f0, f1, f2, f3 = tl.rand4x(seed, off)
+    n0, n1, n2, n3 = tl.randn4x(seed, off)
+    tl.store(i4_out + 4 * off, i0, mask=m)
+    tl.store(i4_out + 4 * off + 1, i1, mask=m)
+    tl.store(i4_out + 4 * off + 2, i2, mask=m)
+    tl.store(i4_out + 4 * off + 3, i3, mask=m)
+    tl.store(f4_out + 4 * off, f0, mask=m)
+    tl.store(f4_out + 4 * off + 1, f1, mask=m)
+    tl.store(f4_out + 4 * off + 2, f2, mask=m)
+    tl.store(f4_out + 4 * off + 3, f3, mask=m)
+    tl.store(n4_out + 4 * off, n0, mask=m)
+    tl.store(n4_out + 4 * off + 1, n1, mask=m)
+    tl.store(n4_out + 4 * off + 2, n2, mask=m)
+    tl.store(n4_out + 4 * off + 3, n3, mask=m)
+@triton.jit
+def k(seed, i32_out, f32_out, n_out, wide_out, r7_out, i4_out, f4_out, n4_out, N, BLOCK: tl.constexpr):
     off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = off < N
     tl.store(i32_out + off, tl.randint(seed, off), mask=m)
@@ -35,11 +52,13 @@ def k(seed, i32_out, f32_out, n_out, wide_out, r7_out, N, BLOCK: tl.constexpr):
     wide = off.to(tl.int64) * 65537 + 3000000000
     tl.store(wide_out + off, tl.randint(seed, wide), mask=m)
     tl.store(r7_out + off, tl.randint(seed, off, n_rounds=7), mask=m)
+    for_words(seed, off, m, i4_out, f4_out, n4_out)
 out = {}
 for seed in json.loads(sys.argv[1]):
     n = 300
     t = [torch.empty(n, dtype=torch.int32), torch.empty(n), torch.empty(n), torch.empty(n, dtype=torch.int32),
-         torch.empty(n, dtype=torch.int32)]
+         torch.empty(n, dtype=torch.int32), torch.empty(4 * n, dtype=torch.int32), torch.empty(4 * n),
+         torch.empty(4 * n)]
     k[(3,)](seed, *t, n, BLOCK=128)
     out[str(seed)] = [x.tolist() for x in t]
 print(json.dumps(out))
@@ -48,8 +67,8 @@ print(json.dumps(out))
 SEEDS = [0, 12345, -5, 2 ** 31 - 1, 2 ** 40 + 3, -(2 ** 62) - 7]
 
 
-def _mod(tmp_path, src: str):
-    path = tmp_path / "k.tle"
+def _mod(tmp_path, src: str, name: str = "k"):
+    path = tmp_path / f"{name}.tle"
     path.write_text(src)
     return tle.compile(str(path))
 
@@ -68,7 +87,7 @@ def triton_numbers():
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_reference_is_tritons_philox(triton_numbers, seed):
-    i32, f32, normal, wide, r7 = triton_numbers[str(seed)]
+    i32, f32, normal, wide, r7, i4, f4, n4 = triton_numbers[str(seed)]
     off = torch.arange(300, dtype=torch.int32)
     assert ref.philox_randint(seed, off).tolist() == i32
     assert ref.philox_rand(seed, off).tolist() == f32
@@ -76,6 +95,11 @@ def test_reference_is_tritons_philox(triton_numbers, seed):
     assert ref.philox_randint(seed, off, rounds=7).tolist() == r7
     # randn: Triton's interpreter computes log/sqrt/cos in numpy f32; the reference in f64 from the same uniforms
     torch.testing.assert_close(ref.philox_randn(seed, off).float(), torch.tensor(normal), rtol=1e-5, atol=1e-5)
+    # the four-word forms: randint4x, rand4x, randn4x, word w of offset i at 4 * i + w
+    assert ref.philox_randint(seed, off, words=4).flatten().tolist() == i4
+    assert ref.philox_rand(seed, off, words=4).flatten().tolist() == f4
+    torch.testing.assert_close(ref.philox_randn(seed, off, words=4).flatten().float(), torch.tensor(n4),
+                               rtol=1e-5, atol=1e-5)
 
 
 _ALL = """
@@ -98,6 +122,50 @@ def test_interpreter_matches_the_reference(tmp_path, seed):
     assert torch.equal(bits, ref.philox_randint(seed, off))
     assert torch.equal(u, ref.philox_rand(seed, off))
     torch.testing.assert_close(z.double(), ref.philox_randn(seed, off), rtol=1e-6, atol=1e-6)
+
+
+_WORDS = """
+kernel k<B: int = 64>(bits: tensor<i32>[N], u: tensor<f32>[N], z: tensor<f32>[N], one: tensor<f32>[K], seed: i64) {
+    let off = program_id(0) * B + arange(B)
+    store(bits, reshape(randint(seed, off, words=4), [4 * B]), at=program_id(0))
+    store(u, reshape(rand(seed, off, words=4), [4 * B]), at=program_id(0))
+    store(z, reshape(randn(seed, off, words=4), [4 * B]), at=program_id(0))
+    store(one, rand(seed, 5, words=4), at=0)
+}
+"""
+
+
+@pytest.mark.parametrize("seed", [99, -(2 ** 40)])
+def test_words_4_is_all_four_words_in_order(tmp_path, seed):
+    """words=4 appends an axis of four: element [i, w] is word w of offset i (Triton's randint4x etc.); a scalar
+    offset gives a tile of four."""
+    mod = _mod(tmp_path, _WORDS)
+    n = 4 * 64 * 3
+    bits, u, z, one = torch.empty(n, dtype=torch.int32), torch.empty(n), torch.empty(n), torch.empty(4)
+    mod.k[(3,)](bits, u, z, one, seed)
+    off = torch.arange(64 * 3, dtype=torch.int32)
+    assert torch.equal(bits, ref.philox_randint(seed, off, words=4).flatten())
+    assert torch.equal(u, ref.philox_rand(seed, off, words=4).flatten())
+    torch.testing.assert_close(z.double(), ref.philox_randn(seed, off, words=4).flatten(), rtol=1e-6, atol=1e-6)
+    assert torch.equal(one, ref.philox_rand(seed, np.array([5], np.int32), words=4).flatten())
+
+
+def test_join_stacks_along_a_new_last_axis(tmp_path):
+    """join(a, b): promoted and broadcast like a binary op, then side by side; two scalars give a tile of 2."""
+    mod = _mod(tmp_path, """
+kernel k(x: tensor<f32>[R, C], i: tensor<i32>[N], out: tensor<f32>[M], pair: tensor<i32>[K]) {
+    let a = load(x, tile=[8, 4], at=[0, 0])
+    let b = reshape(load(i, tile=[4], at=0), [1, 4])
+    store(out, reshape(join(a, b), [64]), at=0)
+    store(pair, join(program_id(0), 7), at=0)
+}
+""")
+    x, i = torch.randn(32), torch.arange(4, dtype=torch.int32) * 10
+    out, pair = torch.empty(64), torch.empty(2, dtype=torch.int32)
+    mod.k[(1,)](x.reshape(8, 4), i, out, pair)
+    a, b = x.reshape(8, 4), i.float().reshape(1, 4).expand(8, 4)
+    assert torch.equal(out, torch.stack([a, b], -1).reshape(64))
+    assert pair.tolist() == [0, 7]
 
 
 def test_a_scalar_offset_gives_a_scalar_and_one_round_broadcasts(tmp_path):
@@ -194,9 +262,39 @@ def test_gpu_numbers_are_tritons_tl_rand(tmp_path, backend):
         tl.store(u + off, tl.rand(seed, off), mask=m)
         tl.store(z + off, tl.randn(seed, off), mask=m)
 
+    @triton.jit
+    def tri4(bits, u, z, seed, N, B: tl.constexpr):
+        q = tl.program_id(0) * B + tl.arange(0, B)
+        m = q < N
+        i0, i1, i2, i3 = tl.randint4x(seed, q)
+        f0, f1, f2, f3 = tl.rand4x(seed, q)
+        n0, n1, n2, n3 = tl.randn4x(seed, q)
+        tl.store(bits + 4 * q, i0, mask=m)
+        tl.store(bits + 4 * q + 1, i1, mask=m)
+        tl.store(bits + 4 * q + 2, i2, mask=m)
+        tl.store(bits + 4 * q + 3, i3, mask=m)
+        tl.store(u + 4 * q, f0, mask=m)
+        tl.store(u + 4 * q + 1, f1, mask=m)
+        tl.store(u + 4 * q + 2, f2, mask=m)
+        tl.store(u + 4 * q + 3, f3, mask=m)
+        tl.store(z + 4 * q, n0, mask=m)
+        tl.store(z + 4 * q + 1, n1, mask=m)
+        tl.store(z + 4 * q + 2, n2, mask=m)
+        tl.store(z + 4 * q + 3, n3, mask=m)
+
     mod = _mod(tmp_path, _ALL)
+    words = _mod(tmp_path, _WORDS, "words")
     n = 100_000
     for seed in (12345, -5, 2 ** 40 + 3):
+        # words=4 against randint4x / rand4x / randn4x: 64 offsets a program, four words each
+        m4 = 4 * 64 * 100
+        outs = [[torch.empty(m4, dtype=torch.int32, device="cuda"), torch.empty(m4, device="cuda"),
+                 torch.empty(m4, device="cuda")] for _ in range(2)]
+        words.k[(100,)](*outs[0], torch.empty(4, device="cuda"), seed, backend=backend)
+        tri4[(100,)](*outs[1], seed, 64 * 100, B=64)
+        assert torch.equal(outs[0][0], outs[1][0]), f"seed {seed}: randint words=4 differs"
+        assert torch.equal(outs[0][1], outs[1][1]), f"seed {seed}: rand words=4 differs"
+        torch.testing.assert_close(outs[0][2], outs[1][2], rtol=1e-5, atol=2e-5)
         outs = [[torch.empty(n, dtype=torch.int32, device="cuda"), torch.empty(n, device="cuda"),
                  torch.empty(n, device="cuda")] for _ in range(2)]
         mod.k[(triton.cdiv(n, 128),)](*outs[0], seed, backend=backend)

@@ -243,3 +243,16 @@ def test_output_error_fails_an_output_left_unwritten():
     idx = torch.tensor([3, 1], dtype=torch.int32)
     assert probe.output_error([idx], [idx.float()]) == 0
     assert probe.output_error([torch.tensor([3, 2], dtype=torch.int32)], [idx.float()]) == float("inf")
+
+
+def test_dropout4(small):
+    """Four words per generator run: element e keeps word e % 4 of counter e / 4 (Triton's rand4x)."""
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import reference
+    n = 5000
+    x, y = torch.randn(n), torch.full((n,), float("nan"))
+    small.dropout4[(5,)](x, y, seed=1234567, p=0.1, BLOCK=1024)
+    words = reference.philox_rand(1234567, torch.arange(1250, dtype=torch.int32), words=4).flatten()[:n]
+    p = torch.tensor(0.1).item()
+    want = torch.where(words > p, x / torch.tensor(1 - p, dtype=torch.float32), torch.zeros(1))
+    torch.testing.assert_close(y, want, rtol=1e-6, atol=0)

@@ -1477,6 +1477,28 @@ class _KernelChecker:
             raise TleError(e.span, f"cannot broadcast {x.type} to {list(shape)}")
         return self.coerce(self.materialize(x), Tile(x.type.dtype, shape))
 
+    def b_join(self, e):
+        a = self.args(e, ("a", "b"))
+        x, y = self.expr(a["a"]), self.expr(a["b"])
+        for v, src in ((x, a["a"]), (y, a["b"])):
+            self.require_arithmetic(v, src.span, "join()")
+        return self.join(x, y, e.span)
+
+    def join(self, x: T.Expr, y: T.Expr, span: Span) -> T.Expr:
+        """x and y, promoted to one type and broadcast to one shape, side by side along a new last axis of 2 (two
+        scalars give a tile of 2)."""
+        dtype = self.common_dtype(x, y)
+        shape = broadcast_shapes(_shape(x), _shape(y))
+        if shape is None:
+            raise TleError(span, f"join() operands do not broadcast: {list(_shape(x))} and {list(_shape(y))}")
+        if 2 * math.prod(shape) > MAX_TILE_ELEMENTS:
+            raise TleError(span, f"join() would make a tile of {2 * math.prod(shape)} elements, more than "
+                                 f"{MAX_TILE_ELEMENTS}")
+        ty = Tile(dtype, shape or (1,))
+        joined = T.Op(span, Tile(dtype, ty.shape + (2,)), "join",
+                      [self.coerce(self.materialize(x), ty), self.coerce(self.materialize(y), ty)])
+        return joined if shape else T.Op(span, Tile(dtype, (2,)), "reshape", [joined])
+
     def b_expand_dims(self, e):
         a = self.args(e, ("x", "axis"))
         x = self.tile_arg(a["x"], "expand_dims")
@@ -1511,7 +1533,7 @@ class _KernelChecker:
         return self.random(e, "randn")
 
     def random(self, e, kind: str):
-        a = self.args(e, ("seed", "offset"), kw_only=("rounds",))
+        a = self.args(e, ("seed", "offset"), kw_only=("rounds", "words"))
         seed = self.materialize(self.expr(a["seed"]))
         if isinstance(seed.type, Tile):
             raise TleError(a["seed"].span, f"the seed of {kind}() must be one integer scalar, got {seed.type}",
@@ -1530,7 +1552,11 @@ class _KernelChecker:
             if not 1 <= rounds <= philox.MAX_ROUNDS:
                 raise TleError(a["rounds"].span, f"rounds must be from 1 to {philox.MAX_ROUNDS}, got {rounds}",
                                [f"{philox.ROUNDS} (the default) is Philox4x32-10, as Triton and cuRAND use"])
-        return philox.generate(self, kind, seed, offset, rounds, e.span)
+        words = self.const_int(a["words"], "words") if "words" in a else 1
+        if words not in (1, 4):
+            raise TleError(a["words"].span, f"words must be 1 or 4, got {words}",
+                           ["words=4 returns all four of Philox's words per offset, along a new last axis"])
+        return philox.generate(self, kind, seed, offset, rounds, words, e.span)
 
     def temp(self, name: str, value: T.Expr, span: Span) -> T.Expr:
         """value bound to a fresh immutable variable (a read of it is free; a shared subtree would be built once

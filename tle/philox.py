@@ -36,25 +36,41 @@ def as_i32(v: int) -> int:
     return v - (1 << 32) if v >= 1 << 31 else v
 
 
-def generate(ck, kind: str, seed: T.Expr, offset: T.Expr, rounds: int, span) -> T.Expr:
+def generate(ck, kind: str, seed: T.Expr, offset: T.Expr, rounds: int, words: int, span) -> T.Expr:
     """The typed expression of `kind` ("randint", "rand" or "randn") for a checked scalar integer seed and an i32
-    or i64 offset. `ck` is the kernel checker: its `binary`, `umulhi`, `convert`, `coerce` and `temp` build and
-    fold the ops."""
+    or i64 offset. words=1: the first of Philox's four output words per offset, a value of the offsets' shape.
+    words=4: all four (Triton's randint4x / rand4x / randn4x), along a new last axis of 4. `ck` is the kernel
+    checker: its `binary`, `umulhi`, `convert`, `coerce`, `join` and `temp` build and fold the ops."""
     seed, offset = ck.temp("seed", seed, span), ck.temp("offset", offset, span)  # each is read more than once
-    c0, c1 = _philox(ck, seed, offset, rounds, span)[:2]
+    state = _philox(ck, seed, offset, rounds, span)
     shape = offset.type.shape if isinstance(offset.type, Tile) else None
     if kind == "randint":
-        return _shaped(ck, c0, shape)
-    if kind == "rand":
-        return _shaped(ck, _uniform(ck, c0, span), shape)
-    # randn: Box-Muller on the first two words, keeping the cosine branch (as tl.randn does)
-    u1 = _uniform(ck, c0, span)
-    u2 = _uniform(ck, c1, span)
-    u1 = ck.binary("max", _f32(NORMAL_FLOOR, span), u1, span)
-    theta = ck.binary("*", _f32(TWO_PI, span), u2, span)
-    log_u1 = T.Op(span, u1.type, "log", [u1])
-    radius = _unary("sqrt", ck.binary("*", _f32(-2.0, span), log_u1, span), span)
-    return _shaped(ck, ck.binary("*", radius, _unary("cos", theta, span), span), shape)
+        out = list(state)
+    elif kind == "rand":
+        out = [_uniform(ck, ck.temp("philox_word", w, span), span) for w in state]
+    else:
+        # randn: Box-Muller on pairs of words; one pair's cosine branch (as tl.randn), or both branches of both
+        # pairs (as tl.randn4x)
+        out = []
+        for i in (0, 2):
+            u1 = _uniform(ck, ck.temp("philox_word", state[i], span), span)
+            u2 = _uniform(ck, ck.temp("philox_word", state[i + 1], span), span)
+            u1 = ck.binary("max", _f32(NORMAL_FLOOR, span), u1, span)
+            theta = ck.temp("box_muller_theta", ck.binary("*", _f32(TWO_PI, span), u2, span), span)
+            log_u1 = T.Op(span, u1.type, "log", [u1])
+            radius = ck.temp("box_muller_radius",
+                             _unary("sqrt", ck.binary("*", _f32(-2.0, span), log_u1, span), span), span)
+            out.append(ck.binary("*", radius, _unary("cos", theta, span), span))
+            if words == 1:
+                break
+            out.append(ck.binary("*", radius, _unary("sin", theta, span), span))
+    if words == 1:
+        return _shaped(ck, out[0], shape)
+    out = [_shaped(ck, w, shape or (1,)) for w in out]
+    # join's new axis is the last: [..., a, b] of join(join(w0, w2), join(w1, w3)) is word 2a + b
+    four = ck.join(ck.join(out[0], out[2], span), ck.join(out[1], out[3], span), span)
+    shape4 = (shape or ()) + (4,)
+    return T.Op(span, Tile(four.type.dtype, shape4), "reshape", [four])
 
 
 def _philox(ck, seed, offset, rounds, span):
