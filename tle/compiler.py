@@ -117,23 +117,26 @@ def _accumulator_elements(kernel: Kernel) -> int:
     benchmarks/RESULTS.md). `acc += dot(a, b)` itself holds one tile: Triton's combine pass makes it
     dot(a, b, acc) (except for 8-bit operands), as the Tile IR lowering does (_dot_into_add there)."""
     widest = max((math.prod(d.type.shape) for d in dots(kernel.body)), default=0)
+    if not widest:
+        return 0
     bound: dict = {}  # var -> the value it was last bound to, to see through lets
 
-    def parts(e, seen=()):  # the dots an expression computes, through the lets it reads, and the vars it reads
+    def parts(e, visited):  # the dots an expression computes, through the lets it reads, and the vars it reads
         if isinstance(e, Read):
             yield "read", e.var
-            if e.var in bound and e.var not in seen:
-                yield from parts(bound[e.var], (*seen, e.var))
+            if e.var in bound and e.var not in visited:  # each let once: chains of lets that read several
+                visited.add(e.var)                         # earlier ones (sort, rand) would be exponential
+                yield from parts(bound[e.var], visited)
         elif isinstance(e, Op):
             if e.name == "dot":
                 yield "dot", e
             for a in e.args:
-                yield from parts(a, seen)
+                yield from parts(a, visited)
     for n in nodes(kernel.body):
         if not isinstance(n, Bind):
             continue
         bound[n.var] = n.value
-        found = list(parts(n.value))
+        found = list(parts(n.value, set()))
         if ("read", n.var) not in found:
             continue
         folded = [a for a in n.value.args if isinstance(a, Op) and a.name == "dot" and
