@@ -814,11 +814,13 @@ def _f8_convert(L: _Lowering, op):
     L.bind(op, L.val("tt.fp_to_fp", t, [x], attrs))
 
 
-def _f8_bitcast(L: _Lowering, op):
-    """arith.bitcast of a tile with an 8-bit float side: tt.bitcast (Triton leaves arith.bitcast of f8 tensors
-    illegal in its TTGIR conversion); every other bitcast passes through."""
+def _bitcast(L: _Lowering, op):
+    """arith.bitcast of a tile: tt.bitcast, as Triton's own front end builds it. Triton 3.6's TTGIR conversion
+    rejects arith.bitcast of tensors in some programs ("failed to legalize operation 'arith.bitcast'"): every one
+    with an 8-bit float side, and a sort() of 16 or more f32 elements (its partners are bitcast both ways), where
+    a lone f32 <-> i32 bitcast compiles. tt.bitcast compiles in all of them. Scalars pass through."""
     x = L.v(op.operands[0])
-    if isa(x.type, ir.RankedTensorType) and (str(_elem(x.type)) in _F8 or str(_elem(op.result.type)) in _F8):
+    if isa(x.type, ir.RankedTensorType):
         return L.bind(op, L.val("tt.bitcast", op.result.type, [x]))
     L.clone(op)
 
@@ -917,7 +919,7 @@ _RULES = {
     "arith.divf": _divf,
     "arith.negf": _negf,
     "arith.mului_extended": _mului_extended,
-    "arith.bitcast": _f8_bitcast,
+    "arith.bitcast": _bitcast,
     "arith.extf": _f8_convert,
     "arith.truncf": _f8_convert,
     "math.sqrt": _sqrt,
