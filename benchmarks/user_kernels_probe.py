@@ -16,7 +16,7 @@ implementations in a rotating order over --rounds rounds, median of the rounds.
                                                     cross_entropy,linear_w8a8,linear_fp8,linear_fp8_block,
                                                     moe_gemm,paged_attention,
                                                     matmul_tf32,softmax_bwd,greedy,linear_w4a16,
-                                                    layernorm_bwd,dropout] [--rounds 3]
+                                                    layernorm_bwd,dropout,topk] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -343,6 +343,16 @@ kernel layernorm_bwd_reduce<BG: int = 32, BN: int = 256>(dw_part: tensor<f32>[G,
     store(db, sb, at=[j])
 }
 
+// Mixture-of-experts routing: each token's 8 largest router logits (torch.topk's values), BM tokens a program.
+kernel router_topk<BM: int = 16, E: int = 256, K: int = 8>(x: tensor<f32>[T, N], y: tensor<f32>[T, J]) {
+    store(y, topk(load(x, tile=[BM, E], at=[program_id(0), 0], pad=-inf), K), at=[program_id(0), 0])
+}
+
+// Rows sorted ascending (torch.sort's values), BM rows a program.
+kernel sort_rows<BM: int = 4, N: int = 1024>(x: tensor<f32>[T, L], y: tensor<f32>[T, L]) {
+    store(y, sort(load(x, tile=[BM, N], at=[program_id(0), 0])), at=[program_id(0), 0])
+}
+
 // Dropout taking all four of Philox's words per generator run (words=4, Triton's rand4x): element e's number is
 // word e % 4 of counter e / 4. A quarter of examples/dropout.tle's integer work per element.
 kernel dropout4<BLOCK: int = 1024, T: dtype = f32>(x: tensor<T>[N], y: tensor<T>[N], seed: i64, p: f32) {
@@ -649,6 +659,21 @@ def dropout_ref(x_ptr, y_ptr, N, p, seed, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + off, mask=mask).to(tl.float32)
     y = tl.where(tl.rand(seed, off) > p, x / (1 - p), 0.0)
     tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def router_topk_ref(x_ptr, y_ptr, T, E: tl.constexpr, BM: tl.constexpr, K: tl.constexpr):
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    x = tl.load(x_ptr + rows[:, None] * E + tl.arange(0, E)[None, :], mask=rows[:, None] < T, other=float("-inf"))
+    tl.store(y_ptr + rows[:, None] * K + tl.arange(0, K)[None, :], tl.topk(x, K, dim=1), mask=rows[:, None] < T)
+
+
+@triton.jit
+def sort_rows_ref(x_ptr, y_ptr, T, N: tl.constexpr, BM: tl.constexpr):
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    at = rows[:, None] * N + tl.arange(0, N)[None, :]
+    x = tl.load(x_ptr + at, mask=rows[:, None] < T)
+    tl.store(y_ptr + at, tl.sort(x, dim=1), mask=rows[:, None] < T)
 
 
 @triton.jit
@@ -1125,6 +1150,25 @@ def cases(dev, only):
                         lambda t: t[1].copy_(torch.nn.functional.dropout(t[0], p, training=True)),
                         _both_paths(small.dropout4, g, lambda t, n=n, g=g: dropout4_ref[g](
                             *t, n, p, seed, BLOCK=1024), seed=seed, p=p, BLOCK=1024), 1, want4))
+    if "topk" in only:
+        # MoE routing: 8 of 128 or 256 experts per token; rows sorted whole
+        for t, e in ((16384, 128), (65536, 256)):
+            nb = t * e * 4 + t * 8 * 4
+            sets = _sets(lambda: [r(t, e, dt=torch.float32), torch.empty(t, 8, device=dev)], nb)
+            g = (triton.cdiv(t, 16),)
+            out.append((f"router_topk {t}x{e} k=8 f32", (nb, 0), sets,
+                        lambda t_: t_[1].copy_(torch.topk(t_[0], 8, dim=-1).values),
+                        _both_paths(small.router_topk, g, lambda t_, t=t, e=e, g=g: router_topk_ref[g](
+                            *t_, t, E=e, BM=16, K=8), BM=16, E=e, K=8), 1))
+        for t, n in ((16384, 1024),):
+            nb = 2 * t * n * 4
+            sets = _sets(lambda: [r(t, n, dt=torch.float32), torch.empty(t, n, device=dev)], nb)
+            g = (triton.cdiv(t, 4),)
+            impls = _both_paths(small.sort_rows, g, lambda t_, t=t, n=n, g=g: sort_rows_ref[g](
+                *t_, t, N=n, BM=4), BM=4, N=n)
+            del impls["tle:tileir"]  # tileiras takes about a minute on a 1024-wide sort (auto goes native)
+            out.append((f"sort_rows {t}x{n} f32", (nb, 0), sets,
+                        lambda t_: t_[1].copy_(torch.sort(t_[0], dim=-1).values), impls, 1))
     if "layernorm_bwd" in only:
         # dx, then dw and db through per-program partial sums (16 rows a program) and a column-sum kernel
         for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((8192, 4096), (16384, 1024))):
@@ -1173,7 +1217,7 @@ def main() -> int:
     ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu,embedding,vocab_softmax,"
                                        "linear_nt,bmm,add_rmsnorm,rope,cross_entropy,linear_w8a8,linear_fp8,"
                                        "linear_fp8_block,moe_gemm,paged_attention,"
-                                       "matmul_tf32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd,dropout")
+                                       "matmul_tf32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd,dropout,topk")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",
                     help="comma-separated Tile IR occupancy hints (programs per SM) to time as extra columns, "

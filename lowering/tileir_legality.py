@@ -74,12 +74,21 @@ _GATHERED_OPERAND = ("a dot operand is gathered through pointers, and tileiras d
                      "the tensor cores: a mixture-of-experts GEMM ran 3.1x slower than on the native path (H200)")
 _SCALED_PRODUCT = ("a dot's product is scaled before it joins a loop-carried accumulator, which tileiras runs 1.6x "
                    "slower than the native path (a block-scaled FP8 GEMM, H200)")
+# Measured on the CPU (fifteenth session): tileiras 13.5's own time against Triton's whole compile.
+_SORTING_NETWORK = ("sort()/topk() build a sorting network that tileiras compiles slowly: a sort of 1024 took 49 s "
+                    "in tileiras, a top-8 of 1024 22 s, against under 4 s on the native path")
+# A sort of 16 elements is 10 compare-and-swap steps, one pair reduction (an axis of size 2) each; user code
+# rarely reduces along an axis of 2 at all.
+SORTING_NETWORK_STEPS = 10
 
 
 def tileir_slower(module: "ir.Module") -> list[Blocker]:
     """What makes the Tile IR path much slower than the native one on a kernel it can take (module doc)."""
     out = []
     for top in module.body.operations:
+        pairs = [op for op in nested_ops(top.operation) if _pair_reduction(op)]
+        if len(pairs) >= SORTING_NETWORK_STEPS:
+            out.append(Blocker(span_of_location(pairs[0].location), _SORTING_NETWORK))
         for op in nested_ops(top.operation):
             if op.name != "tle.dot":
                 continue
@@ -88,6 +97,14 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
             elif carried_partner(op) is not None:
                 out.append(Blocker(span_of_location(op.location), _SCALED_PRODUCT))
     return out
+
+
+def _pair_reduction(op) -> bool:
+    """A tle.reduce along an axis of size 2: one compare-and-swap step of tle/bitonic.py's networks."""
+    if op.name != "tle.reduce":
+        return False
+    shape = tle_type(op.operands[0].type)[1] or ()
+    return shape[ir.IntegerAttr(op.attributes["axis"]).value] == 2
 
 
 def _gathered(v: "ir.Value") -> bool:

@@ -814,6 +814,35 @@ entry(file="random_words.tle", kernel="dropout4", make=_dropout_make, grid=lambd
       note="element e keeps word e % 4 of counter e / 4 (Triton's rand4x), whatever BLOCK is")
 
 
+# sort.tle ----------------------------------------------------------------------------------------------------------
+def _sort_make(c, k, g):
+    m, n = c["M"], c["L"]
+    x = randn((m, n), g)
+    x[0, 1], x[0, 5] = NAN, INF  # NaN after every number, inf before it
+    x[1, 2], x[1, 3], x[1, 4] = -0.0, 0.0, -INF
+    if n > 6:
+        x[2, :6] = 0.5  # ties
+    xi = randint((m, n), g, -50, 50)
+    return {"x": x, "xi": xi, "up": poison((m, n)), "down": poison((m, n), torch.int32), "top": poison((m, 4))}
+
+
+def _sort_ref(a, c, k):
+    m, n = c["M"], c["L"]
+    x = torch.full((m, 16), NAN, dtype=torch.float64)  # the ragged tile's padding is NaN
+    x[:, :n] = a["x"].double()
+    xi = torch.zeros((m, 16), dtype=torch.int64)
+    xi[:, :n] = a["xi"].long()
+    up = torch.sort(x, dim=1).values  # torch: NaN last ascending, first descending
+    return {"up": up[:, :n], "down": torch.sort(xi, dim=1, descending=True).values[:, :n],
+            "top": torch.sort(x, dim=1, descending=True).values[:, :4]}
+
+
+entry(file="sort.tle", kernel="rows", make=_sort_make, grid=lambda c, k: (cdiv(c["M"], 4),), ref=_sort_ref,
+      tol={"up": EXACT, "down": EXACT, "top": EXACT}, cases=[{"M": 7, "L": 16, "K": 4}, {"M": 4, "L": 11, "K": 4}],
+      note="rows of 16 (or 11, padded with NaN, which sort last): ascending f32, descending i32, top 4; -0.0 and "
+           "0.0 compare equal, so EXACT (== on floats) accepts either order of them")
+
+
 # scalar_load.tle ---------------------------------------------------------------------------------------------------
 def _scalar_load_make(c, k, g):
     m, n, r = c["M"], c["N"], c["R"]

@@ -256,3 +256,14 @@ def test_dropout4(small):
     p = torch.tensor(0.1).item()
     want = torch.where(words > p, x / torch.tensor(1 - p, dtype=torch.float32), torch.zeros(1))
     torch.testing.assert_close(y, want, rtol=1e-6, atol=0)
+
+
+def test_router_topk_and_sort_rows(small):
+    x = torch.randn(40, 256)
+    y = torch.full((40, 8), float("nan"))
+    small.router_topk[(3,)](x, y, BM=16, E=256, K=8)
+    assert torch.equal(y, torch.topk(x, 8, dim=-1).values)
+    x = torch.randn(10, 64)
+    y = torch.full((10, 64), float("nan"))
+    small.sort_rows[(3,)](x, y, BM=4, N=64)
+    assert torch.equal(y, torch.sort(x, dim=-1).values)

@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, field
 
 from . import ast
+from . import bitonic
 from . import philox
 from . import typed as T
 from .diagnostics import Note, Span, TleError
@@ -1521,6 +1522,28 @@ class _KernelChecker:
         one = T.Const(e.span, Scalar("i32"), 1, weak=True)
         s = self.binary("-", self.binary("+", x, y, e.span), one, e.span)
         return self.binary("/", s, y, e.span)
+
+    # ---- sorting (tle/bitonic.py expands it) -------------------------------------------------------------------
+    def sortable(self, x: ast.Expr, fn: str) -> T.Expr:
+        v = self.tile_arg(x, fn)
+        self.require_numeric(v, x.span, f"{fn}()")
+        return v
+
+    def b_sort(self, e):
+        a = self.args(e, ("x",), (), ("descending",))
+        x = self.sortable(a["x"], "sort")
+        descending = self.const_bool(a["descending"], "descending=") if "descending" in a else False
+        return bitonic.sort(self, x, descending, e.span)
+
+    def b_topk(self, e):
+        a = self.args(e, ("x", "k"))
+        x = self.sortable(a["x"], "topk")
+        k = self.const_int(a["k"], "k")
+        n = x.type.shape[-1]
+        if k <= 0 or k & (k - 1) or k > n:
+            raise TleError(a["k"].span, f"k must be a power of two no larger than the last axis ({n}), got {k}",
+                           ["a tile's sizes are powers of two; take the next one up and ignore the extra values"])
+        return bitonic.topk(self, x, k, e.span)
 
     # ---- random numbers (tle/philox.py expands them) -------------------------------------------------------
     def b_randint(self, e):

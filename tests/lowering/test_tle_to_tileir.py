@@ -1003,6 +1003,27 @@ def test_kernels_tile_ir_runs_much_slower_are_named(src, rule, line):
         assert rule in b.reason and "H200" in b.reason and b.span.line == line
 
 
+SORT = """
+kernel k<N: int = 16>(x: tensor<f32>[L], y: tensor<f32>[L]) {
+    let t = load(x, tile=[N], at=0)
+    store(y, sort(t), at=0)
+}
+"""
+
+
+@pytest.mark.parametrize("n,named", [(8, False), (16, True), (1024, True)])
+def test_sorting_networks_from_16_take_the_native_path(n, named):
+    """tileiras compiles sort()/topk() networks slowly (49 s for a sort of 1024): from 10 compare-and-swap steps (a
+    sort of 16) auto takes the native path, naming the sort() call."""
+    from tle.lowering.tileir_legality import tileir_slower
+    found = tileir_slower(build(SORT.replace("N: int = 16", f"N: int = {n}"), "k", file="k.tle")[2])
+    if not named:
+        assert found == []
+    else:
+        (b,) = found
+        assert "sorting network" in b.reason and (b.span.line, b.span.col) == (4, 14)
+
+
 def test_auto_takes_the_native_path_for_them_and_tileir_still_compiles():
     from tle.compiler import compile_kernel, route
     program = load_program(MOE, "k.tle")
