@@ -6,6 +6,7 @@ cannot hide. Golden IR and the GPU paths: tests/filecheck/random.tle and its ent
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -23,44 +24,55 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 import reference as ref  # noqa: E402
 
-_TRITON = r"""
-import json, sys, torch, triton, triton.language as tl
+# Triton's own generators: in a subprocess on its CPU interpreter (triton_numbers), and compiled for the GPU
+# (test_gpu_numbers_are_tritons_tl_rand), from this one source.
+_TRITON_KERNELS = r"""
+import triton
+import triton.language as tl
+
+
 @triton.jit
-def for_words(seed, off, m, i4_out, f4_out, n4_out):
-    i0, i1, i2, i3 = tl.randint4x(seed, off)
-    f0, f1, f2, f3 = tl.rand4x(seed, off)
-    n0, n1, n2, n3 = tl.randn4x(seed, off)
-    tl.store(i4_out + 4 * off, i0, mask=m)
-    tl.store(i4_out + 4 * off + 1, i1, mask=m)
-    tl.store(i4_out + 4 * off + 2, i2, mask=m)
-    tl.store(i4_out + 4 * off + 3, i3, mask=m)
-    tl.store(f4_out + 4 * off, f0, mask=m)
-    tl.store(f4_out + 4 * off + 1, f1, mask=m)
-    tl.store(f4_out + 4 * off + 2, f2, mask=m)
-    tl.store(f4_out + 4 * off + 3, f3, mask=m)
-    tl.store(n4_out + 4 * off, n0, mask=m)
-    tl.store(n4_out + 4 * off + 1, n1, mask=m)
-    tl.store(n4_out + 4 * off + 2, n2, mask=m)
-    tl.store(n4_out + 4 * off + 3, n3, mask=m)
+def _store4(ptr, q, m, a, b, c, d):  # word w of offset q at 4 * q + w, as tle's words=4 reshaped
+    tl.store(ptr + 4 * q, a, mask=m)
+    tl.store(ptr + 4 * q + 1, b, mask=m)
+    tl.store(ptr + 4 * q + 2, c, mask=m)
+    tl.store(ptr + 4 * q + 3, d, mask=m)
+
+
 @triton.jit
-def k(seed, i32_out, f32_out, n_out, wide_out, r7_out, i4_out, f4_out, n4_out, N, BLOCK: tl.constexpr):
+def singles(seed, bits, u, z, wide, r7, N, BLOCK: tl.constexpr):
     off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = off < N
-    tl.store(i32_out + off, tl.randint(seed, off), mask=m)
-    tl.store(f32_out + off, tl.rand(seed, off), mask=m)
-    tl.store(n_out + off, tl.randn(seed, off), mask=m)
-    wide = off.to(tl.int64) * 65537 + 3000000000
-    tl.store(wide_out + off, tl.randint(seed, wide), mask=m)
-    tl.store(r7_out + off, tl.randint(seed, off, n_rounds=7), mask=m)
-    for_words(seed, off, m, i4_out, f4_out, n4_out)
+    tl.store(bits + off, tl.randint(seed, off), mask=m)
+    tl.store(u + off, tl.rand(seed, off), mask=m)
+    tl.store(z + off, tl.randn(seed, off), mask=m)
+    tl.store(wide + off, tl.randint(seed, off.to(tl.int64) * 65537 + 3000000000), mask=m)
+    tl.store(r7 + off, tl.randint(seed, off, n_rounds=7), mask=m)
+
+
+@triton.jit
+def fours(seed, bits, u, z, N, BLOCK: tl.constexpr):
+    q = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = q < N
+    i0, i1, i2, i3 = tl.randint4x(seed, q)
+    _store4(bits, q, m, i0, i1, i2, i3)
+    f0, f1, f2, f3 = tl.rand4x(seed, q)
+    _store4(u, q, m, f0, f1, f2, f3)
+    n0, n1, n2, n3 = tl.randn4x(seed, q)
+    _store4(z, q, m, n0, n1, n2, n3)
+"""
+
+_TRITON_INTERPRETED = _TRITON_KERNELS + r"""
+import json, sys, torch
 out = {}
 for seed in json.loads(sys.argv[1]):
     n = 300
-    t = [torch.empty(n, dtype=torch.int32), torch.empty(n), torch.empty(n), torch.empty(n, dtype=torch.int32),
-         torch.empty(n, dtype=torch.int32), torch.empty(4 * n, dtype=torch.int32), torch.empty(4 * n),
-         torch.empty(4 * n)]
-    k[(3,)](seed, *t, n, BLOCK=128)
-    out[str(seed)] = [x.tolist() for x in t]
+    one = [torch.empty(n, dtype=torch.int32), torch.empty(n), torch.empty(n), torch.empty(n, dtype=torch.int32),
+           torch.empty(n, dtype=torch.int32)]
+    four = [torch.empty(4 * n, dtype=torch.int32), torch.empty(4 * n), torch.empty(4 * n)]
+    singles[(3,)](seed, *one, n, BLOCK=128)
+    fours[(3,)](seed, *four, n, BLOCK=128)
+    out[str(seed)] = [x.tolist() for x in one + four]
 print(json.dumps(out))
 """
 
@@ -79,7 +91,7 @@ def triton_numbers():
     read when triton.jit decorates)."""
     pytest.importorskip("triton")
     env = dict(os.environ, TRITON_INTERPRET="1")
-    run = subprocess.run([sys.executable, "-c", _TRITON, json.dumps(SEEDS)], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-c", _TRITON_INTERPRETED, json.dumps(SEEDS)], capture_output=True, text=True,
                          env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
@@ -251,37 +263,11 @@ def test_the_dropout_example_keeps_what_triton_keeps():
 def test_gpu_numbers_are_tritons_tl_rand(tmp_path, backend):
     """On the GPU, on either path: the words and uniforms of Triton's own tl.randint / tl.rand, compiled by Triton
     for this GPU, bit for bit; randn within f32 rounding of tl.randn (tle's sqrt is IEEE, Triton's approximate)."""
-    triton = pytest.importorskip("triton")
-    tl = pytest.importorskip("triton.language")
-
-    @triton.jit
-    def tri(bits, u, z, seed, N, BLOCK: tl.constexpr):
-        off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        m = off < N
-        tl.store(bits + off, tl.randint(seed, off), mask=m)
-        tl.store(u + off, tl.rand(seed, off), mask=m)
-        tl.store(z + off, tl.randn(seed, off), mask=m)
-
-    @triton.jit
-    def tri4(bits, u, z, seed, N, B: tl.constexpr):
-        q = tl.program_id(0) * B + tl.arange(0, B)
-        m = q < N
-        i0, i1, i2, i3 = tl.randint4x(seed, q)
-        f0, f1, f2, f3 = tl.rand4x(seed, q)
-        n0, n1, n2, n3 = tl.randn4x(seed, q)
-        tl.store(bits + 4 * q, i0, mask=m)
-        tl.store(bits + 4 * q + 1, i1, mask=m)
-        tl.store(bits + 4 * q + 2, i2, mask=m)
-        tl.store(bits + 4 * q + 3, i3, mask=m)
-        tl.store(u + 4 * q, f0, mask=m)
-        tl.store(u + 4 * q + 1, f1, mask=m)
-        tl.store(u + 4 * q + 2, f2, mask=m)
-        tl.store(u + 4 * q + 3, f3, mask=m)
-        tl.store(z + 4 * q, n0, mask=m)
-        tl.store(z + 4 * q + 1, n1, mask=m)
-        tl.store(z + 4 * q + 2, n2, mask=m)
-        tl.store(z + 4 * q + 3, n3, mask=m)
-
+    pytest.importorskip("triton")
+    (tmp_path / "tri_random.py").write_text(_TRITON_KERNELS)  # triton.jit reads its kernels' source from a file
+    spec = importlib.util.spec_from_file_location("tri_random", tmp_path / "tri_random.py")
+    tri = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tri)
     mod = _mod(tmp_path, _ALL)
     words = _mod(tmp_path, _WORDS, "words")
     n = 100_000
@@ -291,14 +277,15 @@ def test_gpu_numbers_are_tritons_tl_rand(tmp_path, backend):
         outs = [[torch.empty(m4, dtype=torch.int32, device="cuda"), torch.empty(m4, device="cuda"),
                  torch.empty(m4, device="cuda")] for _ in range(2)]
         words.k[(100,)](*outs[0], torch.empty(4, device="cuda"), seed, backend=backend)
-        tri4[(100,)](*outs[1], seed, 64 * 100, B=64)
+        tri.fours[(100,)](seed, *outs[1], 64 * 100, BLOCK=64)
         assert torch.equal(outs[0][0], outs[1][0]), f"seed {seed}: randint words=4 differs"
         assert torch.equal(outs[0][1], outs[1][1]), f"seed {seed}: rand words=4 differs"
         torch.testing.assert_close(outs[0][2], outs[1][2], rtol=1e-5, atol=2e-5)
         outs = [[torch.empty(n, dtype=torch.int32, device="cuda"), torch.empty(n, device="cuda"),
                  torch.empty(n, device="cuda")] for _ in range(2)]
-        mod.k[(triton.cdiv(n, 128),)](*outs[0], seed, backend=backend)
-        tri[(triton.cdiv(n, 128),)](*outs[1], seed, n, BLOCK=128)
+        mod.k[(n // 128 + 1,)](*outs[0], seed, backend=backend)
+        spare = [torch.empty(n, dtype=torch.int32, device="cuda") for _ in range(2)]
+        tri.singles[(n // 128 + 1,)](seed, *outs[1], *spare, n, BLOCK=128)
         assert mod.k.last_backend == backend
         assert torch.equal(outs[0][0], outs[1][0]), f"seed {seed}: randint differs"
         assert torch.equal(outs[0][1], outs[1][1]), f"seed {seed}: rand differs"
