@@ -7,8 +7,8 @@ so every step is the same few whole-tile ops with no data-dependent control flow
 The network sorts integer keys. A float's key is its bits with the sign-magnitude order turned into two's
 complement order (negative values have their other bits flipped), NaN first made positive: every key is distinct
 unless the bits are, keys order as the values do, -0.0 before 0.0 and NaN after +inf (torch.sort's order), and
-the bits come back exactly at the end (but for a NaN's sign). So a step is one integer compare, and equal keys are equal values: the
-network only ever moves bits, as a permutation.
+the bits come back exactly at the end (but for a NaN's sign). So a step is one integer compare, and equal keys are
+equal values: the network only ever moves bits, as a permutation.
 
 - View the keys as [outer, 2, 2**j] (outer covers the other axes and the higher bits of the position): a pair is
   the two entries of the middle axis, and each key's partner is the pair's sum minus itself (wrap-around keeps
@@ -66,9 +66,9 @@ def _compare_and_swap(ck, key, flip, j: int, span):
     """Every key against the one 2**j places away along the last axis: the left one of each pair keeps the smaller,
     the right one the larger, reversed where `flip` (a bool for all, or the position bit that says so).
 
-    The step works on the view [outer, 2, 2**j] ([outer, 2] for j = 0), where a pair is the middle axis: its index says left or right,
-    and a position bit above j is a bit of the outer index. Everything happens in that view, between one reshape in
-    and one out, so the native path keeps one layout through the step."""
+    The step works on the view [outer, 2, 2**j] ([outer, 2] for j = 0), where a pair is the middle axis: its index
+    says left or right, and a position bit above j is a bit of the outer index. Everything happens in that view,
+    between one reshape in and one out, so the native path keeps one layout through the step."""
     key = ck.temp("sort_key", key, span)
     shape, dtype = key.type.shape, key.type.dtype
     outer = math.prod(shape) // (2 << j)
