@@ -75,8 +75,8 @@ _GATHERED_OPERAND = ("a dot operand is gathered through pointers, and tileiras d
 _SCALED_PRODUCT = ("a dot's product is scaled before it joins a loop-carried accumulator, which tileiras runs 1.6x "
                    "slower than the native path (a block-scaled FP8 GEMM, H200)")
 # Measured on the CPU (fifteenth session): tileiras 13.5's own time against Triton's whole compile.
-_SORTING_NETWORK = ("sort()/topk() build a sorting network that tileiras compiles slowly: a sort of 1024 took 49 s "
-                    "in tileiras, a top-8 of 1024 22 s, against under 4 s on the native path")
+_SORTING_NETWORK = ("sort()/topk() build a sorting network that tileiras compiles slowly: a sort of 1024 took 37 s "
+                    "to compile for Tile IR, a top-8 of 1024 10 s, against about 2 s on the native path")
 # A sort of 16 elements is 10 compare-and-swap steps, one pair reduction (an axis of size 2) each; user code
 # rarely reduces along an axis of 2 at all.
 SORTING_NETWORK_STEPS = 10

@@ -1013,7 +1013,7 @@ kernel k<N: int = 16>(x: tensor<f32>[L], y: tensor<f32>[L]) {
 
 @pytest.mark.parametrize("n,named", [(8, False), (16, True), (1024, True)])
 def test_sorting_networks_from_16_take_the_native_path(n, named):
-    """tileiras compiles sort()/topk() networks slowly (49 s for a sort of 1024): from 10 compare-and-swap steps (a
+    """tileiras compiles sort()/topk() networks slowly (37 s for a sort of 1024): from 10 compare-and-swap steps (a
     sort of 16) auto takes the native path, naming the sort() call."""
     from tle.lowering.tileir_legality import tileir_slower
     found = tileir_slower(build(SORT.replace("N: int = 16", f"N: int = {n}"), "k", file="k.tle")[2])
