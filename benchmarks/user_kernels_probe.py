@@ -348,6 +348,15 @@ kernel router_topk<BM: int = 16, E: int = 256, K: int = 8>(x: tensor<f32>[T, N],
     store(y, topk(load(x, tile=[BM, E], at=[program_id(0), 0], pad=-inf), K), at=[program_id(0), 0])
 }
 
+// The same with the experts' ids (torch.topk's values and indices). argtopk first: topk then reads the values out
+// of the same network.
+kernel router_topk_ids<BM: int = 16, E: int = 256, K: int = 8>(x: tensor<f32>[T, N], y: tensor<f32>[T, J],
+                                                               ids: tensor<i32>[T, J]) {
+    let t = load(x, tile=[BM, E], at=[program_id(0), 0], pad=-inf)
+    store(ids, argtopk(t, K), at=[program_id(0), 0])
+    store(y, topk(t, K), at=[program_id(0), 0])
+}
+
 // Rows sorted ascending (torch.sort's values), BM rows a program.
 kernel sort_rows<BM: int = 4, N: int = 1024>(x: tensor<f32>[T, L], y: tensor<f32>[T, L]) {
     store(y, sort(load(x, tile=[BM, N], at=[program_id(0), 0])), at=[program_id(0), 0])
@@ -666,6 +675,22 @@ def router_topk_ref(x_ptr, y_ptr, T, E: tl.constexpr, BM: tl.constexpr, K: tl.co
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     x = tl.load(x_ptr + rows[:, None] * E + tl.arange(0, E)[None, :], mask=rows[:, None] < T, other=float("-inf"))
     tl.store(y_ptr + rows[:, None] * K + tl.arange(0, K)[None, :], tl.topk(x, K, dim=1), mask=rows[:, None] < T)
+
+
+@triton.jit
+def router_topk_ids_ref(x_ptr, y_ptr, ids_ptr, T, E: tl.constexpr, BM: tl.constexpr, K: tl.constexpr):
+    """Values and ids through one tl.topk of i64 keys (the value's bits made monotone << 32 | E - 1 - id), the
+    packing Triton MoE kernels use."""
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    x = tl.load(x_ptr + rows[:, None] * E + tl.arange(0, E)[None, :], mask=rows[:, None] < T, other=float("-inf"))
+    bits = x.to(tl.int32, bitcast=True)
+    key = bits ^ ((bits >> 31) & 0x7FFFFFFF)
+    packed = (key.to(tl.int64) << 32) | (E - 1 - tl.arange(0, E))[None, :].to(tl.int64)
+    top = tl.topk(packed, K, dim=1)
+    hi = (top >> 32).to(tl.int32)
+    out = rows[:, None] * K + tl.arange(0, K)[None, :]
+    tl.store(y_ptr + out, (hi ^ ((hi >> 31) & 0x7FFFFFFF)).to(tl.float32, bitcast=True), mask=rows[:, None] < T)
+    tl.store(ids_ptr + out, E - 1 - top.to(tl.int32), mask=rows[:, None] < T)
 
 
 @triton.jit
@@ -1160,6 +1185,20 @@ def cases(dev, only):
                         lambda t_: t_[1].copy_(torch.topk(t_[0], 8, dim=-1).values),
                         _both_paths(small.router_topk, g, lambda t_, t=t, e=e, g=g: router_topk_ref[g](
                             *t_, t, E=e, BM=16, K=8), BM=16, E=e, K=8), 1))
+        for t, e in ((65536, 256),):
+            nb = t * e * 4 + t * 8 * 8
+            sets = _sets(lambda: [r(t, e, dt=torch.float32), torch.empty(t, 8, device=dev),
+                                  torch.empty(t, 8, device=dev, dtype=torch.int32)], nb)
+            g = (triton.cdiv(t, 16),)
+
+            def torch_ids(t_):
+                top = torch.topk(t_[0], 8, dim=-1)
+                t_[1].copy_(top.values)
+                t_[2].copy_(top.indices)
+            impls = _both_paths(small.router_topk_ids, g, lambda t_, t=t, e=e, g=g: router_topk_ids_ref[g](
+                *t_, t, E=e, BM=16, K=8), BM=16, E=e, K=8)
+            del impls["tle:tileir"]  # a second network: about 20 s of tileiras (auto goes native)
+            out.append((f"router_topk_ids {t}x{e} k=8 f32", (nb, 0), sets, torch_ids, impls, (1, 2)))
         for t, n in ((16384, 1024),):
             nb = 2 * t * n * 4
             sets = _sets(lambda: [r(t, n, dt=torch.float32), torch.empty(t, n, device=dev)], nb)

@@ -843,6 +843,29 @@ entry(file="sort.tle", kernel="rows", make=_sort_make, grid=lambda c, k: (cdiv(c
            "0.0 compare equal, so EXACT (== on floats) accepts either order of them")
 
 
+def _route_make(c, k, g):
+    m, n = c["M"], c["L"]
+    x = randint((m, n), g, -4, 4, torch.int64).float() / 2  # many ties: the lower expert first
+    x[0, 2] = NAN
+    return {"logits": x, "top": poison((m, 4)), "ids": poison((m, 4), torch.int32),
+            "order": poison((m, n), torch.int32)}
+
+
+def _route_ref(a, c, k):
+    m, n = c["M"], c["L"]
+    x = torch.full((m, 16), -INF, dtype=torch.float64)  # the ragged tile's padding is -inf
+    x[:, :n] = a["logits"].double()
+    key = torch.nan_to_num(x, nan=1e308)  # NaN above every logit; -inf (the padding) stays below them
+    down = torch.sort(-key, dim=1, stable=True).indices
+    up = torch.sort(key, dim=1, stable=True).indices
+    return {"top": torch.gather(x, 1, down[:, :4]), "ids": down[:, :4], "order": up[:, :n]}
+
+
+entry(file="sort.tle", kernel="route", make=_route_make, grid=lambda c, k: (cdiv(c["M"], 4),), ref=_route_ref,
+      tol={"top": EXACT, "ids": EXACT, "order": EXACT}, cases=[{"M": 6, "L": 16, "K": 4}, {"M": 4, "L": 12, "K": 4}],
+      note="half-integer logits (many ties: the lower position first), a NaN (largest); ragged rows padded -inf")
+
+
 # scalar_load.tle ---------------------------------------------------------------------------------------------------
 def _scalar_load_make(c, k, g):
     m, n, r = c["M"], c["N"], c["R"]

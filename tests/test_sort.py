@@ -1,5 +1,5 @@
 """sort and topk on the interpreter against torch.sort / torch.topk: every element type they take, tiles of one to
-three axes, every k, and the argsort idiom docs/language.md gives (keys that carry indices). Golden IR and the GPU
+three axes, every k, and argsort / argtopk against torch.sort(stable=True). Golden IR and the GPU
 paths: tests/filecheck/sort.tle and its entry in test_golden_programs.py; routing: tests/lowering."""
 from __future__ import annotations
 
@@ -87,20 +87,66 @@ kernel k(x: tensor<f32>[N], y: tensor<f32>[N], z: tensor<f32>[A, B, C], w: tenso
     assert torch.equal(w, torch.topk(z, 4, dim=-1).values)
 
 
-def test_argsort_through_keys_that_carry_indices(tmp_path):
-    """docs/language.md's idiom: an i64 key of (value bits made monotone, index) sorts by value, then index; its low
-    32 bits are torch.sort(stable=True)'s indices."""
-    mod = _mod(tmp_path, """
-kernel k(x: tensor<f32>[M, N], idx: tensor<i32>[M, N]) {
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "i32", "i8"])
+def test_argsort_and_argtopk_are_stable_positions(tmp_path, dtype):
+    """argsort / argtopk against torch.sort(stable=True)'s indices: ascending, descending (equal values lower
+    position first), the first 8 of the descending order; topk's values are the values at argtopk's positions."""
+    td = {"f32": torch.float32, "bf16": torch.bfloat16, "i32": torch.int32, "i8": torch.int8}[dtype]
+    mod = _mod(tmp_path, f"""
+kernel k(x: tensor<{dtype}>[M, N], up: tensor<i32>[M, N], down: tensor<i32>[M, N], top: tensor<i32>[M, K],
+         vals: tensor<{dtype}>[M, K]) {{
     let v = load(x, tile=[8, 64], at=[0, 0])
-    let b = bitcast<i32>(v)
-    let bits = b ^ ((b >> 31) & 0x7FFFFFFF)
-    let index = broadcast(reshape(arange(64), [1, 64]), [8, 64])
-    let keys = (cast<i64>(bits) << 32) | cast<i64>(index)
-    store(idx, cast<i32>(sort(keys)), at=[0, 0])
-}
+    store(up, argsort(v), at=[0, 0])
+    store(down, argsort(v, descending=true), at=[0, 0])
+    store(top, argtopk(v, 8), at=[0, 0])
+    store(vals, topk(v, 8), at=[0, 0])
+}}
 """)
-    x = torch.randint(-5, 5, (8, 64)).float() / 2  # many ties: the index decides
-    idx = torch.empty(8, 64, dtype=torch.int32)
-    mod.k[(1,)](x, idx)
-    assert torch.equal(idx.long(), torch.sort(x, dim=1, stable=True).indices)
+    x = (torch.randint(-6, 6, (8, 64)).float() / (2 if td.is_floating_point else 1)).to(td)  # many ties
+    if td.is_floating_point:
+        x[0, 3], x[0, 9], x[1, 5], x[1, 6] = float("nan"), float("nan"), -0.0, 0.0
+    up, down = torch.empty(8, 64, dtype=torch.int32), torch.empty(8, 64, dtype=torch.int32)
+    top, vals = torch.empty(8, 8, dtype=torch.int32), torch.empty(8, 8, dtype=td)
+    mod.k[(1,)](x, up, down, top, vals)
+    key = x.double()
+    key = torch.where(torch.signbit(key) & (key == 0), torch.full_like(key, -1e-300), key)  # -0.0 before 0.0
+    key = torch.nan_to_num(key, nan=1e300)  # NaN last
+    assert torch.equal(up.long(), torch.sort(key, dim=1, stable=True).indices)
+    desc = torch.sort(-key, dim=1, stable=True).indices
+    assert torch.equal(down.long(), desc)
+    assert torch.equal(top.long(), desc[:, :8])
+    assert _same(vals, torch.gather(x, 1, top.long()))
+
+
+def _networks(src: str) -> int:
+    """How many top-k networks a checked kernel holds: each ends in a halving, a max along an axis of 2."""
+    from tle import typed as T
+    from tle.check import check_kernel, load_program
+    k = check_kernel(load_program(src, "k.tle"), "k")
+    return sum(1 for n in T.nodes(k.body) if isinstance(n, T.Op) and n.name == "reduce"
+               and n.attrs["kind"] == "max" and n.args[0].type.shape[1] == 2) // 3  # 64 -> 8: three halvings
+
+
+@pytest.mark.parametrize("body,networks", [
+    ("let t = v\n    store(ids, argtopk(t, 8), at=[0, 0])\n    store(top, topk(t, 8), at=[0, 0])", 1),
+    ("let t = v\n    store(top, topk(t, 8), at=[0, 0])\n    store(ids, argtopk(t, 8), at=[0, 0])", 2),  # topk first
+    ("var t = v\n    store(ids, argtopk(t, 8), at=[0, 0])\n    store(top, topk(t, 8), at=[0, 0])", 2),  # a var
+    ("let t = v\n    if M > 0 {\n        store(ids, argtopk(t, 8), at=[0, 0])\n    }\n"
+     "    store(top, topk(t, 8), at=[0, 0])", 2),                                   # argtopk in another block
+])
+def test_topk_after_argtopk_of_a_let_shares_its_network(tmp_path, body, networks):
+    """topk(t, k) after argtopk(t, k) of the same let in the same block reads its values out of argtopk's network;
+    otherwise it builds its own. Either way the values are the values at argtopk's positions."""
+    src = f"""
+kernel k(x: tensor<f32>[M, N], top: tensor<f32>[M, K], ids: tensor<i32>[M, K]) {{
+    let v = load(x, tile=[4, 64], at=[0, 0])
+    {body}
+}}
+"""
+    assert _networks(src) == networks
+    mod = _mod(tmp_path, src)
+    x = torch.randint(-6, 6, (4, 64)).float() / 2
+    top, ids = torch.empty(4, 8), torch.empty(4, 8, dtype=torch.int32)
+    mod.k[(1,)](x, top, ids)
+    assert torch.equal(top, torch.gather(x, 1, ids.long()))
+    assert torch.equal(top, torch.topk(x, 8, dim=1).values)

@@ -267,3 +267,11 @@ def test_router_topk_and_sort_rows(small):
     y = torch.full((10, 64), float("nan"))
     small.sort_rows[(3,)](x, y, BM=4, N=64)
     assert torch.equal(y, torch.sort(x, dim=-1).values)
+
+
+def test_router_topk_ids(small):
+    x = torch.randn(40, 256)
+    y, ids = torch.full((40, 8), float("nan")), torch.full((40, 8), -1, dtype=torch.int32)
+    small.router_topk_ids[(3,)](x, y, ids, BM=16, E=256, K=8)
+    top = torch.topk(x, 8, dim=-1)
+    assert torch.equal(y, top.values) and torch.equal(ids.long(), top.indices)

@@ -53,6 +53,52 @@ def topk(ck, x: T.Expr, k: int, span) -> T.Expr:
     return _from_key(ck, key, x.type.dtype, span)
 
 
+def argsort(ck, x: T.Expr, descending: bool, span) -> T.Expr:
+    """The positions along the last axis that sort x (i32, x's shape); equal values keep their order (stable)."""
+    n = x.type.shape[-1]
+    packed = _with_position(ck, x, descending, span)
+    for stage in range(1, _log2(n) + 1):
+        packed = _merge(ck, packed, stage, None if stage < _log2(n) else descending, span)
+    return _position_of(ck, packed, n if descending else None, span)
+
+
+def top_positions(ck, x: T.Expr, k: int, span) -> T.Expr:
+    """The network of argtopk(x, k): the k largest of _with_position's i64 keys (a let), descending. `positions`
+    reads argtopk's result out of it, `values` topk's (the checker shares one network between the two)."""
+    return ck.temp("topk_packed", topk(ck, _with_position(ck, x, True, span), k, span), span)
+
+
+def positions(ck, packed, n: int, span) -> T.Expr:
+    """argtopk's positions (i32) from top_positions' keys of a row of n."""
+    return _position_of(ck, packed, n, span)
+
+
+def values(ck, packed, dtype: str, span) -> T.Expr:
+    """topk's values (of dtype) from top_positions' keys: the value key is the high 32 bits."""
+    high = ck.binary(">>", packed, T.Const(span, Scalar("i64"), 32), span)
+    key = ck.convert(high, dtype if not is_float(dtype) else f"i{BITS[dtype]}", span)
+    return _from_key(ck, key, dtype, span)
+
+
+def _with_position(ck, x, descending: bool, span):
+    """i64 keys (value key << 32) | p that order as the values and then by p: p is the position, or n - 1 -
+    position when descending (so that, reversed, equal values still come lower position first). For values of up
+    to 32 bits (the checker says so)."""
+    shape = x.type.shape
+    n = shape[-1]
+    p = ck.coerce(T.Op(span, Tile("i32", (n,)), "arange", [], {"start": 0, "end": n}), Tile("i32", shape))
+    if descending:
+        p = ck.binary("-", T.Const(span, Scalar("i32"), n - 1), p, span)
+    high = ck.binary("<<", ck.convert(_to_key(ck, x, span), "i64", span), T.Const(span, Scalar("i64"), 32), span)
+    return ck.binary("|", high, ck.convert(p, "i64", span), span)
+
+
+def _position_of(ck, packed, n, span):
+    """The positions back out of _with_position's keys: their low 32 bits (n - 1 - that where n is given)."""
+    low = ck.convert(packed, "i32", span)
+    return low if n is None else ck.binary("-", T.Const(span, Scalar("i32"), n - 1), low, span)
+
+
 def _merge(ck, key, stage: int, descending, span):
     """One bitonic merge stage: runs of 2**stage along the last axis come out sorted, all ascending or all
     descending (descending = False / True), or alternating from ascending (None: the runs a later stage merges;

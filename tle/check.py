@@ -374,6 +374,9 @@ class _KernelChecker:
         self.frames: list[_Frame] = []
         self.fn_stack: list[str] = []
         self.what: dict[T.Variable, str] = {}  # how immutable variables were declared, for assignment errors
+        # argtopk(t, k) of a let t leaves its network's packed result here, so that a later topk(t, k) in the same
+        # block reads its values from it instead of building a second network: (t's Variable, k) -> (block, Read)
+        self.top_networks: dict = {}
 
     # ---- set-up: constants and parameters ------------------------------------------------------------------
     def run(self) -> T.Kernel:
@@ -1538,12 +1541,44 @@ class _KernelChecker:
     def b_topk(self, e):
         a = self.args(e, ("x", "k"))
         x = self.sortable(a["x"], "topk")
-        k = self.const_int(a["k"], "k")
+        k = self.topk_k(a["k"], x)
+        block, packed = self.top_networks.get((x.var, k), (None, None)) if isinstance(x, T.Read) else (None, None)
+        if block is self.out:  # argtopk(x, k) came first, in this block: its network holds the values too
+            return bitonic.values(self, packed, x.type.dtype, e.span)
+        return bitonic.topk(self, x, k, e.span)
+
+    def positions_of(self, e, fn: str) -> T.Expr:
+        """The value argument of argsort/argtopk: a sortable tile of values of up to 32 bits (each shares an i64
+        key with its position)."""
+        x = self.sortable(e, fn)
+        if BITS[x.type.dtype] > 32:
+            raise TleError(e.span, f"{fn}() takes values of up to 32 bits, got {x.type}",
+                           [f"{fn}() sorts each value's key together with its position in one i64; convert "
+                            f"first, e.g. cast<f32>(...)"])
+        return x
+
+    def b_argsort(self, e):
+        a = self.args(e, ("x",), (), ("descending",))
+        x = self.positions_of(a["x"], "argsort")
+        descending = self.const_bool(a["descending"], "descending=") if "descending" in a else False
+        return bitonic.argsort(self, x, descending, e.span)
+
+    def b_argtopk(self, e):
+        a = self.args(e, ("x", "k"))
+        x = self.positions_of(a["x"], "argtopk")
+        k = self.topk_k(a["k"], x)
+        packed = bitonic.top_positions(self, x, k, e.span)
+        if isinstance(x, T.Read) and not x.var.mutable:
+            self.top_networks[(x.var, k)] = (self.out, packed)
+        return bitonic.positions(self, packed, x.type.shape[-1], e.span)
+
+    def topk_k(self, e: ast.Expr, x: T.Expr) -> int:
+        k = self.const_int(e, "k")
         n = x.type.shape[-1]
         if k <= 0 or k & (k - 1) or k > n:
-            raise TleError(a["k"].span, f"k must be a power of two no larger than the last axis ({n}), got {k}",
+            raise TleError(e.span, f"k must be a power of two no larger than the last axis ({n}), got {k}",
                            ["a tile's sizes are powers of two; take the next one up and ignore the extra values"])
-        return bitonic.topk(self, x, k, e.span)
+        return k
 
     # ---- random numbers (tle/philox.py expands them) -------------------------------------------------------
     def b_randint(self, e):
