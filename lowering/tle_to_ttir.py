@@ -49,9 +49,9 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from ..dialects.mlir import ir, isa, nested_ops
+from ..dialects.mlir import has_uses, ir, isa, nested_ops
 from ..dialects.tle import constant_int, inside_axes
-from ..types import BITS, MLIR_F8
+from ..types import BITS, MLIR_F8, wrap
 
 # Triton 3.6 enums (I32EnumAttr: written as plain i32 in the generic form). Values from triton._C.libtriton.ir.
 _RMW = {"add": 4, "fadd": 5, "max": 6, "min": 7, "umax": 8, "umin": 9}
@@ -171,15 +171,6 @@ def _i32_attr(v: int) -> "ir.Attribute":
 
 def _i64_attr(v: int) -> "ir.Attribute":
     return ir.IntegerAttr.get(_i(64), v)
-
-
-def _bits_as_signed(bits: int, width: int) -> int:
-    return bits - (1 << width) if bits >= 1 << (width - 1) else bits
-
-
-def _wrap32(v: int) -> int:
-    """v as i32 arithmetic gives it (two's complement wrap-around)."""
-    return _bits_as_signed(v & 0xFFFFFFFF, 32)
 
 
 def _loop_variant(v: "ir.Value") -> bool:
@@ -356,12 +347,12 @@ class _Lowering:
             shared = t > 1 and c_idx is None and masked[i] and not _loop_variant(idx)
             if not shared and c_idx != 0:  # start * stride into the scalar base
                 if c_idx is not None and c_stride is not None:
-                    term = self.const(i32, _wrap32(c_idx * t * c_stride))
+                    term = self.const(i32, wrap(c_idx * t * c_stride, "i32"))
                 else:
                     term = idx
                     scale = t * (c_stride if c_stride is not None else 1)
                     if scale != 1:
-                        term = self.binop("arith.muli", term, self.const(i32, _wrap32(scale)))
+                        term = self.binop("arith.muli", term, self.const(i32, wrap(scale, "i32")))
                     if c_stride is None:
                         term = self.binop("arith.muli", term, stride)
                 offset = term if offset is None else self.binop("arith.addi", offset, term)
@@ -370,7 +361,7 @@ class _Lowering:
             r = self.arange(t)
             if masked[i]:
                 start = self.binop("arith.muli", idx, self.const(i32, t)) if c_idx is None else (
-                    None if c_idx == 0 else self.const(i32, _wrap32(c_idx * t)))
+                    None if c_idx == 0 else self.const(i32, wrap(c_idx * t, "i32")))
                 pos[i] = r if start is None else self.binop("arith.addi", self.splat(start, [t]), r)
                 if shared:
                     r = pos[i]
@@ -596,7 +587,7 @@ def _float_atomic_minmax(L: _Lowering, kind, ptrs, value, mask):
     # for min, so NaN propagates into memory whatever its sign.
     quiet = (0x7FF8 << 48) if w == 64 else 0x7FC00000
     nan_bits = quiet if kind == "max" else quiet | (1 << (w - 1))
-    bits = L.select(L.cmpf(_F_UNO, value, value), L.const(ity, _bits_as_signed(nan_bits, w)), bits)
+    bits = L.select(L.cmpf(_F_UNO, value, value), L.const(ity, wrap(nan_bits, f"i{w}")), bits)
     neg = L.cmpi(_SLT, bits, L.const(ity, 0))
     pos = L.binop("arith.xori", neg, L.const(neg.type, 1))
     iptrs = L.val("tt.bitcast", _tensor(shape, _ptr(_i(w))), [ptrs])
@@ -839,12 +830,8 @@ def _mului_extended(L: _Lowering, op):
     """The high word as tt.mulhiui (what tl.umulhi builds; Triton has no lowering for arith.mului_extended); the
     low word, where something reads it, as arith.muli."""
     a, b = (L.v(x) for x in op.operands)
-    low = L.binop("arith.muli", a, b) if _has_uses(op.results[0]) else None
+    low = L.binop("arith.muli", a, b) if has_uses(op.results[0]) else None
     L.bind(op, low, L.binop("tt.mulhiui", a, b))
-
-
-def _has_uses(v: "ir.Value") -> bool:
-    return next(iter(v.uses), None) is not None
 
 
 # ---- tensor descriptors (tma=true, or mode="descriptor") -------------------------------------------------------

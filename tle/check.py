@@ -26,7 +26,7 @@ from . import typed as T
 from .diagnostics import Note, Span, TleError
 from .parser import parse
 from .types import (BITS, DTYPES, FLOATS, Scalar, Tensor, Tile, broadcast_shapes, canonical, is_f8, is_float, is_int, promote,
-                    round_f8)
+                    round_f8, wrap)
 
 CONST_KINDS = ("int", "float", "bool", "dtype")
 BUILTIN_CONSTS = {"inf": math.inf, "nan": math.nan, "pi": math.pi}
@@ -275,14 +275,6 @@ def _fold_arith(op: str, a, b, span: Span):
     return r
 
 
-def _wrap(v: int, dtype: str) -> int:
-    """Two's-complement wrap-around of an integer result to dtype's width (what the hardware does)."""
-    if dtype == "i1":
-        return bool(v)
-    half = 1 << (BITS[dtype] - 1)
-    return (v + half) % (2 * half) - half
-
-
 def _cast_const(v, dtype: str, span: Span):
     """cast<dtype>(v) of a constant, as at run time: to bool is v != 0; float to int truncates toward zero; an
     integer that does not fit wraps around."""
@@ -296,7 +288,7 @@ def _cast_const(v, dtype: str, span: Span):
         if math.isinf(v) or math.isnan(v):
             raise TleError(span, f"cannot convert {v} to the integer type {dtype}")
         v = int(v)
-    return _wrap(int(v), dtype)
+    return wrap(int(v), dtype)
 
 
 def _int_literal_type(v: int, span: Span) -> str:
@@ -704,7 +696,7 @@ class _KernelChecker:
 
     def expr_IntLit(self, e):
         dtype = _int_literal_type(e.value, e.span)
-        return T.Const(e.span, Scalar(dtype), _wrap(e.value, dtype), weak=True)
+        return T.Const(e.span, Scalar(dtype), wrap(e.value, dtype), weak=True)
 
     def expr_FloatLit(self, e):
         return T.Const(e.span, Scalar("f32"), e.value, weak=True)
@@ -744,7 +736,7 @@ class _KernelChecker:
             return T.Const(span, Scalar("i1"), v)
         if isinstance(v, int):
             dtype = _int_literal_type(v, span)
-            return T.Const(span, Scalar(dtype), _wrap(v, dtype), weak=True)
+            return T.Const(span, Scalar(dtype), wrap(v, dtype), weak=True)
         return T.Const(span, Scalar("f32"), float(v), weak=True)
 
     def unknown(self, name: str, span: Span):
@@ -774,14 +766,14 @@ class _KernelChecker:
                 raise TleError(e.operand.span, f"'~' needs an integer operand, got {x.type}",
                                ["for a bool, write not x"] if x.type.dtype == "i1" else None)
             if isinstance(x, T.Const):
-                return T.Const(e.span, x.type, _wrap(~x.value, x.type.dtype), x.weak)
+                return T.Const(e.span, x.type, wrap(~x.value, x.type.dtype), x.weak)
             return T.Op(e.span, x.type, "xor", [x, self.coerce(T.Const(e.span, Scalar(x.type.dtype), -1), x.type)])
         self.require_numeric(x, e.operand.span, "'-'")
         if isinstance(x, T.Const):
             if is_float(x.type.dtype):
                 return T.Const(e.span, x.type, -x.value, x.weak)
             dtype = _int_literal_type(-x.value, e.span) if x.weak else x.type.dtype
-            return T.Const(e.span, Scalar(dtype), _wrap(-x.value, dtype), x.weak)
+            return T.Const(e.span, Scalar(dtype), wrap(-x.value, dtype), x.weak)
         return T.Op(e.span, x.type, "neg", [x])
 
     def require_bool(self, x, span, what):
@@ -869,7 +861,7 @@ class _KernelChecker:
             return T.Const(span, Scalar(dtype), float(r), weak)
         if weak and dtype != "i1":  # literal arithmetic: the result is typed like a literal of its value
             dtype = _int_literal_type(r, span)
-        return T.Const(span, Scalar(dtype), _wrap(r, dtype), weak)
+        return T.Const(span, Scalar(dtype), wrap(r, dtype), weak)
 
     def coerce(self, x: T.Expr, ty) -> T.Expr:
         """Convert x to ty's dtype and broadcast it to ty's shape (explicit ops)."""
@@ -900,7 +892,7 @@ class _KernelChecker:
         if not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
             raise TleError(x.span, f"the integer {v} does not fit in {dtype}",
                            [f"{dtype} holds {-(2 ** (bits - 1))} to {2 ** (bits - 1) - 1}"])
-        return _wrap(v, dtype)
+        return wrap(v, dtype)
 
     def broadcast_to(self, x: T.Expr, shape: tuple[int, ...]) -> T.Expr:
         if isinstance(x.type, Scalar):
@@ -1636,7 +1628,7 @@ class _KernelChecker:
         v = self.expr(x)
         if isinstance(v, T.Const) and v.weak and isinstance(v.value, int) and not isinstance(v.value, bool) and \
                 -(2 ** 31) <= v.value < 2 ** 32:
-            return T.Const(v.span, Scalar("i32"), philox.as_i32(v.value))
+            return T.Const(v.span, Scalar("i32"), wrap(v.value, "i32"))
         if v.type.dtype != "i32":
             raise TleError(x.span, f"{fn}() needs i32 operands, got {v.type}",
                            ["its operands are the 32 bits of each value; convert with cast<i32>(...)"])
@@ -1648,7 +1640,7 @@ class _KernelChecker:
         if shape is None:
             raise TleError(span, f"tile shapes {list(_shape(x))} and {list(_shape(y))} do not broadcast")
         if isinstance(x, T.Const) and isinstance(y, T.Const):
-            return T.Const(span, Scalar("i32"), philox.as_i32(((x.value & 0xFFFFFFFF) * (y.value & 0xFFFFFFFF)) >> 32))
+            return T.Const(span, Scalar("i32"), wrap(((x.value & 0xFFFFFFFF) * (y.value & 0xFFFFFFFF)) >> 32, "i32"))
         ty = Tile("i32", shape) if isinstance(x.type, Tile) or isinstance(y.type, Tile) else Scalar("i32")
         return T.Op(span, ty, "umulhi", [self.coerce(x, ty), self.coerce(y, ty)])
 

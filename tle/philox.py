@@ -18,7 +18,7 @@ typed tree stays linear in `rounds` (a tree with shared operands would be emitte
 from __future__ import annotations
 
 from . import typed as T
-from .types import Scalar, Tile
+from .types import Scalar, Tile, wrap
 
 ROUNDS = 10  # Triton's N_ROUNDS_DEFAULT; Random123 recommends 10 for Philox4x32 (7 pass its statistical tests)
 MAX_ROUNDS = 64
@@ -28,12 +28,6 @@ ROUND_A, ROUND_B = 0xD2511F53, 0xCD9E8D57  # the round multipliers
 UNIFORM_SCALE = 4.6566127342e-10
 TWO_PI = 6.283185307179586
 NORMAL_FLOOR = 1.0e-7  # Box-Muller's log(u) needs u > 0
-
-
-def as_i32(v: int) -> int:
-    """The 32 bits of v as a signed i32 (tle has no unsigned types; the bits are what matter)."""
-    v &= 0xFFFFFFFF
-    return v - (1 << 32) if v >= 1 << 31 else v
 
 
 def generate(ck, kind: str, seed: T.Expr, offset: T.Expr, rounds: int, words: int, span) -> T.Expr:
@@ -81,7 +75,7 @@ def _philox(ck, seed, offset, rounds, span):
     else:
         c0, c1 = offset, _i(0, span)
     c2 = c3 = _i(0, span)
-    a, b = _i(as_i32(ROUND_A), span), _i(as_i32(ROUND_B), span)
+    a, b = _i(wrap(ROUND_A, "i32"), span), _i(wrap(ROUND_B, "i32"), span)
     for r in range(rounds):
         x0, x2 = c0, c2
         c0 = ck.temp("philox_c0", _xor(ck, _xor(ck, ck.umulhi(b, x2, span), c1, span), k0, span), span)
@@ -89,8 +83,8 @@ def _philox(ck, seed, offset, rounds, span):
         c1 = ck.temp("philox_c1", ck.binary("*", b, x2, span), span)
         c3 = ck.temp("philox_c3", ck.binary("*", a, x0, span), span)
         if r + 1 < rounds:  # the last round's key is never read
-            k0 = ck.temp("philox_k0", ck.binary("+", k0, _i(as_i32(KEY_A), span), span), span)
-            k1 = ck.temp("philox_k1", ck.binary("+", k1, _i(as_i32(KEY_B), span), span), span)
+            k0 = ck.temp("philox_k0", ck.binary("+", k0, _i(wrap(KEY_A, "i32"), span), span), span)
+            k1 = ck.temp("philox_k1", ck.binary("+", k1, _i(wrap(KEY_B, "i32"), span), span), span)
     return c0, c1, c2, c3
 
 
@@ -99,7 +93,7 @@ def _key(ck, seed, span):
     signed seed to u64 the same way)."""
     if isinstance(seed, T.Const):
         bits = seed.value & 0xFFFFFFFFFFFFFFFF
-        return _i(as_i32(bits), span), _i(as_i32(bits >> 32), span)
+        return _i(wrap(bits, "i32"), span), _i(wrap(bits >> 32, "i32"), span)
     if seed.type.dtype == "i32":
         return seed, ck.temp("seed_hi", ck.binary(">>", seed, _i(31, span), span), span)
     lo = ck.temp("seed_lo", ck.convert(seed, "i32", span), span)

@@ -45,6 +45,14 @@ def is_f8(d: str) -> bool:
     return d in F8
 
 
+def wrap(v: int, dtype: str) -> int:
+    """Two's-complement wrap-around of an integer to dtype's width (what the hardware does; for i1, v != 0)."""
+    if dtype == "i1":
+        return bool(v)
+    half = 1 << (BITS[dtype] - 1)
+    return (v + half) % (2 * half) - half
+
+
 def round_f8(value: float, dtype: str) -> float:
     """value converted to the 8-bit float dtype as a conversion does on the GPU (PTX cvt.rn.satfinite): rounded to
     nearest, ties to even, and saturated to the largest finite value (so +-inf become +-448 in f8e4m3 and +-57344
