@@ -42,6 +42,11 @@ def isa(x, cls) -> bool:
     return cls.isinstance(x) if hasattr(cls, "isinstance") else isinstance(x, cls)
 
 
+def has_uses(v: "ir.Value") -> bool:
+    """Whether anything reads v (the lowerings build an op's unread results only when they must)."""
+    return next(iter(v.uses), None) is not None
+
+
 def nested_ops(op: "ir.Operation"):
     """Every op nested in op's regions, in order (pre-order: an op before the ops of its own regions)."""
     for region in op.regions:

@@ -93,7 +93,7 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
-from ..dialects.mlir import ir, nested_ops
+from ..dialects.mlir import has_uses, ir, nested_ops
 from ..dialects.tle import constant_int, inside_axes
 from ..types import BITS, MLIR_F8
 
@@ -700,7 +700,7 @@ class _Kernel:
         unsigned); the low word, where something reads it, `muli`."""
         a, b = (self.get(v) for v in op.operands)
         self.set(op.results[1], ct.mulhii(a, b))
-        if next(iter(op.results[0].uses), None) is not None:
+        if has_uses(op.results[0]):
             self.set(op.results[0], ct.muli(a, b))
 
     def op_math_fma(self, op):
