@@ -59,18 +59,13 @@ def argsort(ck, x: T.Expr, descending: bool, span) -> T.Expr:
     packed = _with_position(ck, x, descending, span)
     for stage in range(1, _log2(n) + 1):
         packed = _merge(ck, packed, stage, None if stage < _log2(n) else descending, span)
-    return _position_of(ck, packed, n if descending else None, span)
+    return positions(ck, packed, n if descending else None, span)
 
 
 def top_positions(ck, x: T.Expr, k: int, span) -> T.Expr:
     """The network of argtopk(x, k): the k largest of _with_position's i64 keys (a let), descending. `positions`
     reads argtopk's result out of it, `values` topk's (the checker shares one network between the two)."""
     return ck.temp("topk_packed", topk(ck, _with_position(ck, x, True, span), k, span), span)
-
-
-def positions(ck, packed, n: int, span) -> T.Expr:
-    """argtopk's positions (i32) from top_positions' keys of a row of n."""
-    return _position_of(ck, packed, n, span)
 
 
 def values(ck, packed, dtype: str, span) -> T.Expr:
@@ -93,8 +88,9 @@ def _with_position(ck, x, descending: bool, span):
     return ck.binary("|", high, ck.convert(p, "i64", span), span)
 
 
-def _position_of(ck, packed, n, span):
-    """The positions back out of _with_position's keys: their low 32 bits (n - 1 - that where n is given)."""
+def positions(ck, packed, n, span) -> T.Expr:
+    """The positions (i32) back out of _with_position's keys, for argsort and argtopk: their low 32 bits (n - 1 -
+    that where n, the row's length, is given: the keys were built descending)."""
     low = ck.convert(packed, "i32", span)
     return low if n is None else ck.binary("-", T.Const(span, Scalar("i32"), n - 1), low, span)
 
