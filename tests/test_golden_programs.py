@@ -601,6 +601,26 @@ entry(file="join.tle", kernel="interleave", make=_join_make, grid=lambda c, k: (
       note="x and i interleaved; the ragged last tile's padding (zeros) is interleaved too")
 
 
+# fn_values.tle -----------------------------------------------------------------------------------------------------
+def _lse_make(c, k, g):
+    m, n = c["M"], c["N"]
+    return {"x": randn((m, n), g, scale=4.0), "lse": poison((m, 1)), "rmax": poison((m, 1))}
+
+
+def _lse_ref(a, c, k):
+    x = a["x"].double()
+    return {"lse": torch.logsumexp(x, dim=1, keepdim=True), "rmax": x.max(dim=1, keepdim=True).values}
+
+
+entry(file="fn_values.tle", kernel="logsumexp", make=_lse_make, grid=lambda c, k: (cdiv(c["M"], 16),), ref=_lse_ref,
+      tol={"lse": reduction(200, 4), "rmax": EXACT}, cases=[{"M": 40, "N": 200}, {"M": 16, "N": 64}],
+      note="online max and sum carried through a fn that returns both; ragged rows and columns")
+entry(file="fn_values.tle", kernel="swap", make=lambda c, k, g: {"x": randn((c["N"],), g), "y": randn((c["N"],), g)},
+      grid=lambda c, k: (cdiv(c["N"], 64),), ref=lambda a, c, k: {"x": a["y"].double(), "y": a["x"].double() * 2.0},
+      tol={"x": EXACT, "y": EXACT}, cases=[{"N": 100}],
+      note="a, b = b, a * 2.0 reads both before writing either")
+
+
 # layernorm_where.tle ------------------------------------------------------------------------------------------------
 def _ln_make(c, k, g):
     m, n = c["M"], c["N"]

@@ -47,6 +47,12 @@ class ListLit(Expr):
 
 
 @dataclass(frozen=True)
+class ValueList(Expr):
+    """a, b after `return` or on the right of `let x, y =`: several values, not a value of its own."""
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
 class Keyword(Node):
     name: str
     value: Expr
@@ -124,6 +130,14 @@ class Let(Stmt):
 
 
 @dataclass(frozen=True)
+class LetMany(Stmt):
+    """let a, b = VALUE: VALUE is a call that gives several values (a fn's `return a, b`) or a ValueList."""
+    names: tuple[str, ...]
+    value: Expr
+    name_spans: tuple[Span, ...] = ()
+
+
+@dataclass(frozen=True)
 class Var(Stmt):
     name: str
     type: TypeExpr | None
@@ -137,6 +151,14 @@ class Assign(Stmt):
     op: str  # "=", "+=", ...
     value: Expr
     name_span: Span | None = None  # the name alone, for diagnostics that point at it
+
+
+@dataclass(frozen=True)
+class AssignMany(Stmt):
+    """a, b = VALUE (vars only, no op=): every value is computed before any var changes, as in Python."""
+    names: tuple[str, ...]
+    value: Expr
+    name_spans: tuple[Span, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -250,7 +272,7 @@ def dump(node, indent: int = 0) -> str:
         return pad + repr(node)
     scalars, children = [], []
     for f in fields(node):
-        if f.name == "span" or f.name.endswith("_span"):
+        if f.name == "span" or f.name.endswith(("_span", "_spans")):
             continue
         v = getattr(node, f.name)
         if isinstance(v, Node) or (isinstance(v, tuple) and v and isinstance(v[0], Node)):

@@ -480,6 +480,8 @@ class _KernelChecker:
                     raise TleError(s.span, "return must be the last statement of a fn",
                                    ["fns are inlined and have one return, at the end; inside an if, assign a var "
                                     "and return it after the if"])
+                if isinstance(s.value, ast.ValueList):  # return a, b: the call gives several values
+                    return tuple(self.expr(v) for v in s.value.items)
                 return self.expr(s.value)
             getattr(self, "stmt_" + type(s).__name__)(s)
         return None
@@ -501,14 +503,37 @@ class _KernelChecker:
         value = self.expr(s.value)
         if s.type is not None:
             value = self.assignable(value, self.type_expr(s.type), s.value.span, f"'{s.name}'")
+        self.let(s.name, s.name_span or s.span, s.span, value)
+
+    def stmt_LetMany(self, s: ast.LetMany):
+        for name, span, value in zip(s.names, s.name_spans, self.values(s.value, s.names, s.name_spans)):
+            self.let(name, span, s.span, value)
+
+    def let(self, name: str, name_span: Span, span: Span, value):
         value = self.materialize(value)
         if isinstance(value, T.Const):  # a let of a compile-time constant is one: it can size a tile, fold an if
             self.what[value] = "a let"
-            self.declare(s.name, s.name_span or s.span, value)
+            self.declare(name, name_span, value)
             return
-        var = T.Variable(s.name, value.type, s.span, mutable=False, depth=len(self.frames))
-        self.declare(s.name, s.name_span or s.span, var)
-        self.out.append(T.Bind(s.span, var, value))
+        var = T.Variable(name, value.type, span, mutable=False, depth=len(self.frames))
+        self.declare(name, name_span, var)
+        self.out.append(T.Bind(span, var, value))
+
+    def values(self, e: ast.Expr, names, name_spans) -> tuple:
+        """The values of the right side of `let a, b = e` / `a, b = e`, one per name: a list `x, y` or one call
+        that gives several values (a fn ending in `return x, y`)."""
+        if isinstance(e, ast.ValueList):
+            got = tuple(self.expr(v) for v in e.items)
+        else:
+            got = self.any_expr(e)
+            if not isinstance(got, tuple):
+                got = (got,)
+        if len(got) != len(names):
+            what = f"fn '{e.func}' returns" if isinstance(e, ast.Call) and e.func in self.p.fns else "the right side has"
+            raise TleError(e.span, f"{what} {len(got)} value{'s' if len(got) != 1 else ''}, but "
+                                   f"{len(names)} names are bound: {', '.join(names)}",
+                           [Note("bound here", name_spans[0].to(name_spans[-1]))])
+        return got
 
     def stmt_Var(self, s: ast.Var):
         if s.value is None:
@@ -528,13 +553,45 @@ class _KernelChecker:
 
     def stmt_Assign(self, s: ast.Assign):
         at = s.name_span or s.span
-        target = self.scope.lookup(s.name)
-        if target is None and s.name in self.p.const_values:
-            raise TleError(at, f"cannot assign to '{s.name}': it is a const",
-                           [Note("declared here", _name_span(self.p.consts[s.name]))])
+        target = self.assign_target(s.name, at)
+        value = self.expr(s.value)
+        if s.op != "=":
+            value = self.binary(s.op[0], T.Read(at, target.type, target), value, s.span, at, s.value.span)
+        self.assign(target, value, s.span, s.value.span)
+
+    def stmt_AssignMany(self, s: ast.AssignMany):
+        targets = []
+        for name, at in zip(s.names, s.name_spans):
+            if name in s.names[:len(targets)]:
+                raise TleError(at, f"'{name}' is assigned twice in one assignment")
+            targets.append(self.assign_target(name, at))
+        values = self.values(s.value, s.names, s.name_spans)
+        snapshots = []  # every value bound to a fresh let before any var changes, so that `a, b = b, a` swaps
+        for name, value in zip(s.names, values):
+            if not isinstance(value, T.Const):
+                var = T.Variable(name, value.type, s.span, mutable=False, depth=len(self.frames))
+                self.out.append(T.Bind(s.span, var, value))
+                value = T.Read(s.span, value.type, var)
+            snapshots.append(value)
+        for target, value in zip(targets, snapshots):
+            self.assign(target, value, s.span, s.value.span)
+
+    def assign(self, target: T.Variable, value, span: Span, value_span: Span):
+        value = self.assignable(value, target.type, value_span, f"var '{target.name}'")
+        for frame in self.frames:
+            if frame.depth > target.depth and target not in frame.carried:
+                frame.carried.append(target)
+        self.out.append(T.Bind(span, target, self.materialize(value)))
+
+    def assign_target(self, name: str, at: Span) -> T.Variable:
+        """The var that `name = ...` assigns, or an error that says what else the name is."""
+        target = self.scope.lookup(name)
+        if target is None and name in self.p.const_values:
+            raise TleError(at, f"cannot assign to '{name}': it is a const",
+                           [Note("declared here", _name_span(self.p.consts[name]))])
         if target is None:
-            raise TleError(at, f"assignment to undeclared name '{s.name}'",
-                           [f"declare it first: var {s.name} = ..."] + _suggest(s.name, self.scope.visible()))
+            raise TleError(at, f"assignment to undeclared name '{name}'",
+                           [f"declare it first: var {name} = ..."] + _suggest(name, self.scope.visible()))
         if not (isinstance(target, T.Variable) and target.mutable):
             if isinstance(target, (T.Variable, T.Const)) and target in self.what:
                 what = self.what[target]
@@ -546,19 +603,12 @@ class _KernelChecker:
                 what = "a dim of a tensor parameter"
             else:
                 what = "a compile-time constant"
-            notes = [Note(f"'{s.name}' is declared here", self.scope.span_of(s.name))] \
-                if self.scope.span_of(s.name) else []
+            notes = [Note(f"'{name}' is declared here", self.scope.span_of(name))] \
+                if self.scope.span_of(name) else []
             if what == "a let":
-                notes.append(f"declare it with var to make it mutable: var {s.name} = ...")
-            raise TleError(at, f"cannot assign to '{s.name}': it is {what}", notes)
-        value = self.expr(s.value)
-        if s.op != "=":
-            value = self.binary(s.op[0], T.Read(at, target.type, target), value, s.span, at, s.value.span)
-        value = self.assignable(value, target.type, s.value.span, f"var '{s.name}'")
-        for frame in self.frames:
-            if frame.depth > target.depth and target not in frame.carried:
-                frame.carried.append(target)
-        self.out.append(T.Bind(s.span, target, self.materialize(value)))
+                notes.append(f"declare it with var to make it mutable: var {name} = ...")
+            raise TleError(at, f"cannot assign to '{name}': it is {what}", notes)
+        return target
 
     def stmt_ExprStmt(self, s: ast.ExprStmt):
         call = s.expr
@@ -692,6 +742,15 @@ class _KernelChecker:
 
     # ---- expressions ---------------------------------------------------------------------------------------
     def expr(self, e: ast.Expr) -> T.Expr:
+        v = self.any_expr(e)
+        if isinstance(v, tuple):
+            names = ", ".join("abcdefgh"[i] for i in range(min(len(v), 8)))
+            raise TleError(e.span, f"fn '{e.func}' returns {len(v)} values, so its call is not one value",
+                           [f"bind them first: let {names} = {e.func}(...)"])
+        return v
+
+    def any_expr(self, e: ast.Expr):
+        """An expression's value; a tuple of values for a call of a fn that returns several."""
         return getattr(self, "expr_" + type(e).__name__)(e)
 
     def expr_IntLit(self, e):

@@ -150,11 +150,22 @@ class _ToAst(Transformer):
     def let_stmt(self, meta, items):
         return ast.Let(self.sp(meta), str(items[0]), items[1], items[2], self.sp(items[0]))
 
+    def let_many(self, meta, items):
+        *names, value = items
+        return ast.LetMany(self.sp(meta), tuple(map(str, names)), value, tuple(self.sp(n) for n in names))
+
     def var_stmt(self, meta, items):
         return ast.Var(self.sp(meta), str(items[0]), items[1], items[2], self.sp(items[0]))
 
     def assign_stmt(self, meta, items):
         return ast.Assign(self.sp(meta), str(items[0]), str(items[1]), items[2], self.sp(items[0]))
+
+    def assign_many(self, meta, items):
+        *names, value = items
+        return ast.AssignMany(self.sp(meta), tuple(map(str, names)), value, tuple(self.sp(n) for n in names))
+
+    def value_list(self, meta, items):
+        return ast.ValueList(self.sp(meta), tuple(items))
 
     def for_stmt(self, meta, items):
         var, it, *rest = items
@@ -403,7 +414,7 @@ def _rule_label(tok: str, expected: set[str]) -> str | None:
         return "'==' compares; '=' assigns, and an assignment is not an expression"
     if tok in _COMPARISONS and f"'{tok}'" not in want and "'and'" in want:
         return "comparisons do not chain: write (a < b) and (b < c)"
-    if "'='" in want and "'('" in want and want <= {"'='", "'+='", "'-='", "'*='", "'/='", "'%='", "'('"}:
+    if "'='" in want and "'('" in want and want <= {"'='", "'+='", "'-='", "'*='", "'/='", "'%='", "'('", "','"}:
         return "a statement is a let, var, assignment (NAME = ...), for, if, return or call"
     if {"INT", "NAME"} <= expected:
         return "an expression is missing"
