@@ -376,7 +376,38 @@ kernel dropout4<BLOCK: int = 1024, T: dtype = f32>(x: tensor<T>[N], y: tensor<T>
 # ---- hand-written Triton, the same algorithms and tiles -----------------------------------------------------------
 
 @triton.jit
-def attention_ref(q_ptr, k_ptr, v_ptr, o_ptr, S, L, scale, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr):
+def _attend_ref(q, k_base, v_base, rm, rd, lo, hi, L, mi, li, acc, qk_scale, BN: tl.constexpr, D: tl.constexpr,
+                MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+    for j in range(lo, hi):
+        rn = j * BN + tl.arange(0, BN)
+        if MASKED:
+            k = tl.load(k_base + rn[:, None] * D + rd[None, :], mask=rn[:, None] < L, other=0.0)
+        else:
+            k = tl.load(k_base + rn[:, None] * D + rd[None, :])
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        if MASKED:
+            keep = rn[None, :] < L
+            if CAUSAL:
+                keep = keep & (rn[None, :] <= rm[:, None])
+            s = tl.where(keep, s, -float("inf"))
+        mnew = tl.maximum(mi, tl.max(s, 1))
+        p = tl.math.exp2(s - mnew[:, None])
+        alpha = tl.math.exp2(mi - mnew)
+        li = li * alpha + tl.sum(p, 1)
+        if MASKED:
+            v = tl.load(v_base + rn[:, None] * D + rd[None, :], mask=rn[:, None] < L, other=0.0)
+        else:
+            v = tl.load(v_base + rn[:, None] * D + rd[None, :])
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        mi = mnew
+    return mi, li, acc
+
+
+@triton.jit
+def attention_ref(q_ptr, k_ptr, v_ptr, o_ptr, S, L, scale, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
+                  CAUSAL: tl.constexpr = False):
+    """examples/attention.tle's algorithm: key tiles wholly inside L (and, causal, before the program's first
+    query) unmasked, then the ragged tile or the diagonal band masked (the Triton tutorial's two stages)."""
     m = tl.program_id(0)
     b = tl.program_id(1)
     rm = m * BM + tl.arange(0, BM)
@@ -386,17 +417,16 @@ def attention_ref(q_ptr, k_ptr, v_ptr, o_ptr, S, L, scale, BM: tl.constexpr, BN:
     li = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, D], tl.float32)
     qk_scale = scale * 1.4426950408889634
-    for j in range(0, tl.cdiv(L, BN)):
-        rn = j * BN + tl.arange(0, BN)
-        k = tl.load(k_ptr + b * L * D + rn[:, None] * D + rd[None, :], mask=rn[:, None] < L, other=0.0)
-        s = tl.where(rn[None, :] < L, tl.dot(q, tl.trans(k)) * qk_scale, -float("inf"))
-        mnew = tl.maximum(mi, tl.max(s, 1))
-        p = tl.math.exp2(s - mnew[:, None])
-        alpha = tl.math.exp2(mi - mnew)
-        li = li * alpha + tl.sum(p, 1)
-        v = tl.load(v_ptr + b * L * D + rn[:, None] * D + rd[None, :], mask=rn[:, None] < L, other=0.0)
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        mi = mnew
+    k_base = k_ptr + b * L * D
+    v_base = v_ptr + b * L * D
+    if CAUSAL:
+        whole = tl.minimum(m * BM, L) // BN
+        stop = tl.cdiv(tl.minimum((m + 1) * BM, L), BN)
+    else:
+        whole = L // BN
+        stop = tl.cdiv(L, BN)
+    mi, li, acc = _attend_ref(q, k_base, v_base, rm, rd, 0, whole, L, mi, li, acc, qk_scale, BN, D, False, CAUSAL)
+    mi, li, acc = _attend_ref(q, k_base, v_base, rm, rd, whole, stop, L, mi, li, acc, qk_scale, BN, D, True, CAUSAL)
     tl.store(o_ptr + b * S * D + rm[:, None] * D + rd[None, :], (acc / li[:, None]).to(o_ptr.dtype.element_ty),
              mask=rm[:, None] < S)
 
@@ -829,31 +859,42 @@ def cases(dev, only):
     r = lambda *s, dt: torch.randn(*s, device=dev).to(dt)  # noqa: E731
     out = []
     if "attention" in only:
-        for dt in (torch.float16, torch.bfloat16):
-            for b, s, d in ((32, 1024, 64), (32, 4096, 64), (16, 4096, 128)):
-                nb = 4 * b * s * d * dt.itemsize
-                sets = _sets(lambda: [r(b, s, d, dt=dt), r(b, s, d, dt=dt), r(b, s, d, dt=dt),
-                                      torch.empty(b, s, d, device=dev, dtype=dt)], nb)
-                h = 8
-                cfg = dict(BM=128, BN=64 if d == 64 else 32)
-                grid = (triton.cdiv(s, cfg["BM"]), b)
+        attention_tuned = tle.compile(os.path.join(HERE, "..", "examples", "attention.tle"), tune={"attention": {
+            "BM": [64, 128], "BN": [32, 64, 128], "num_warps": [4, 8], "STAGES": [2, 3]}})
+        attention_tuned.attention.tune_space.budget_s = 40
+        for causal in (False, True):
+            for dt in (torch.float16, torch.bfloat16):
+                for b, s, d in ((32, 1024, 64), (32, 4096, 64), (16, 4096, 128)):
+                    if causal and s == 1024:
+                        continue
+                    nb = 4 * b * s * d * dt.itemsize
+                    sets = _sets(lambda: [r(b, s, d, dt=dt), r(b, s, d, dt=dt), r(b, s, d, dt=dt),
+                                          torch.empty(b, s, d, device=dev, dtype=dt)], nb)
+                    h = 8
+                    cfg = dict(BM=64, BN=64, CAUSAL=causal)
+                    grid = (triton.cdiv(s, cfg["BM"]), b)
 
-                def sdpa(t, h=h):
-                    q, k, v, o = (x.view(x.shape[0] // h, h, *x.shape[1:]) for x in t)
-                    o.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v))
-                impls = {
-                    "tle:triton": lambda t, c=cfg, g=grid, d=d: attention.attention[g](
-                        *t, d ** -0.5, **c, D=d, backend="triton"),
-                    "tle:triton w8": lambda t, c=cfg, g=grid, d=d: attention.attention[g](
-                        *t, d ** -0.5, **c, D=d, backend="triton", num_warps=8),
-                    "tle:tileir": lambda t, c=cfg, g=grid, d=d: attention.attention[g](
-                        *t, d ** -0.5, **c, D=d, backend="tileir"),
-                    "triton_ref w8": lambda t, c=cfg, g=grid, d=d, s=s: attention_ref[g](
-                        *t, s, s, d ** -0.5, **c, D=d, num_warps=8, num_stages=3),
-                    "triton_ref w4": lambda t, c=cfg, g=grid, d=d, s=s: attention_ref[g](
-                        *t, s, s, d ** -0.5, **c, D=d, num_warps=4, num_stages=3),
-                }
-                out.append((f"attention b{b} s{s} d{d} {str(dt)[6:]}", (nb, 4 * b * s * s * d), sets, sdpa, impls, 3))
+                    def sdpa(t, h=h, causal=causal):
+                        q, k, v, o = (x.view(x.shape[0] // h, h, *x.shape[1:]) for x in t)
+                        o.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
+                    impls = {
+                        "tle:triton": lambda t, c=cfg, g=grid, d=d: attention.attention[g](
+                            *t, d ** -0.5, **c, D=d, backend="triton"),
+                        "tle:triton w8": lambda t, c=cfg, g=grid, d=d: attention.attention[g](
+                            *t, d ** -0.5, **c, D=d, backend="triton", num_warps=8),
+                        "tle:tileir": lambda t, c=cfg, g=grid, d=d: attention.attention[g](
+                            *t, d ** -0.5, **c, D=d, backend="tileir"),
+                        "triton_ref w8": lambda t, c=cfg, g=grid, d=d, s=s: attention_ref[g](
+                            *t, s, s, d ** -0.5, **c, D=d, num_warps=8, num_stages=3),
+                        "triton_ref w4": lambda t, c=cfg, g=grid, d=d, s=s: attention_ref[g](
+                            *t, s, s, d ** -0.5, **c, D=d, num_warps=4, num_stages=3),
+                    }
+                    if s == 4096 and dt == torch.float16:  # the tuning database over tiles, warps and stages
+                        impls["tle:tuned"] = lambda t, d=d, c=causal: attention_tuned.attention[
+                            lambda m: (triton.cdiv(m["S"], m["BM"]), m["B"])](*t, d ** -0.5, D=d, CAUSAL=c)
+                    flops = 4 * b * s * s * d // (2 if causal else 1)
+                    out.append((f"attention{' causal' if causal else ''} b{b} s{s} d{d} {str(dt)[6:]}",
+                                (nb, flops), sets, sdpa, impls, 3))
     if "transpose" in only:
         for dt in (torch.float32, torch.bfloat16):
             m = n = 8192

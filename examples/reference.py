@@ -142,7 +142,8 @@ def _cumsum(device, dtype, shape=(37, 300), noncontig=False):
 
 
 def _attention(device, dtype, shape=(2, 37, 50), noncontig=False, tiles=(32, 16), d=16):
-    b, s, l = shape
+    """shape: (batch * heads, S, L) or (batch * heads, S, L, causal)."""
+    b, s, l, causal = shape if len(shape) == 4 else (*shape, False)
     bm, bn = tiles
     q = (torch.randn((b, d, s), device=device).to(dtype).transpose(1, 2) if noncontig  # inner stride != 1
          else rand((b, s, d), device, dtype))
@@ -150,9 +151,13 @@ def _attention(device, dtype, shape=(2, 37, 50), noncontig=False, tiles=(32, 16)
     scale = d ** -0.5
 
     def ref(t):
-        p = torch.softmax(t[0].float() @ t[1].float().transpose(1, 2) * scale, dim=-1)
-        return [p @ t[2].float()]
-    return [q, k, v, o, scale], (cdiv(s, bm), b), {"BM": bm, "BN": bn, "D": d}, ref, lambda t: [t[3]]
+        scores = t[0].float() @ t[1].float().transpose(1, 2) * scale
+        if causal:  # query i sees keys 0..i
+            after = torch.arange(l, device=scores.device)[None, :] > torch.arange(s, device=scores.device)[:, None]
+            scores = scores.masked_fill(after, float("-inf"))
+        return [torch.softmax(scores, dim=-1) @ t[2].float()]
+    return ([q, k, v, o, scale], (cdiv(s, bm), b), {"BM": bm, "BN": bn, "D": d, "CAUSAL": causal}, ref,
+            lambda t: [t[3]])
 
 
 def _dropout(device, dtype, shape=(10_000,), noncontig=False, p=0.3, seed=1234567):
@@ -276,9 +281,12 @@ CASES = {
     "linear_fp8": Case("linear_fp8", _linear_fp8, [(16, 16, 32), (100, 70, 300), (130, 257, 65)],
                        dtypes=(torch.float8_e4m3fn, torch.float8_e5m2),
                        gpu_shapes=[(4096, 4096, 4096), (1, 4096, 4096), (333, 1000, 257)]),
-    # (batch * heads, S, L): ragged S and L; L past S and below it
-    "attention": Case("attention", _attention, [(1, 16, 16), (2, 37, 50), (3, 64, 29), (2, 130, 77)],
-                      dtypes=(torch.float16, torch.bfloat16), gpu_shapes=[(8, 1024, 1024), (2, 333, 257)]),
+    # (batch * heads, S, L[, causal]): ragged S and L; L past S and below it
+    "attention": Case("attention", _attention, [(1, 16, 16), (2, 37, 50), (3, 64, 29), (2, 130, 77),
+                                                (1, 64, 64, True), (2, 37, 50, True), (3, 64, 29, True),
+                                                (2, 130, 77, True)],
+                      dtypes=(torch.float16, torch.bfloat16),
+                      gpu_shapes=[(8, 1024, 1024), (2, 333, 257), (8, 1024, 1024, True), (2, 333, 257, True)]),
 }
 
 

@@ -62,3 +62,15 @@ def test_readme_main_command_runs_an_example(name):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ELF: True" in proc.stdout and "match" in proc.stdout
+
+
+@pytest.mark.parametrize("shape", [s for s in CASES["attention"].shapes if len(s) == 4], ids=str)
+def test_causal_attention_on_interpreter(shape):
+    """CAUSAL=true: whole tiles before the diagonal unmasked, the band across it masked, later tiles skipped; ragged
+    S and L, L below S (queries past L see every key) and above it."""
+    mod = tle.compile(os.path.join(ROOT, "examples", "attention.tle"))
+    torch.manual_seed(2)
+    args, grid, consts, ref, outputs = CASES["attention"].make("cpu", torch.float16, shape, False)
+    mod.attention[grid](*args, **consts)
+    err = relative_error(outputs(args)[0], ref(args)[0])
+    assert err <= tolerance("attention", torch.float16), f"{shape}: rel err {err}"

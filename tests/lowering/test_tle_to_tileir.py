@@ -821,8 +821,8 @@ def test_occupancy_hints():
     assert occupancy("softmax", {"BLOCK": 4096, "T": "f32"}) is None
     assert occupancy("matmul", {"BM": 64, "BN": 64, "BK": 64, "T": "bf16"}) is None
     # two dots (attention): 2 CTAs per SM while the accumulators fit 4 warps
-    assert occupancy("attention", {"D": 64}) == 2
-    assert occupancy("attention", {"D": 128}) == 2
+    assert occupancy("attention", {"BM": 128, "D": 64}) == 2
+    assert occupancy("attention", {"BM": 128, "BN": 32, "D": 128}) == 2
     assert occupancy("attention", {"BM": 128, "BN": 256, "D": 64}) is None  # a 128x256 score tile takes 8 warps
     forced = _example_module("softmax", {"BLOCK": 4096, "T": "bf16"}, options=lowering.TileirOptions(occupancy=None))
     assert _entry_hint(forced, "occupancy") is None
@@ -840,7 +840,7 @@ def test_load_latency_hint_only_on_big_dot_tiles():
     assert _latencies(_example_module("matmul", {"BM": 256, "BN": 128, "BK": 32})) == [6, 6]
     assert _latencies(_example_module("matmul", {"BM": 128, "BN": 128, "BK": 64})) == [None, None]
     assert _latencies(_example_module("matmul", {"BM": 16, "BN": 32, "BK": 128})) == [None, None]
-    assert _latencies(_example_module("attention", {"D": 64})) == [None] * 3
+    assert _latencies(_example_module("attention", {"D": 64})) == [None] * 5  # q, then k and v in each of two loops
     m = _example_module("softmax", {"BLOCK": 4096, "T": "bf16"}, options=OLD_CHOICES)  # view loads, no dot
     assert _latencies(m) == [None]
     forced = lowering.TileirOptions(load_latency=3)
