@@ -74,7 +74,9 @@ Performance choices (TileirOptions; each was measured on the H200, docs/tileir.m
 - The entry's occupancy hint: 8 CTAs per SM for a kernel without a dot whose tiles are all loaded and stored in 16
   bits and hold at most 4096 elements (layernorm 8192x4096 bf16: 0.81x -> 0.99x of Triton, swiglu 0.91x -> 0.99x);
   f32 rows lose with it (rmsnorm f32 -6%, 8192-wide f32 rows -45%), so they get none. 2 CTAs per SM for a kernel
-  with two or more dots on accumulators 4 warps hold (attention: 0.69-0.72x -> 0.94-1.01x of the native path).
+  with two or more dots on accumulators 4 warps hold (attention: 0.69-0.72x -> 0.94-1.01x of the native path), 4
+  where each dot keeps at most 32 accumulator values per thread and no tile is larger (64x64 attention tiles: 0.63x
+  -> 1.02x).
 
 Memory tokens (docs/tileir.md states the rule): tensors passed to one launch must not overlap unless no kernel
 access writes them (they are `restrict`), so accesses to different tensors are never ordered against each other,
@@ -262,6 +264,7 @@ def _all_or_none(axes: frozenset, rank: int) -> frozenset:
 # Bytecode 13.4 takes 4 and 8 only; an accumulator too large for 8 warps (256x256 f32) still spills.
 _ACC_VALUES_PER_THREAD = 128
 _TILE_VALUES_PER_THREAD = 32
+_SMALL_DOTS_VALUES_PER_THREAD = 32  # _occupancy: dots this small leave room for 4 CTAs per SM
 
 
 def _worker_warps(held: list, largest_tile: int) -> int | None:
@@ -361,15 +364,20 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int) -> i
 
     - A kernel with two or more dots, none of whose accumulators needs 8 worker warps (attention: Q K^T, then P V,
       with a softmax between them that the tensor cores wait for): 2 CTAs per SM, so one CTA's softmax runs under
-      the other's dots. Attention 4096x64 and 4096x128 f16 on the H200: 0.72x -> 0.96x and 0.69x -> 1.00x of the
-      native path.
+      the other's dots. Attention 4096x64 and 4096x128 f16 on the H200 (BM=128): 0.72x -> 0.96x and 0.69x -> 1.00x
+      of the native path. Where no dot keeps more than _SMALL_DOTS_VALUES_PER_THREAD accumulator values per thread
+      on 4 warps, and no tile is larger either (64x64 f32 tiles), 4 CTAs: attention with BM = BN = D = 64, 32 x 4096
+      x 64 f16, 537.6 -> 333.3 us (occupancy 3: 345.1; native 340.4), causal 222.8 -> 207.0. With D = 128 (a 64x128
+      accumulator) 2 stays best (276.4; 3: 278.8, 4: 286.7). A W4A16 product (two dots on a 16x128 accumulator, but
+      a 128x128 i32 tile of unpacked weights) spilled 1144 bytes per thread under 4.
     - A 16-bit row kernel (no dot, every tile loaded and stored in 16 bits): 32 warps per SM, so more rows are in
       flight. That is 8 CTAs of 4 warps for a largest tile 4 warps hold without extra warps, and 4 CTAs of the 8
       worker warps _worker_warps gives a tile up to twice that (docs/tileir.md, "Performance": layernorm bf16
       8192x4096 0.81x -> 0.99x of Triton, 16384x8192 0.73x -> 0.96x). f32 rows and larger tiles lose with it.
     - Otherwise none (a single matmul's pipelined K loop keeps the tensor cores busy on its own)."""
     if len(accumulators) >= 2 and _worker_warps(held, largest_tile) is None:
-        return 2
+        small = _SMALL_DOTS_VALUES_PER_THREAD * 4 * 32
+        return 4 if max(held) <= small and largest_tile <= small else 2
     sixteen = bool(io_elems) and all(e in ("f16", "bf16", "i16") for e in io_elems)
     if accumulators or not sixteen:
         return None

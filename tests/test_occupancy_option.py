@@ -210,3 +210,19 @@ def test_a_kernel_without_a_dot_that_spills_without_a_hint_gets_two_programs_per
     assert "spilled" in err and "without a hint, so the cubin was compiled with a hint of 2" in err
     assert main([str(path), *launch, "--occupancy", "1", "-o", str(tmp_path / "c.cubin")]) == 0
     assert "bytes of stack (spills)" in capsys.readouterr().err  # the caller's hint stays, spills and all
+
+
+def test_a_spill_of_a_few_bytes_keeps_the_lowerings_hint():
+    """Causal attention with 64x64 tiles, compiled as a 32 x 4096 x 64 launch: tileiras spilled 8 bytes per thread
+    under the hint of 4 programs per SM, and that ran 8% faster than the retry's 2 without spills (H200)."""
+    import os
+    from tle.abi import launch_spec
+    from tle.check import check_kernel, load_program
+    from tle.compiler import _SPILL_BYTES_KEPT, compile_kernel
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "attention.tle")
+    program = load_program(open(path).read(), path)
+    consts = {"CAUSAL": True, "D": 64}
+    spec = launch_spec(check_kernel(program, "attention", consts), {"B": 32, "S": 4096, "L": 4096}, (64, 32, 1))
+    out = compile_kernel(program, "attention", consts, spec, backend="tileir")
+    assert "occupancy = 4" in out.stages["tileir"]
+    assert out.binary.extra["stack_bytes"] <= _SPILL_BYTES_KEPT and "spilled_under" not in out.binary.extra

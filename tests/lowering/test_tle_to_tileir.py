@@ -823,6 +823,9 @@ def test_occupancy_hints():
     # two dots (attention): 2 CTAs per SM while the accumulators fit 4 warps
     assert occupancy("attention", {"BM": 128, "D": 64}) == 2
     assert occupancy("attention", {"BM": 128, "BN": 32, "D": 128}) == 2
+    assert occupancy("attention", {"D": 64}) == 4  # 64x64 tiles: each dot keeps 32 values per thread
+    assert occupancy("attention", {"D": 64, "CAUSAL": True}) == 4
+    assert occupancy("attention", {"D": 128}) == 2  # a 64x128 accumulator
     assert occupancy("attention", {"BM": 128, "BN": 256, "D": 64}) is None  # a 128x256 score tile takes 8 warps
     forced = _example_module("softmax", {"BLOCK": 4096, "T": "bf16"}, options=lowering.TileirOptions(occupancy=None))
     assert _entry_hint(forced, "occupancy") is None
