@@ -119,6 +119,10 @@ OPS: tuple[OpDef, ...] = (
           "Two tiles of one type side by side along a new last axis of size 2: result[..., 0] is lhs, "
           "result[..., 1] is rhs.",
           '%t = "tle.join"(%a, %b) : (tensor<64xi32>, tensor<64xi32>) -> tensor<64x2xi32>'),
+    OpDef("split", (("input", "tensor"),), (("lhs", "tensor"), ("rhs", "tensor")), (),
+          "A tile whose last axis is 2 as its two halves along that axis: lhs is input[..., 0], rhs input[..., 1] "
+          "(join's inverse).",
+          '%a, %b = "tle.split"(%t) : (tensor<64x2xf32>) -> (tensor<64xf32>, tensor<64xf32>)'),
     OpDef("arange", (), (("result", "tensor"),), ("start", "end"),
           "The i32 tile [start, start+1, ..., end-1].",
           '%r = "tle.arange"() {start = 0 : i32, end = 128 : i32} : () -> tensor<128xi32>'),

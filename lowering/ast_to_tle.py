@@ -101,6 +101,7 @@ class _KernelBuilder:
         self.dims: dict[str, object] = {}
         self.views: dict[str, object] = {}
         self.ip = None
+        self.splits: list = []  # (operand, insertion point, tle.split op): x_split's halves share one op
 
     # ---- helpers -------------------------------------------------------------------------------------------
     def op(self, name, results, operands, attrs=None, span=None, regions=0):
@@ -367,6 +368,16 @@ class _KernelBuilder:
     def x_join(self, e):
         a, b = (self.expr(x) for x in e.args)
         return self.value("tle.join", ir_type(e.type), [a, b], None, e.span)
+
+    def x_split(self, e):
+        """One tle.split per operand value, both halves read from it (the checker binds the operand to a let)."""
+        x = self.expr(e.args[0])
+        op = next((op for v, ip, op in self.splits if v == x and ip is self.ip), None)  # same value, same block
+        if op is None:
+            half = ir_type(e.type)
+            op = self.op("tle.split", [half, half], [x], None, e.span)
+            self.splits.append((x, self.ip, op))
+        return op.results[e.attrs["index"]]
 
     def x_arange(self, e):
         return self.value("tle.arange", ir_type(e.type), [], {"start": _i32(e.attrs["start"]),

@@ -661,6 +661,15 @@ class _Kernel:
         x = self.get(op.operands[0])
         self.set(op.result, x if perm == sorted(perm) else ct.permute(x, perm))
 
+    def op_tle_split(self, op):
+        """Each half as the [..., 1] sub-tile at index 0 or 1 of the last axis, reshaped to drop that axis."""
+        x = self.get(op.operands[0])
+        shape = self.shape(x)
+        zero, one = (self.const(i, (), "i32") for i in (0, 1))
+        for r, index in zip(op.results, (zero, one)):
+            part = ct.extract(x, [zero] * (len(shape) - 1) + [index], shape[:-1] + (1,))
+            self.set(r, ct.reshape(part, shape[:-1]))
+
     def op_tle_join(self, op):
         """Both operands broadcast along a new trailing axis of 2, then a select on that axis' index. `cat` of the
         two [..., 1] tiles says the same, but tileiras moves it through shared memory (6 KB a program for

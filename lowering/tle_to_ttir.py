@@ -900,6 +900,8 @@ _RULES = {
     "tle.transpose": _shape_op("tt.trans", lambda op: {
         "order": ir.DenseI32ArrayAttr.get(list(ir.DenseI32ArrayAttr(op.attributes["perm"])))}),
     "tle.join": lambda L, op: L.bind(op, L.val("tt.join", op.result.type, [L.v(x) for x in op.operands])),
+    "tle.split": lambda L, op: L.bind(op, *L.op("tt.split", [r.type for r in op.results],
+                                                 [L.v(op.operands[0])]).results),
     "tle.arange": _arange,
     "tle.undef": _undef,
     "scf.for": _for,

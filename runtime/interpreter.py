@@ -755,6 +755,13 @@ class CompiledKernel:
     def op_tle_join(self, op, span):
         return self._apply(op, lambda a, b: torch.stack(torch.broadcast_tensors(a, b), dim=-1))
 
+    def op_tle_split(self, op, span):
+        (x,), (lhs, rhs) = self._io(op)
+
+        def step(env):
+            env[lhs], env[rhs] = env[x][..., 0], env[x][..., 1]
+        return step
+
     def op_tle_transpose(self, op, span):
         perm = [0] + [p + 1 for p in ir.DenseI32ArrayAttr(op.attributes["perm"])]
         return self._apply(op, lambda x: x.permute(perm))

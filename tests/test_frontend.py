@@ -364,3 +364,25 @@ def test_the_reference_lists_every_keyword_and_builtin():
     listed = re.search(r"\*\*Keywords\*\* are reserved and cannot name anything:\s*`([^`]*)`", text).group(1)
     assert sorted(listed.split()) == sorted(_KEYWORDS)
     assert [name for name in BUILTINS if f"`{name}(" not in text] == []
+
+
+# ---- several values ------------------------------------------------------------------------------------------------
+def test_split_gives_two_halves_and_a_tile_of_two_gives_tiles_of_one():
+    src = ("kernel k(x: tensor<f32>[N]) {\n    let t = reshape(load(x, tile=[64]), [32, 2])\n"
+           "    let a, b = split(t)\n    let c, d = split(load(x, tile=[2]))\n}\n")
+    b = binds(kernel(src))
+    assert b["a"].type == b["b"].type == Tile("f32", (32,))
+    assert [b["a"].attrs["index"], b["b"].attrs["index"]] == [0, 1]
+    assert b["c"].type == Tile("f32", (1,))
+
+
+def test_split_of_one_let_in_a_loop_and_after_it_builds_a_split_in_each_block():
+    """The halves of one operand share a tle.split within a block; a split in a loop body is not reused after the
+    loop, where it would not dominate its use."""
+    from tle.compiler import compile_kernel
+    src = ("kernel k(x: tensor<f32>[N], y: tensor<f32>[N]) {\n    let t = reshape(load(x, tile=[64]), [32, 2])\n"
+           "    var acc = zeros<f32>[32]\n    for i in range(3) {\n        let a, b = split(t)\n"
+           "        acc += a * b\n    }\n    let c, d = split(t)\n    store(y, reshape(join(acc + c, d), [64]))\n}\n")
+    out = compile_kernel(load_program(src, "t.tle"), "k", {}, stop="ttir", backend="triton")
+    assert out.stages["tle"].count('"tle.split"') == 2
+    assert out.stages["ttir"].count('"tt.split"') == 2

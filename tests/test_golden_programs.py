@@ -621,6 +621,23 @@ entry(file="fn_values.tle", kernel="swap", make=lambda c, k, g: {"x": randn((c["
       note="a, b = b, a * 2.0 reads both before writing either")
 
 
+# split.tle ---------------------------------------------------------------------------------------------------------
+def _split_make(c, k, g):
+    m = c["M"]
+    return {"x": randn((m, 64), g), "cs": randn((m, 32), g), "sn": randn((m, 32), g), "y": poison((m, 64))}
+
+
+def _split_ref(a, c, k):
+    x = a["x"].double().reshape(-1, 32, 2)
+    e, o = x[..., 0], x[..., 1]
+    cs, sn = a["cs"].double(), a["sn"].double()
+    return {"y": torch.stack([e * cs - o * sn, e * sn + o * cs], -1).reshape(-1, 64)}
+
+
+entry(file="split.tle", kernel="rope_pairs", make=_split_make, grid=lambda c, k: (cdiv(c["M"], 16),), ref=_split_ref,
+      tol={"y": chain(2)}, cases=[{"M": 40}, {"M": 16}], note="interleaved pairs split, rotated and joined back")
+
+
 # layernorm_where.tle ------------------------------------------------------------------------------------------------
 def _ln_make(c, k, g):
     m, n = c["M"], c["N"]

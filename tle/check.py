@@ -529,7 +529,9 @@ class _KernelChecker:
             if not isinstance(got, tuple):
                 got = (got,)
         if len(got) != len(names):
-            what = f"fn '{e.func}' returns" if isinstance(e, ast.Call) and e.func in self.p.fns else "the right side has"
+            what = "the right side has"
+            if isinstance(e, ast.Call):
+                what = f"fn '{e.func}' returns" if e.func in self.p.fns else f"{e.func}() returns"
             raise TleError(e.span, f"{what} {len(got)} value{'s' if len(got) != 1 else ''}, but "
                                    f"{len(names)} names are bound: {', '.join(names)}",
                            [Note("bound here", name_spans[0].to(name_spans[-1]))])
@@ -745,7 +747,8 @@ class _KernelChecker:
         v = self.any_expr(e)
         if isinstance(v, tuple):
             names = ", ".join("abcdefgh"[i] for i in range(min(len(v), 8)))
-            raise TleError(e.span, f"fn '{e.func}' returns {len(v)} values, so its call is not one value",
+            what = f"fn '{e.func}'" if e.func in self.p.fns else f"{e.func}()"
+            raise TleError(e.span, f"{what} returns {len(v)} values, so its call is not one value",
                            [f"bind them first: let {names} = {e.func}(...)"])
         return v
 
@@ -1553,6 +1556,20 @@ class _KernelChecker:
         joined = T.Op(span, Tile(dtype, ty.shape + (2,)), "join",
                       [self.coerce(self.materialize(x), ty), self.coerce(self.materialize(y), ty)])
         return joined if shape else T.Op(span, Tile(dtype, (2,)), "reshape", [joined])
+
+    def b_split(self, e):
+        """split(t): a tile whose last axis is 2 as two tiles, t[..., 0] and t[..., 1] (join's inverse). Both are
+        read from one bound copy of t, so the lowering splits it once."""
+        t = self.tile_arg(self.args(e, ("x",))["x"], "split")
+        shape = t.type.shape
+        if shape[-1] != 2:
+            raise TleError(e.args[0].span, f"split() takes a tile whose last axis is 2, got {t.type}",
+                           ["reshape it first, e.g. split(reshape(t, [N / 2, 2])) for even and odd elements"])
+        if len(shape) == 1:  # a tile of 2 splits into two tiles of one element each
+            shape = (1, 2)
+            t = T.Op(e.span, Tile(t.type.dtype, shape), "reshape", [t])
+        t = self.temp("split", t, e.span)
+        return tuple(T.Op(e.span, Tile(t.type.dtype, shape[:-1]), "split", [t], {"index": i}) for i in (0, 1))
 
     def b_expand_dims(self, e):
         a = self.args(e, ("x", "axis"))

@@ -67,7 +67,8 @@ ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "rem", "pow", "and", "or", "xo
                       "eq", "ne", "lt", "le", "gt", "ge")
 ELEMENTWISE_UNARY = ("neg", "not", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
                      "sigmoid", "erf", "abs", "floor", "ceil")
-OTHER_OPS = ("where", "cast", "bitcast", "splat", "broadcast", "expand_dims", "reshape", "transpose", "join", "arange",
+OTHER_OPS = ("where", "cast", "bitcast", "splat", "broadcast", "expand_dims", "reshape", "transpose", "join", "split",
+             "arange",
              "program_id", "num_programs", "load", "store", "gather", "scatter", "atomic", "dot", "reduce", "scan",
              "undef", "cdiv", "umulhi")
 OP_NAMES = ELEMENTWISE_BINARY + ELEMENTWISE_UNARY + OTHER_OPS
