@@ -677,4 +677,5 @@ def test_attention_keeps_q_in_shared_memory_for_its_first_dot():
     loop = ttgir[ttgir.index("scf.for"):]
     assert "ttg.local_load" not in loop, "Q is reloaded from shared memory inside the loop"
     dots = [line for line in loop.splitlines() if "ttng.warp_group_dot " in line]
-    assert len(dots) == 2 and "!ttg.memdesc<128x64x" in dots[0].split("*")[0]
+    # two loops (whole key tiles, then the masked ones), each with Q K^T reading Q from shared memory, then P V
+    assert len(dots) == 4 and all("!ttg.memdesc<128x64x" in d.split("*")[0] for d in dots[0::2])
