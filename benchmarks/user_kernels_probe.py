@@ -12,7 +12,7 @@ tle native with the reference's options, tle on Tile IR, the Triton reference, t
 implementations in a rotating order over --rounds rounds, median of the rounds.
 
     python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu,embedding,
-                                                    vocab_softmax,linear_nt,bmm,add_rmsnorm,rope,
+                                                    vocab_softmax,linear_nt,bmm,add_rmsnorm,rope,rope_pairs,
                                                     cross_entropy,linear_w8a8,linear_fp8,linear_fp8_block,
                                                     moe_gemm,paged_attention,
                                                     matmul_tf32,softmax_bwd,greedy,linear_w4a16,
@@ -151,6 +151,18 @@ kernel rope<BH: int = 8, HALF: int = 64, T: dtype = bf16>(x: tensor<T>[S, H, D],
     let sn = load(sines, tile=[1, HALF], at=[s, 0])
     store(y, reshape(cast<T>(x1 * c - x2 * sn), [1, BH, HALF]), at=[s, hb, 0])
     store(y, reshape(cast<T>(x2 * c + x1 * sn), [1, BH, HALF]), at=[s, hb, 1])
+}
+
+// Rotary embedding on interleaved pairs (GPT-J's layout): x[..., 2i] and x[..., 2i + 1] rotate together by angle i.
+// split takes the pairs apart, join puts them back.
+kernel rope_pairs<BH: int = 8, D: int = 128, T: dtype = bf16>(x: tensor<T>[S, H, D], cosines: tensor<f32>[S, E],
+                                                             sines: tensor<f32>[S, E], y: tensor<T>[S, H, D]) {
+    let s = program_id(0)
+    let hb = program_id(1)
+    let even, odd = split(reshape(cast<f32>(load(x, tile=[1, BH, D], at=[s, hb, 0])), [BH, D / 2, 2]))
+    let c = load(cosines, tile=[1, D / 2], at=[s, 0])
+    let sn = load(sines, tile=[1, D / 2], at=[s, 0])
+    store(y, reshape(cast<T>(join(even * c - odd * sn, even * sn + odd * c)), [1, BH, D]), at=[s, hb, 0])
 }
 
 // Cross-entropy of each row of logits against its target class: loss = logsumexp(x[row, :]) - x[row, target[row]].
@@ -601,6 +613,20 @@ def rope_ref(x_ptr, cos_ptr, sin_ptr, y_ptr, H, BH: tl.constexpr, HALF: tl.const
 
 
 @triton.jit
+def rope_pairs_ref(x_ptr, cos_ptr, sin_ptr, y_ptr, H, BH: tl.constexpr, D: tl.constexpr):
+    s = tl.program_id(0)
+    h = tl.program_id(1) * BH + tl.arange(0, BH)[:, None]
+    mask = h < H
+    at = s * H * D + h * D + tl.arange(0, D)[None, :]
+    even, odd = tl.split(tl.reshape(tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32), [BH, D // 2, 2]))
+    i = tl.arange(0, D // 2)[None, :]
+    c = tl.load(cos_ptr + s * (D // 2) + i)
+    sn = tl.load(sin_ptr + s * (D // 2) + i)
+    y = tl.reshape(tl.join(even * c - odd * sn, even * sn + odd * c), [BH, D])
+    tl.store(y_ptr + at, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def cross_entropy_ref(x_ptr, target_ptr, loss_ptr, V, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     m, s = _row_max_sum(x_ptr, row, V, BLOCK)
@@ -1019,6 +1045,22 @@ def cases(dev, only):
             out.append((f"rope {sq}x{h}x{d} {str(dt)[6:]}", (nb, 0), sets, torch_rope,
                         _both_paths(small.rope, g, lambda t, g=g, h=h, d=d: rope_ref[g](
                             *t, h, BH=8, HALF=d // 2)), 3))
+    if "rope_pairs" in only:
+        # the rope case's shapes, on interleaved pairs (split and join against tl.split and tl.join)
+        for dt, (sq, h, d) in itertools.product((torch.bfloat16, torch.float32), ((8192, 32, 128), (512, 32, 128))):
+            nb = 2 * sq * h * d * dt.itemsize + 2 * sq * d * 2
+            ang = torch.arange(sq, device=dev)[:, None] * (10000.0 ** (-torch.arange(0, d, 2, device=dev) / d))
+            cs, sn = ang.cos().contiguous(), ang.sin().contiguous()
+            sets = _sets(lambda: [r(sq, h, d, dt=dt), cs, sn, torch.empty(sq, h, d, device=dev, dtype=dt)], nb)
+            g = (sq, triton.cdiv(h, 8))
+
+            def torch_rope_pairs(t, d=d):
+                x = t[0].float().unflatten(-1, (d // 2, 2))
+                e, o, c, s = x[..., 0], x[..., 1], t[1][:, None, :], t[2][:, None, :]
+                t[3].copy_(torch.stack((e * c - o * s, e * s + o * c), -1).flatten(-2))
+            out.append((f"rope_pairs {sq}x{h}x{d} {str(dt)[6:]}", (nb, 0), sets, torch_rope_pairs,
+                        _both_paths(small.rope_pairs, g, lambda t, g=g, h=h, d=d: rope_pairs_ref[g](
+                            *t, h, BH=8, D=d)), 3))
     if "cross_entropy" in only:
         # a training step's logits over Llama-3's vocabulary (ragged last tile) and Llama-2's
         for dt, (m, v) in itertools.product((torch.bfloat16, torch.float32), ((1024, 128256), (4096, 32000))):
@@ -1295,7 +1337,7 @@ def output_error(got: list, wants: list) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu,embedding,vocab_softmax,"
-                                       "linear_nt,bmm,add_rmsnorm,rope,cross_entropy,linear_w8a8,linear_fp8,"
+                                       "linear_nt,bmm,add_rmsnorm,rope,rope_pairs,cross_entropy,linear_w8a8,linear_fp8,"
                                        "linear_fp8_block,moe_gemm,paged_attention,"
                                        "matmul_tf32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd,dropout,topk")
     ap.add_argument("--rounds", type=int, default=3)

@@ -96,6 +96,17 @@ def test_rope_rotates_the_two_halves_of_each_head(small):
     assert torch.equal(y, torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1).to(torch.bfloat16))
 
 
+def test_rope_pairs_rotates_interleaved_pairs(small):
+    x = torch.randn(5, 11, 32, dtype=torch.bfloat16)
+    ang = torch.arange(5)[:, None] * (10000.0 ** (-torch.arange(0, 32, 2) / 32))
+    cos, sin = ang.cos(), ang.sin()
+    y = torch.full_like(x, float("nan"))
+    small.rope_pairs[(5, 2)](x, cos, sin, y, BH=8, D=32)
+    p = x.float().unflatten(-1, (16, 2))
+    e, o, c, s = p[..., 0], p[..., 1], cos[:, None, :], sin[:, None, :]
+    assert torch.equal(y, torch.stack((e * c - o * s, e * s + o * c), -1).flatten(-2).to(torch.bfloat16))
+
+
 def test_cross_entropy_over_a_ragged_vocabulary(small):
     x = torch.randn(4, 1000) * 3
     target = torch.tensor([0, 999, 512, 7], dtype=torch.int32)
