@@ -386,3 +386,12 @@ def test_split_of_one_let_in_a_loop_and_after_it_builds_a_split_in_each_block():
     out = compile_kernel(load_program(src, "t.tle"), "k", {}, stop="ttir", backend="triton")
     assert out.stages["tle"].count('"tle.split"') == 2
     assert out.stages["ttir"].count('"tt.split"') == 2
+
+
+def test_var_many_declares_mutable_vars_from_a_fn_that_returns_two_values():
+    src = ("fn init() {\n    return zeros<f32>[8], full<f32>[8](1.0)\n}\n"
+           "kernel k(x: tensor<f32>[N]) {\n    var a, b = init()\n    a, b = b, a + b\n    store(x, a + b)\n}\n")
+    k = kernel(src)
+    declared = [s.var for s in k.body if isinstance(s, T.Bind) and s.var.name in ("a", "b")]
+    assert [(v.name, v.mutable) for v in declared[:2]] == [("a", True), ("b", True)]
+    assert all(v.type == Tile("f32", (8,)) for v in declared)

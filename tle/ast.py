@@ -146,6 +146,14 @@ class Var(Stmt):
 
 
 @dataclass(frozen=True)
+class VarMany(Stmt):
+    """var a, b = VALUE: as LetMany, the names mutable."""
+    names: tuple[str, ...]
+    value: Expr
+    name_spans: tuple[Span, ...] = ()
+
+
+@dataclass(frozen=True)
 class Assign(Stmt):
     name: str
     op: str  # "=", "+=", ...

@@ -548,10 +548,17 @@ class _KernelChecker:
             value = self.expr(s.value)
             if s.type is not None:
                 value = self.assignable(value, self.type_expr(s.type), s.value.span, f"'{s.name}'")
-            value = self.materialize(value)
-        var = T.Variable(s.name, value.type, s.span, mutable=True, depth=len(self.frames))
-        self.declare(s.name, s.name_span or s.span, var)
-        self.out.append(T.Bind(s.span, var, value))
+        self.var(s.name, s.name_span or s.span, s.span, value)
+
+    def stmt_VarMany(self, s: ast.VarMany):
+        for name, span, value in zip(s.names, s.name_spans, self.values(s.value, s.names, s.name_spans)):
+            self.var(name, span, s.span, value)
+
+    def var(self, name: str, name_span: Span, span: Span, value):
+        value = self.materialize(value)
+        var = T.Variable(name, value.type, span, mutable=True, depth=len(self.frames))
+        self.declare(name, name_span, var)
+        self.out.append(T.Bind(span, var, value))
 
     def stmt_Assign(self, s: ast.Assign):
         at = s.name_span or s.span

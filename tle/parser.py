@@ -154,6 +154,10 @@ class _ToAst(Transformer):
         *names, value = items
         return ast.LetMany(self.sp(meta), tuple(map(str, names)), value, tuple(self.sp(n) for n in names))
 
+    def var_many(self, meta, items):
+        *names, value = items
+        return ast.VarMany(self.sp(meta), tuple(map(str, names)), value, tuple(self.sp(n) for n in names))
+
     def var_stmt(self, meta, items):
         return ast.Var(self.sp(meta), str(items[0]), items[1], items[2], self.sp(items[0]))
 
