@@ -1029,8 +1029,10 @@ def cases(dev, only):
                 impls[f"tle:tileir occ{occ}"] = lambda t, m=m, n=n, occ=occ: small.add_rmsnorm[(m,)](
                     *t, 1e-6, BLOCK=n, backend="tileir", occupancy=occ)
             out.append((f"add_rmsnorm {m}x{n} {str(dt)[6:]}", (nb, 0), sets, torch_add_rmsnorm, impls, 4))
-    if "rope" in only:
-        # Llama-2 7B's attention shapes (32 heads of 128) over a prefill of 8192 tokens and a batch of 512 tokens
+    for case in [c for c in ("rope", "rope_pairs") if c in only]:
+        # Llama-2 7B's attention shapes (32 heads of 128) over a prefill of 8192 tokens and a batch of 512 tokens.
+        # rope rotates each head's two halves; rope_pairs GPT-J's interleaved pairs (split and join, against
+        # tl.split and tl.join)
         for dt, (sq, h, d) in itertools.product((torch.bfloat16, torch.float32), ((8192, 32, 128), (512, 32, 128))):
             nb = 2 * sq * h * d * dt.itemsize + 2 * sq * d * 2
             ang = torch.arange(sq, device=dev)[:, None] * (10000.0 ** (-torch.arange(0, d, 2, device=dev) / d))
@@ -1038,29 +1040,20 @@ def cases(dev, only):
             sets = _sets(lambda: [r(sq, h, d, dt=dt), cs, sn, torch.empty(sq, h, d, device=dev, dtype=dt)], nb)
             g = (sq, triton.cdiv(h, 8))
 
-            def torch_rope(t, half=d // 2):
+            def torch_rope(t, half=d // 2, pairs=case == "rope_pairs"):
                 x, c, s = t[0].float(), t[1][:, None, :], t[2][:, None, :]
-                x1, x2 = x[..., :half], x[..., half:]
-                t[3].copy_(torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1))
-            out.append((f"rope {sq}x{h}x{d} {str(dt)[6:]}", (nb, 0), sets, torch_rope,
-                        _both_paths(small.rope, g, lambda t, g=g, h=h, d=d: rope_ref[g](
-                            *t, h, BH=8, HALF=d // 2)), 3))
-    if "rope_pairs" in only:
-        # the rope case's shapes, on interleaved pairs (split and join against tl.split and tl.join)
-        for dt, (sq, h, d) in itertools.product((torch.bfloat16, torch.float32), ((8192, 32, 128), (512, 32, 128))):
-            nb = 2 * sq * h * d * dt.itemsize + 2 * sq * d * 2
-            ang = torch.arange(sq, device=dev)[:, None] * (10000.0 ** (-torch.arange(0, d, 2, device=dev) / d))
-            cs, sn = ang.cos().contiguous(), ang.sin().contiguous()
-            sets = _sets(lambda: [r(sq, h, d, dt=dt), cs, sn, torch.empty(sq, h, d, device=dev, dtype=dt)], nb)
-            g = (sq, triton.cdiv(h, 8))
-
-            def torch_rope_pairs(t, d=d):
-                x = t[0].float().unflatten(-1, (d // 2, 2))
-                e, o, c, s = x[..., 0], x[..., 1], t[1][:, None, :], t[2][:, None, :]
-                t[3].copy_(torch.stack((e * c - o * s, e * s + o * c), -1).flatten(-2))
-            out.append((f"rope_pairs {sq}x{h}x{d} {str(dt)[6:]}", (nb, 0), sets, torch_rope_pairs,
-                        _both_paths(small.rope_pairs, g, lambda t, g=g, h=h, d=d: rope_pairs_ref[g](
-                            *t, h, BH=8, D=d)), 3))
+                if pairs:
+                    x = x.unflatten(-1, (half, 2))
+                    e, o = x[..., 0], x[..., 1]
+                    t[3].copy_(torch.stack((e * c - o * s, e * s + o * c), -1).flatten(-2))
+                else:
+                    x1, x2 = x[..., :half], x[..., half:]
+                    t[3].copy_(torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1))
+            if case == "rope":
+                impls = _both_paths(small.rope, g, lambda t, g=g, h=h, d=d: rope_ref[g](*t, h, BH=8, HALF=d // 2))
+            else:
+                impls = _both_paths(small.rope_pairs, g, lambda t, g=g, h=h, d=d: rope_pairs_ref[g](*t, h, BH=8, D=d))
+            out.append((f"{case} {sq}x{h}x{d} {str(dt)[6:]}", (nb, 0), sets, torch_rope, impls, 3))
     if "cross_entropy" in only:
         # a training step's logits over Llama-3's vocabulary (ragged last tile) and Llama-2's
         for dt, (m, v) in itertools.product((torch.bfloat16, torch.float32), ((1024, 128256), (4096, 32000))):
