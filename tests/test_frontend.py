@@ -395,3 +395,12 @@ def test_var_many_declares_mutable_vars_from_a_fn_that_returns_two_values():
     declared = [s.var for s in k.body if isinstance(s, T.Bind) and s.var.name in ("a", "b")]
     assert [(v.name, v.mutable) for v in declared[:2]] == [("a", True), ("b", True)]
     assert all(v.type == Tile("f32", (8,)) for v in declared)
+
+
+def test_a_dim_passed_to_a_fn_stays_a_dim_so_its_loops_keep_their_launch_facts():
+    from tle.abi import loop_facts
+    src = ("fn total(x, n) {\n    var acc = zeros<f32>[16]\n    for j in range(n / 16) {\n"
+           "        acc += load(x, tile=[16], at=j)\n    }\n    return acc\n}\n"
+           "kernel k(x: tensor<f32>[N], y: tensor<f32>[16]) {\n    store(y, total(x, N))\n}\n")
+    k = kernel(src)
+    assert len(loop_facts(k)) == 1  # the loop's stop, N / 16, is a size the launch facts can evaluate

@@ -1099,6 +1099,9 @@ class _KernelChecker:
                 self.what[v] = f"a parameter of fn '{fn.name}'"
                 fn_scope.add(p.name, v, p.name_span)
                 continue
+            if isinstance(v, T.Dim):  # a dim stays a dim: loops over it keep their launch facts (tle/abi.py)
+                fn_scope.add(p.name, v, p.name_span)
+                continue
             var = T.Variable(p.name, v.type, p.span, depth=len(self.frames))
             self.what[var] = f"a parameter of fn '{fn.name}'"
             fn_scope.add(p.name, var, p.name_span)
