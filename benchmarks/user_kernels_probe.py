@@ -2,8 +2,9 @@
 """Kernels a user might write that bench.py does not cover, timed the way bench.py times its own (issue 5: "I time
 kernels of my own, tuned and untuned, against torch and Triton").
 
-Each kernel is written once in tle (below, or examples/attention.tle, examples/linear_fp8.tle and
-examples/dropout.tle) and once as hand-written Triton of the same algorithm and tiles; both are checked against torch
+Each kernel is written once in tle (below, or examples/attention.tle, examples/attention_bwd.tle,
+examples/linear_fp8.tle and examples/dropout.tle) and, except attention_train, once as hand-written Triton of the
+same algorithm and tiles; both are checked against torch
 on fresh random inputs before anything is timed (dropout, whose mask torch draws differently, against Triton's
 tl.rand: tle's rand is the same Philox, bit for bit). Columns:
 tle on the native path with Triton's default launch options (num_warps=4 unless the kernel's dots are big, stages 3),
@@ -13,6 +14,7 @@ implementations in a rotating order over --rounds rounds, median of the rounds.
 
     python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu,embedding,
                                                     vocab_softmax,linear_nt,bmm,add_rmsnorm,rope,rope_pairs,
+                                                    attention_train,
                                                     cross_entropy,linear_w8a8,linear_fp8,linear_fp8_block,
                                                     moe_gemm,paged_attention,
                                                     matmul_tf32,softmax_bwd,greedy,linear_w4a16,
@@ -921,6 +923,41 @@ def cases(dev, only):
                     flops = 4 * b * s * s * d // (2 if causal else 1)
                     out.append((f"attention{' causal' if causal else ''} b{b} s{s} d{d} {str(dt)[6:]}",
                                 (nb, flops), sets, sdpa, impls, 3))
+    if "attention_train" in only:
+        # a training step's attention: examples/attention_bwd.tle's forward (with the log-sum-exp) and backward
+        # (delta, dk/dv, dq; 4 launches) against torch's scaled_dot_product_attention forward and autograd backward
+        train = tle.compile(os.path.join(HERE, "..", "examples", "attention_bwd.tle"))
+        for causal in (False, True):
+            for dt in (torch.float16, torch.bfloat16):
+                for b, s, d in ((32, 4096, 64), (16, 4096, 128)):
+                    nb = 8 * b * s * d * dt.itemsize
+                    sets = _sets(lambda: [r(b, s, d, dt=dt) for _ in range(4)]
+                                 + [torch.empty(b, s, d, device=dev, dtype=dt) for _ in range(4)]
+                                 + [torch.empty(b, s, device=dev) for _ in range(2)], nb)
+                    h = 8
+
+                    def sdpa_train(t, h=h, causal=causal):
+                        q, k, v, do = (x.view(x.shape[0] // h, h, *x.shape[1:]) for x in t[:4])
+                        with torch.enable_grad():
+                            q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
+                            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                            grads = torch.autograd.grad(o, (q, k, v), do)
+                        for dst, src in zip(t[4:8], (o, *grads)):
+                            dst.copy_(src.detach().reshape(dst.shape))
+
+                    def tle_train(t, d=d, s=s, b=b, causal=causal, backend="triton"):
+                        q, k, v, do, o, dq, dk, dv, lse, delta = t
+                        c = dict(D=d, CAUSAL=causal, backend=backend)
+                        g = (triton.cdiv(s, 64), b)
+                        train.attention_fwd[g](q, k, v, o, lse, d ** -0.5, **c)
+                        train.attention_bwd_delta[g](o, do, delta, D=d, backend=backend)
+                        train.attention_bwd_dkdv[g](q, k, v, do, lse, delta, dk, dv, d ** -0.5, **c)
+                        train.attention_bwd_dq[g](q, k, v, do, lse, delta, dq, d ** -0.5, **c)
+                    impls = {"tle:triton": tle_train,
+                             "tle:tileir": lambda t, f=tle_train: f(t, backend="tileir")}
+                    flops = 7 * 2 * b * s * s * d // (2 if causal else 1)  # 2 matmuls forward, 5 backward
+                    out.append((f"attention_train{' causal' if causal else ''} b{b} s{s} d{d} {str(dt)[6:]}",
+                                (nb, flops), sets, sdpa_train, impls, (4, 5, 6, 7)))
     if "transpose" in only:
         for dt in (torch.float32, torch.bfloat16):
             m = n = 8192
@@ -1329,7 +1366,8 @@ def output_error(got: list, wants: list) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="attention,transpose,colsum,bias_gelu,linear_relu,embedding,vocab_softmax,"
+    ap.add_argument("--only", default="attention,attention_train,transpose,colsum,bias_gelu,linear_relu,embedding,"
+                                       "vocab_softmax,"
                                        "linear_nt,bmm,add_rmsnorm,rope,rope_pairs,cross_entropy,linear_w8a8,linear_fp8,"
                                        "linear_fp8_block,moe_gemm,paged_attention,"
                                        "matmul_tf32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd,dropout,topk")

@@ -6,6 +6,7 @@ Outputs start as NaN so that an element the kernel never wrote cannot pass.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -158,6 +159,38 @@ def _attention(device, dtype, shape=(2, 37, 50), noncontig=False, tiles=(32, 16)
         return [torch.softmax(scores, dim=-1) @ t[2].float()]
     return ([q, k, v, o, scale], (cdiv(s, bm), b), {"BM": bm, "BN": bn, "D": d, "CAUSAL": causal}, ref,
             lambda t: [t[3]])
+
+
+def attention_training(mod, q, k, v, dout, scale: float, causal: bool, tiles=(64, 64), **options):
+    """examples/attention_bwd.tle's four kernels in order, on [B, S, D] / [B, L, D] tensors: (o, lse, dq, dk, dv).
+    `mod` is tle.compile("examples/attention_bwd.tle"); options (backend=...) go to every launch."""
+    (b, s, d), l = q.shape, k.shape[1]
+    bm, bn = tiles
+    consts = {"BM": bm, "BN": bn, "D": d, "CAUSAL": causal, **options}
+    o, dq = torch.empty_like(q), torch.empty_like(q)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    lse = torch.empty((b, s), device=q.device, dtype=torch.float32)
+    delta = torch.empty_like(lse)
+    mod.attention_fwd[(cdiv(s, bm), b)](q, k, v, o, lse, scale, **consts)
+    mod.attention_bwd_delta[(cdiv(s, bm), b)](o, dout, delta, BM=bm, D=d, **options)
+    mod.attention_bwd_dkdv[(cdiv(l, bn), b)](q, k, v, dout, lse, delta, dk, dv, scale, **consts)
+    mod.attention_bwd_dq[(cdiv(s, bm), b)](q, k, v, dout, lse, delta, dq, scale, **consts)
+    return o, lse, dq, dk, dv
+
+
+def attention_training_reference(q, k, v, dout, scale: float, causal: bool):
+    """(o, lse, dq, dk, dv) from torch autograd in float64; lse in attention_bwd.tle's units (log2 of each row's
+    sum of exp2 of the scores times log2(e))."""
+    q, k, v = (t.detach().double().requires_grad_(True) for t in (q, k, v))
+    scores = q @ k.transpose(1, 2) * scale
+    if causal:
+        s, l = scores.shape[1:]
+        after = torch.arange(l, device=q.device)[None, :] > torch.arange(s, device=q.device)[:, None]
+        scores = scores.masked_fill(after, float("-inf"))
+    o = torch.softmax(scores, dim=-1) @ v
+    o.backward(dout.double())
+    lse = torch.logsumexp(scores, dim=-1) / math.log(2)
+    return o.detach(), lse.detach(), q.grad, k.grad, v.grad
 
 
 def _dropout(device, dtype, shape=(10_000,), noncontig=False, p=0.3, seed=1234567):

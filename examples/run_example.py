@@ -2,6 +2,7 @@
 
     python examples/run_example.py softmax        # or vector_add, layernorm, rmsnorm, matmul, swiglu, cumsum,
                                                   # attention, linear_fp8, ... (examples/reference.py: CASES)
+    python examples/run_example.py attention_bwd  # attention's forward and backward (four kernels), causal
 
 The cubin is built for sm_90 with Triton (no GPU needed). The kernel then runs on the GPU when torch sees one,
 and on tle's CPU interpreter otherwise; either way its output is checked against torch on random inputs.
@@ -22,21 +23,27 @@ from tle.cli import main as tlec  # noqa: E402
 from reference import CASES, relative_error, tolerance  # noqa: E402
 
 
+TRAINING = ("attention_fwd", "attention_bwd_delta", "attention_bwd_dkdv", "attention_bwd_dq")
+
+
 def main(argv: list[str]) -> int:
     name = argv[0] if argv else "softmax"
-    if name not in CASES:
-        print(f"unknown example '{name}'; choose one of: {', '.join(CASES)}", file=sys.stderr)
+    if name not in CASES and name != "attention_bwd":
+        print(f"unknown example '{name}'; choose one of: {', '.join(CASES)}, attention_bwd", file=sys.stderr)
         return 2
     path = os.path.join(HERE, f"{name}.tle")
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, f"{name}.cubin")
-        rc = tlec([path, "--kernel", name, "--emit=cubin", "--arch", "sm_90", "-o", out, "-v"])
-        if rc != 0:
-            return rc
-        with open(out, "rb") as f:
-            is_elf = f.read(4) == b"\x7fELF"
-        print(f"compiled {name}.tle -> {os.path.getsize(out)}-byte sm_90 cubin (ELF: {is_elf})")
+    for kernel in TRAINING if name == "attention_bwd" else (name,):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, f"{kernel}.cubin")
+            rc = tlec([path, "--kernel", kernel, "--emit=cubin", "--arch", "sm_90", "-o", out, "-v"])
+            if rc != 0:
+                return rc
+            with open(out, "rb") as f:
+                is_elf = f.read(4) == b"\x7fELF"
+            print(f"compiled {name}.tle ({kernel}) -> {os.path.getsize(out)}-byte sm_90 cubin (ELF: {is_elf})")
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "attention_bwd":
+        return run_training(path, device)
     mod = tle.compile(path)
     case = CASES[name]
     torch.manual_seed(0)
@@ -50,6 +57,25 @@ def main(argv: list[str]) -> int:
         err = relative_error(got, want)
         ok &= err <= tolerance(name, dtype)
         print(f"ran {name} on the {where}: relative error vs torch {err:.2e} -> {'match' if ok else 'MISMATCH'}")
+    return 0 if ok else 1
+
+
+def run_training(path: str, device: str) -> int:
+    """examples/attention_bwd.tle's four kernels, causal, on f16 [batch * heads, S, D] tensors, against autograd."""
+    from reference import attention_training, attention_training_reference
+    mod = tle.compile(path)
+    torch.manual_seed(0)
+    b, s, d = (8, 1024, 64) if device == "cuda" else (2, 100, 16)
+    q, k, v, dout = (torch.randn(b, s, d, device=device).to(torch.float16) for _ in range(4))
+    got = attention_training(mod, q, k, v, dout, d ** -0.5, True)
+    want = attention_training_reference(q, k, v, dout, d ** -0.5, True)
+    where = "GPU (" + torch.cuda.get_device_name() + ")" if device == "cuda" else "CPU interpreter"
+    ok = True
+    for what, g, w in zip(("o", "lse", "dq", "dk", "dv"), got, want):
+        err = relative_error(g, w)
+        ok &= err <= tolerance("attention", torch.float16)
+        print(f"ran attention_bwd ({what}) on the {where}: relative error vs torch autograd {err:.2e} -> "
+              f"{'match' if ok else 'MISMATCH'}")
     return 0 if ok else 1
 
 

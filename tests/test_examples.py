@@ -54,7 +54,7 @@ def test_example_on_interpreter(name, dtype):
                 assert err <= tolerance(name, dtype), f"{name} {shape} noncontig={noncontig}: rel err {err}"
 
 
-@pytest.mark.parametrize("name", ["softmax", "matmul"])
+@pytest.mark.parametrize("name", ["softmax", "matmul", "attention_bwd"])
 def test_readme_main_command_runs_an_example(name):
     """README's first command ends with `python examples/run_example.py softmax`: it must compile, run and match."""
     import subprocess
@@ -74,3 +74,34 @@ def test_causal_attention_on_interpreter(shape):
     mod.attention[grid](*args, **consts)
     err = relative_error(outputs(args)[0], ref(args)[0])
     assert err <= tolerance("attention", torch.float16), f"{shape}: rel err {err}"
+
+
+# ---- examples/attention_bwd.tle: four kernels, so not a CASES entry -------------------------------------------------
+TRAINING_KERNELS = ["attention_fwd", "attention_bwd_delta", "attention_bwd_dkdv", "attention_bwd_dq"]
+
+
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+def test_attention_training_kernels_compile_to_cubins(backend):
+    program = _program("attention_bwd")
+    for name in TRAINING_KERNELS:
+        consts = {} if name == "attention_bwd_delta" else {"CAUSAL": True}
+        out = compile_kernel(program, name, consts, backend=backend)
+        assert out.binary.cubin[:4] == b"\x7fELF", name
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("shape", [(2, 37, 50, False), (2, 37, 50, True), (1, 64, 29, True), (1, 70, 130, True),
+                                   (2, 130, 77, False)], ids=str)
+def test_attention_training_on_interpreter(shape, dtype):
+    """Forward (with the log-sum-exp) and backward against torch autograd in float64: ragged S and L, L below S
+    (queries past L see every key) and above it (causal keys past S get zero gradients)."""
+    from reference import attention_training, attention_training_reference
+    b, s, l, causal = shape
+    torch.manual_seed(3)
+    q, k, v, dout = (torch.randn(b, n, 16).to(dtype) for n in (s, l, l, s))
+    mod = tle.compile(os.path.join(ROOT, "examples", "attention_bwd.tle"))
+    got = attention_training(mod, q, k, v, dout, 0.25, causal, tiles=(32, 16))
+    want = attention_training_reference(q, k, v, dout, 0.25, causal)
+    for what, g, w in zip(("o", "lse", "dq", "dk", "dv"), got, want):
+        err = relative_error(g, w)
+        assert err <= tolerance("attention", dtype), f"{what}: rel err {err}"
