@@ -3,8 +3,8 @@
 kernels of my own, tuned and untuned, against torch and Triton").
 
 Each kernel is written once in tle (below, or examples/attention.tle, examples/attention_bwd.tle,
-examples/linear_fp8.tle and examples/dropout.tle) and, except attention_train, once as hand-written Triton of the
-same algorithm and tiles; both are checked against torch
+examples/linear_fp8.tle and examples/dropout.tle) and once as hand-written Triton of the same algorithm and
+tiles; both are checked against torch
 on fresh random inputs before anything is timed (dropout, whose mask torch draws differently, against Triton's
 tl.rand: tle's rand is the same Philox, bit for bit). Columns:
 tle on the native path with Triton's default launch options (num_warps=4 unless the kernel's dots are big, stages 3),
@@ -418,12 +418,9 @@ def _attend_ref(q, k_base, v_base, rm, rd, lo, hi, L, mi, li, acc, qk_scale, BN:
 
 
 @triton.jit
-def attention_ref(q_ptr, k_ptr, v_ptr, o_ptr, S, L, scale, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
-                  CAUSAL: tl.constexpr = False):
-    """examples/attention.tle's algorithm: key tiles wholly inside L (and, causal, before the program's first
-    query) unmasked, then the ragged tile or the diagonal band masked (the Triton tutorial's two stages)."""
-    m = tl.program_id(0)
-    b = tl.program_id(1)
+def _sweep_ref(q_ptr, k_ptr, v_ptr, S, L, scale, m, b, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
+               CAUSAL: tl.constexpr):
+    """examples/attention.tle's sweep: the running max, sum and output of queries m * BM ... over their keys."""
     rm = m * BM + tl.arange(0, BM)
     rd = tl.arange(0, D)
     q = tl.load(q_ptr + b * S * D + rm[:, None] * D + rd[None, :], mask=rm[:, None] < S, other=0.0)
@@ -441,8 +438,138 @@ def attention_ref(q_ptr, k_ptr, v_ptr, o_ptr, S, L, scale, BM: tl.constexpr, BN:
         stop = tl.cdiv(L, BN)
     mi, li, acc = _attend_ref(q, k_base, v_base, rm, rd, 0, whole, L, mi, li, acc, qk_scale, BN, D, False, CAUSAL)
     mi, li, acc = _attend_ref(q, k_base, v_base, rm, rd, whole, stop, L, mi, li, acc, qk_scale, BN, D, True, CAUSAL)
+    return rm, rd, mi, li, acc
+
+
+@triton.jit
+def attention_ref(q_ptr, k_ptr, v_ptr, o_ptr, S, L, scale, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
+                  CAUSAL: tl.constexpr = False):
+    """examples/attention.tle's algorithm: key tiles wholly inside L (and, causal, before the program's first
+    query) unmasked, then the ragged tile or the diagonal band masked (the Triton tutorial's two stages)."""
+    m = tl.program_id(0)
+    b = tl.program_id(1)
+    rm, rd, mi, li, acc = _sweep_ref(q_ptr, k_ptr, v_ptr, S, L, scale, m, b, BM, BN, D, CAUSAL)
     tl.store(o_ptr + b * S * D + rm[:, None] * D + rd[None, :], (acc / li[:, None]).to(o_ptr.dtype.element_ty),
              mask=rm[:, None] < S)
+
+
+# examples/attention_bwd.tle's four kernels, the same algorithm and tiles (attention_train)
+@triton.jit
+def attention_fwd_ref(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, S, L, scale, BM: tl.constexpr, BN: tl.constexpr,
+                      D: tl.constexpr, CAUSAL: tl.constexpr):
+    m = tl.program_id(0)
+    b = tl.program_id(1)
+    rm, rd, mi, li, acc = _sweep_ref(q_ptr, k_ptr, v_ptr, S, L, scale, m, b, BM, BN, D, CAUSAL)
+    tl.store(o_ptr + b * S * D + rm[:, None] * D + rd[None, :], (acc / li[:, None]).to(o_ptr.dtype.element_ty),
+             mask=rm[:, None] < S)
+    tl.store(lse_ptr + b * S + rm, mi + tl.math.log2(li), mask=rm < S)
+
+
+@triton.jit
+def attention_bwd_delta_ref(o_ptr, do_ptr, delta_ptr, S, BM: tl.constexpr, D: tl.constexpr):
+    m = tl.program_id(0)
+    b = tl.program_id(1)
+    rm = m * BM + tl.arange(0, BM)
+    at = b * S * D + rm[:, None] * D + tl.arange(0, D)[None, :]
+    o = tl.load(o_ptr + at, mask=rm[:, None] < S, other=0.0).to(tl.float32)
+    do = tl.load(do_ptr + at, mask=rm[:, None] < S, other=0.0).to(tl.float32)
+    tl.store(delta_ptr + b * S + rm, tl.sum(o * do, 1), mask=rm < S)
+
+
+@triton.jit
+def _dkdv_ref(k, v, q_base, do_base, lse_base, delta_base, rn, rd, lo, hi, S, dk, dv, qk_scale,
+              BM: tl.constexpr, D: tl.constexpr, MASKED: tl.constexpr):
+    for m in range(lo, hi):
+        rm = m * BM + tl.arange(0, BM)
+        q = tl.load(q_base + rm[:, None] * D + rd[None, :], mask=rm[:, None] < S, other=0.0)
+        lse = tl.load(lse_base + rm, mask=rm < S, other=0.0)
+        pt = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])
+        if MASKED:
+            pt = tl.where(rn[:, None] <= rm[None, :], pt, 0.0)
+        do = tl.load(do_base + rm[:, None] * D + rd[None, :], mask=rm[:, None] < S, other=0.0)
+        dv = tl.dot(pt.to(do.dtype), do, dv)
+        delta = tl.load(delta_base + rm, mask=rm < S, other=0.0)
+        dst = pt * (tl.dot(v, tl.trans(do)) - delta[None, :])
+        dk = tl.dot(dst.to(q.dtype), q, dk)
+    return dk, dv
+
+
+@triton.jit
+def attention_bwd_dkdv_ref(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, S, L, scale,
+                           BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr, CAUSAL: tl.constexpr):
+    n = tl.program_id(0)
+    b = tl.program_id(1)
+    rn = n * BN + tl.arange(0, BN)
+    rd = tl.arange(0, D)
+    kv = b * L * D + rn[:, None] * D + rd[None, :]
+    k = tl.load(k_ptr + kv, mask=rn[:, None] < L, other=0.0)
+    v = tl.load(v_ptr + kv, mask=rn[:, None] < L, other=0.0)
+    dk = tl.zeros([BN, D], tl.float32)
+    dv = tl.zeros([BN, D], tl.float32)
+    qk_scale = scale * 1.4426950408889634
+    q_base, do_base = q_ptr + b * S * D, do_ptr + b * S * D
+    lse_base, delta_base = lse_ptr + b * S, delta_ptr + b * S
+    if CAUSAL:
+        band_end = tl.minimum(tl.cdiv((n + 1) * BN, BM), tl.cdiv(S, BM))
+        dk, dv = _dkdv_ref(k, v, q_base, do_base, lse_base, delta_base, rn, rd, (n * BN) // BM, band_end, S, dk,
+                           dv, qk_scale, BM, D, True)
+        dk, dv = _dkdv_ref(k, v, q_base, do_base, lse_base, delta_base, rn, rd, band_end, tl.cdiv(S, BM), S, dk, dv,
+                           qk_scale, BM, D, False)
+    else:
+        dk, dv = _dkdv_ref(k, v, q_base, do_base, lse_base, delta_base, rn, rd, 0, tl.cdiv(S, BM), S, dk, dv,
+                           qk_scale, BM, D, False)
+    tl.store(dk_ptr + kv, (dk * scale).to(dk_ptr.dtype.element_ty), mask=rn[:, None] < L)
+    tl.store(dv_ptr + kv, dv.to(dv_ptr.dtype.element_ty), mask=rn[:, None] < L)
+
+
+@triton.jit
+def _dq_ref(q, do, lse, delta, k_base, v_base, rm, rd, lo, hi, L, dq, qk_scale, BN: tl.constexpr, D: tl.constexpr,
+            MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+    for j in range(lo, hi):
+        rn = j * BN + tl.arange(0, BN)
+        if MASKED:
+            k = tl.load(k_base + rn[:, None] * D + rd[None, :], mask=rn[:, None] < L, other=0.0)
+        else:
+            k = tl.load(k_base + rn[:, None] * D + rd[None, :])
+        p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None])
+        if MASKED:
+            keep = rn[None, :] < L
+            if CAUSAL:
+                keep = keep & (rn[None, :] <= rm[:, None])
+            p = tl.where(keep, p, 0.0)
+        if MASKED:
+            v = tl.load(v_base + rn[:, None] * D + rd[None, :], mask=rn[:, None] < L, other=0.0)
+        else:
+            v = tl.load(v_base + rn[:, None] * D + rd[None, :])
+        ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq)
+    return dq
+
+
+@triton.jit
+def attention_bwd_dq_ref(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, S, L, scale, BM: tl.constexpr,
+                         BN: tl.constexpr, D: tl.constexpr, CAUSAL: tl.constexpr):
+    m = tl.program_id(0)
+    b = tl.program_id(1)
+    rm = m * BM + tl.arange(0, BM)
+    rd = tl.arange(0, D)
+    at = b * S * D + rm[:, None] * D + rd[None, :]
+    q = tl.load(q_ptr + at, mask=rm[:, None] < S, other=0.0)
+    do = tl.load(do_ptr + at, mask=rm[:, None] < S, other=0.0)
+    lse = tl.load(lse_ptr + b * S + rm, mask=rm < S, other=0.0)
+    delta = tl.load(delta_ptr + b * S + rm, mask=rm < S, other=0.0)
+    dq = tl.zeros([BM, D], tl.float32)
+    qk_scale = scale * 1.4426950408889634
+    k_base, v_base = k_ptr + b * L * D, v_ptr + b * L * D
+    if CAUSAL:
+        whole = tl.minimum(m * BM, L) // BN
+        stop = tl.cdiv(tl.minimum((m + 1) * BM, L), BN)
+    else:
+        whole = L // BN
+        stop = tl.cdiv(L, BN)
+    dq = _dq_ref(q, do, lse, delta, k_base, v_base, rm, rd, 0, whole, L, dq, qk_scale, BN, D, False, CAUSAL)
+    dq = _dq_ref(q, do, lse, delta, k_base, v_base, rm, rd, whole, stop, L, dq, qk_scale, BN, D, True, CAUSAL)
+    tl.store(dq_ptr + at, (dq * scale).to(dq_ptr.dtype.element_ty), mask=rm[:, None] < S)
 
 
 @triton.jit
@@ -953,8 +1080,17 @@ def cases(dev, only):
                         train.attention_bwd_delta[g](o, do, delta, D=d, backend=backend)
                         train.attention_bwd_dkdv[g](q, k, v, do, lse, delta, dk, dv, d ** -0.5, **c)
                         train.attention_bwd_dq[g](q, k, v, do, lse, delta, dq, d ** -0.5, **c)
+                    def triton_train(t, d=d, s=s, b=b, causal=causal):
+                        q, k, v, do, o, dq, dk, dv, lse, delta = t
+                        c = dict(BM=64, BN=64, D=d, CAUSAL=causal, num_warps=4, num_stages=3)
+                        g = (triton.cdiv(s, 64), b)
+                        attention_fwd_ref[g](q, k, v, o, lse, s, s, d ** -0.5, **c)
+                        attention_bwd_delta_ref[g](o, do, delta, s, BM=64, D=d)
+                        attention_bwd_dkdv_ref[g](q, k, v, do, lse, delta, dk, dv, s, s, d ** -0.5, **c)
+                        attention_bwd_dq_ref[g](q, k, v, do, lse, delta, dq, s, s, d ** -0.5, **c)
                     impls = {"tle:triton": tle_train,
-                             "tle:tileir": lambda t, f=tle_train: f(t, backend="tileir")}
+                             "tle:tileir": lambda t, f=tle_train: f(t, backend="tileir"),
+                             "triton_ref": triton_train}
                     flops = 7 * 2 * b * s * s * d // (2 if causal else 1)  # 2 matmuls forward, 5 backward
                     out.append((f"attention_train{' causal' if causal else ''} b{b} s{s} d{d} {str(dt)[6:]}",
                                 (nb, flops), sets, sdpa_train, impls, (4, 5, 6, 7)))
