@@ -372,11 +372,11 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
     if str(tok) in _KEYWORDS and "NAME" in expected and "INT" not in expected:  # a name, not an expression
         return TleError(span, f"syntax error: '{tok}' is a keyword and cannot be used as a name",
                         [f"keywords: {', '.join(_KEYWORDS)}"])
-    label = label or _rule_label(str(tok), expected)
-    if label and label.startswith("missing") and tok.start_pos:
+    prev = _previous_token(text, tok.start_pos) if tok.start_pos else None
+    label = label or _several_names_label(str(tok), expected, prev) or _rule_label(str(tok), expected)
+    if label and label.startswith("missing") and prev is not None:
         # clang-style: a missing closer belongs just after the previous token, not at the next line's first word
-        prev = _previous_token(text, tok.start_pos)
-        if prev is not None and prev.end_line < tok.line:
+        if prev.end_line < tok.line:
             span = Span(filename, prev.end_line, prev.end_column, prev.end_line, prev.end_column + 1)
     if label:
         return TleError(span, f"syntax error: {label}", [f"found {_describe(tok)}"])
@@ -402,6 +402,19 @@ def _previous_token(text: str, pos: int) -> Token | None:
 
 
 _COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
+
+
+def _several_names_label(tok: str, expected: set[str], prev: Token | None) -> str | None:
+    """Mistakes on the left of `let a, b = ...` / `a, b = ...`, told by the token (after the names the parser wants
+    ',' or '='; after let or var, a name)."""
+    want = {_terminal_name(t) for t in expected}
+    if want == {"','", "'='"} and tok == ":":
+        return "several names take no type annotation: write let a, b = ... and convert on the right (cast<f32>(x))"
+    if want == {"','", "'='"} and tok in ("+=", "-=", "*=", "/=", "%="):
+        return f"{tok} assigns one var at a time: write a {tok} x and b {tok} y"
+    if tok == "(" and prev is not None and str(prev) in ("let", "var"):
+        return f"names after {prev} take no parentheses: {prev} a, b = ..."
+    return None
 
 
 def _rule_label(tok: str, expected: set[str]) -> str | None:
