@@ -245,10 +245,17 @@ kernel paged_attention<BS: int = 16, D: int = 128, T: dtype = bf16>(q: tensor<T>
     let h = program_id(1)
     let n = load(seq_lens, at=b)
     let qv = cast<f32>(reshape(load(q, tile=[1, 1, D], at=[b, h, 0]), [1, D])) * (scale * 1.4426950408889634)
+    let m, l, acc = walk_blocks(qv, kc, vc, block_table, b, h, n, 0, cdiv(n, BS))
+    store(o, reshape(cast<T>(acc / l), [1, 1, D]), at=[b, h, 0])
+}
+
+// The online softmax of query qv (scaled by scale * log2(e)) against head h of sequence b's blocks first .. stop - 1
+// (n tokens in all): the running max (log2 units), sum and unnormalised output ([1, D]).
+fn walk_blocks(qv, kc, vc, block_table, b, h, n, first, stop) {
     var m = -inf
     var l = 0.0
     var acc = zeros<f32>[1, D]
-    for j in range(cdiv(n, BS)) {
+    for j in range(first, stop) {
         let blk = load(block_table, at=[b, j])
         let k = cast<f32>(reshape(load(kc, tile=[1, BS, 1, D], at=[blk, 0, h, 0]), [BS, D]))
         let pos = j * BS + arange(0, BS)
@@ -261,7 +268,40 @@ kernel paged_attention<BS: int = 16, D: int = 128, T: dtype = bf16>(q: tensor<T>
         acc = acc * alpha + sum(reshape(p, [BS, 1]) * v, axis=0, keepdims=true)
         m = mnew
     }
-    store(o, reshape(cast<T>(acc / l), [1, 1, D]), at=[b, h, 0])
+    return m, l, acc
+}
+
+// Flash-decoding: the same walk split over programs, for long sequences. Program (b, h, p) walks partition p of
+// sequence b, its tokens p * PART ... (p + 1) * PART - 1 (PART a multiple of BS), and writes that partition's max,
+// sum and unnormalised output; paged_attention_combine merges them. Partitions past a sequence's end write -inf,
+// 0 and zeros, which the merge weighs 0.
+kernel paged_attention_split<BS: int = 16, D: int = 128, PART: int = 512, T: dtype = bf16>(q: tensor<T>[B, H, D],
+        kc: tensor<T>[NB, BS, H, D], vc: tensor<T>[NB, BS, H, D], block_table: tensor<i32>[B, MAXB],
+        seq_lens: tensor<i32>[B], part_max: tensor<f32>[B, H, P], part_sum: tensor<f32>[B, H, P],
+        part_out: tensor<f32>[B, H, P, D], scale: f32) {
+    let b = program_id(0)
+    let h = program_id(1)
+    let p = program_id(2)
+    let n = load(seq_lens, at=b)
+    let qv = cast<f32>(reshape(load(q, tile=[1, 1, D], at=[b, h, 0]), [1, D])) * (scale * 1.4426950408889634)
+    let stop = min(cdiv(n, BS), (p + 1) * (PART / BS))
+    let m, l, acc = walk_blocks(qv, kc, vc, block_table, b, h, n, p * (PART / BS), stop)
+    store(part_max, full<f32>[1, 1, 1](m), at=[b, h, p])
+    store(part_sum, full<f32>[1, 1, 1](l), at=[b, h, p])
+    store(part_out, reshape(acc, [1, 1, 1, D]), at=[b, h, p, 0])
+}
+
+// Merges a sequence's P partitions (PP: P rounded up to a power of two): each partition's sum and output weighed
+// by exp2(its max - the largest max).
+kernel paged_attention_combine<D: int = 128, PP: int = 8, T: dtype = bf16>(part_max: tensor<f32>[B, H, P],
+        part_sum: tensor<f32>[B, H, P], part_out: tensor<f32>[B, H, P, D], o: tensor<T>[B, H, D]) {
+    let b = program_id(0)
+    let h = program_id(1)
+    let pm = reshape(load(part_max, tile=[1, 1, PP], at=[b, h, 0], pad=-inf), [PP, 1])
+    let w = exp2(pm - max(pm))
+    let total = sum(reshape(load(part_sum, tile=[1, 1, PP], at=[b, h, 0]), [PP, 1]) * w)
+    let out = sum(reshape(load(part_out, tile=[1, 1, PP, D], at=[b, h, 0, 0]), [PP, D]) * w, axis=0, keepdims=true)
+    store(o, reshape(cast<T>(out / total), [1, 1, D]), at=[b, h, 0])
 }
 
 // An f32 matrix product on the tensor cores in TF32 (torch's allow_tf32).
@@ -815,16 +855,14 @@ def moe_gemm_ref(x_ptr, ids_ptr, experts_ptr, w_ptr, y_ptr, M, N, K, BM: tl.cons
 
 
 @triton.jit
-def paged_attention_ref(q_ptr, kc_ptr, vc_ptr, bt_ptr, lens_ptr, o_ptr, scale, H, MAXB, BS: tl.constexpr,
-                        D: tl.constexpr):
-    b, h = tl.program_id(0), tl.program_id(1)
-    n = tl.load(lens_ptr + b)
+def _walk_blocks_ref(q_ptr, kc_ptr, vc_ptr, bt_ptr, b, h, n, first, stop, scale, H, MAXB, BS: tl.constexpr,
+                     D: tl.constexpr):
     rd, rs = tl.arange(0, D), tl.arange(0, BS)
     qv = tl.load(q_ptr + (b * H + h) * D + rd).to(tl.float32) * (scale * 1.4426950408889634)
     m = -float("inf")
     l = 0.0
     acc = tl.zeros([D], dtype=tl.float32)
-    for j in range(0, tl.cdiv(n, BS)):
+    for j in range(first, stop):
         blk = tl.load(bt_ptr + b * MAXB + j)
         at = ((blk * BS + rs[:, None]) * H + h) * D + rd[None, :]
         s = tl.where(j * BS + rs < n, tl.sum(tl.load(kc_ptr + at).to(tl.float32) * qv[None, :], 1), -float("inf"))
@@ -834,7 +872,42 @@ def paged_attention_ref(q_ptr, kc_ptr, vc_ptr, bt_ptr, lens_ptr, o_ptr, scale, H
         l = l * alpha + tl.sum(p, 0)
         acc = acc * alpha + tl.sum(p[:, None] * tl.load(vc_ptr + at).to(tl.float32), 0)
         m = mnew
-    tl.store(o_ptr + (b * H + h) * D + rd, (acc / l).to(o_ptr.dtype.element_ty))
+    return m, l, acc
+
+
+@triton.jit
+def paged_attention_ref(q_ptr, kc_ptr, vc_ptr, bt_ptr, lens_ptr, o_ptr, scale, H, MAXB, BS: tl.constexpr,
+                        D: tl.constexpr):
+    b, h = tl.program_id(0), tl.program_id(1)
+    n = tl.load(lens_ptr + b)
+    m, l, acc = _walk_blocks_ref(q_ptr, kc_ptr, vc_ptr, bt_ptr, b, h, n, 0, tl.cdiv(n, BS), scale, H, MAXB, BS, D)
+    tl.store(o_ptr + (b * H + h) * D + tl.arange(0, D), (acc / l).to(o_ptr.dtype.element_ty))
+
+
+@triton.jit
+def paged_attention_split_ref(q_ptr, kc_ptr, vc_ptr, bt_ptr, lens_ptr, pm_ptr, ps_ptr, po_ptr, scale, H, MAXB, P,
+                              BS: tl.constexpr, D: tl.constexpr, PART: tl.constexpr):
+    b, h, p = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    n = tl.load(lens_ptr + b)
+    first = p * (PART // BS)
+    stop = tl.minimum(tl.cdiv(n, BS), (p + 1) * (PART // BS))
+    m, l, acc = _walk_blocks_ref(q_ptr, kc_ptr, vc_ptr, bt_ptr, b, h, n, first, stop, scale, H, MAXB, BS, D)
+    i = (b * H + h) * P + p
+    tl.store(pm_ptr + i, m)
+    tl.store(ps_ptr + i, l)
+    tl.store(po_ptr + i * D + tl.arange(0, D), acc)
+
+
+@triton.jit
+def paged_attention_combine_ref(pm_ptr, ps_ptr, po_ptr, o_ptr, H, P, D: tl.constexpr, PP: tl.constexpr):
+    b, h = tl.program_id(0), tl.program_id(1)
+    rp = tl.arange(0, PP)
+    i = (b * H + h) * P + rp
+    pm = tl.load(pm_ptr + i, mask=rp < P, other=-float("inf"))
+    w = tl.exp2(pm - tl.max(pm, 0))
+    total = tl.sum(tl.load(ps_ptr + i, mask=rp < P, other=0.0) * w, 0)
+    po = tl.load(po_ptr + i[:, None] * D + tl.arange(0, D)[None, :], mask=rp[:, None] < P, other=0.0)
+    tl.store(o_ptr + (b * H + h) * D + tl.arange(0, D), (tl.sum(po * w[:, None], 0) / total).to(o_ptr.dtype.element_ty))
 
 
 @triton.jit
@@ -1346,6 +1419,24 @@ def cases(dev, only):
                      for be in ("triton", "tileir")}
             impls["triton_ref"] = lambda t, g=g, maxb=maxb, scale=scale: paged_attention_ref[g](
                 *t, scale, 32, maxb, BS=16, D=128)
+            # flash-decoding: each sequence split into partitions of 512 tokens, then merged (tle:split*, the twin
+            # `triton split`); the partials are scratch shared by the input sets
+            parts = triton.cdiv(maxb * bs, 512)
+            pp = 1 << (parts - 1).bit_length()
+            scratch = [torch.empty(seqs, heads, parts, device=dev), torch.empty(seqs, heads, parts, device=dev),
+                       torch.empty(seqs, heads, parts, d, device=dev)]
+
+            def tle_split(t, be, g=g, parts=parts, pp=pp, scale=scale, scratch=scratch):
+                small.paged_attention_split[(*g, parts)](*t[:5], *scratch, scale, PART=512, backend=be)
+                small.paged_attention_combine[g](*scratch, t[5], PP=pp, backend=be)
+
+            def triton_split(t, g=g, maxb=maxb, parts=parts, pp=pp, scale=scale, scratch=scratch):
+                paged_attention_split_ref[(*g, parts)](*t[:5], *scratch, scale, 32, maxb, parts, BS=16, D=128,
+                                                       PART=512)
+                paged_attention_combine_ref[g](*scratch, t[5], 32, parts, D=128, PP=pp)
+            for be in ("triton", "tileir"):
+                impls[f"tle:split {be}"] = lambda t, be=be, f=tle_split: f(t, be)
+            impls["triton split"] = triton_split  # not a triton_ref: the ratio column compares the one-pass kernels
             out.append((f"paged_attention {seqs} seqs up to {longest} tokens, 32x128 heads bf16", (nb, 0), sets,
                         torch_paged, impls, 5))
     if "matmul_tf32" in only:

@@ -191,6 +191,30 @@ def test_paged_attention_walks_each_sequences_blocks(small):
             torch.testing.assert_close(o[i, j].double(), want, rtol=2e-2, atol=1e-2)
 
 
+def test_paged_attention_split_over_partitions_then_combined(small):
+    """Flash-decoding: partitions of 32 tokens (2 blocks), sequences of 5, 40, 33 and 100 tokens, so some programs
+    walk nothing (their sequence ends before their partition) and some a ragged last block."""
+    b, h, d, bs, part = 4, 2, 128, 16, 32
+    lens = torch.tensor([5, 40, 33, 100], dtype=torch.int32)
+    maxb = 7
+    table = torch.randperm(40)[:b * maxb].view(b, maxb).int()
+    q = torch.randn(b, h, d).bfloat16()
+    kc, vc = torch.randn(40, bs, h, d).bfloat16(), torch.randn(40, bs, h, d).bfloat16()
+    p = -(-maxb * bs // part)  # 4 partitions
+    pm, ps, po = torch.empty(b, h, p), torch.empty(b, h, p), torch.empty(b, h, p, d)
+    o = torch.full((b, h, d), float("nan"), dtype=torch.bfloat16)
+    small.paged_attention_split[(b, h, p)](q, kc, vc, table, lens, pm, ps, po, d ** -0.5, PART=part)
+    small.paged_attention_combine[(b, h)](pm, ps, po, o, PP=4)
+    for i in range(b):
+        n = int(lens[i])
+        k = kc[table[i].long()].reshape(-1, h, d)[:n].double()
+        v = vc[table[i].long()].reshape(-1, h, d)[:n].double()
+        for j in range(h):
+            want = torch.softmax(k[:, j] @ q[i, j].double() * d ** -0.5, 0) @ v[:, j]
+            torch.testing.assert_close(o[i, j].double(), want, rtol=2e-2, atol=1e-2)
+    assert torch.isinf(pm[0, :, 1:]).all() and (ps[0, :, 1:] == 0).all()  # 5 tokens: partitions 1-3 are empty
+
+
 def test_matmul_tf32_on_ragged_tiles(small):
     a, b = torch.randn(40, 80), torch.randn(80, 70)
     c = torch.full((40, 70), float("nan"))
