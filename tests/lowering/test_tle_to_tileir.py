@@ -122,7 +122,9 @@ def test_every_op_has_its_tle_location(path):
         for op in walk(module):
             if op.name.startswith("cuda_tile."):
                 span = span_of_location(op.location)
-                assert span is not None and span.file == path and span.line > 0, (op.name, str(op.location))
+                # the example's own file, or one it imports (attention_bwd.tle's forward runs attention.tle's fns)
+                assert span is not None and span.line > 0, (op.name, str(op.location))
+                assert span.file == path or os.path.dirname(span.file) == os.path.dirname(path), span
 
 
 def test_the_entry_takes_the_abi_in_order_and_the_tle_module_is_untouched():
