@@ -520,8 +520,8 @@ class _KernelChecker:
         self.out.append(T.Bind(span, var, value))
 
     def values(self, e: ast.Expr, names, name_spans) -> tuple:
-        """The values of the right side of `let a, b = e` / `a, b = e`, one per name: a list `x, y` or one call
-        that gives several values (a fn ending in `return x, y`)."""
+        """The values of the right side of `let a, b = e`, `var a, b = e` or `a, b = e`, one per name: a list
+        `x, y`, or one call that gives several values (a fn ending in `return x, y`, split())."""
         if isinstance(e, ast.ValueList):
             got = tuple(self.expr(v) for v in e.items)
         else:
@@ -760,7 +760,8 @@ class _KernelChecker:
         return v
 
     def any_expr(self, e: ast.Expr):
-        """An expression's value; a tuple of values for a call of a fn that returns several."""
+        """An expression's value; a tuple of values for a call that gives several (a fn ending in `return a, b`,
+        split()). Only `let a, b = ...`, `var a, b = ...` and `a, b = ...` take a tuple (values); expr() refuses it."""
         return getattr(self, "expr_" + type(e).__name__)(e)
 
     def expr_IntLit(self, e):
