@@ -574,15 +574,9 @@ class _KernelChecker:
             if name in s.names[:len(targets)]:
                 raise TleError(at, f"'{name}' is assigned twice in one assignment")
             targets.append(self.assign_target(name, at))
-        values = self.values(s.value, s.names, s.name_spans)
-        snapshots = []  # every value bound to a fresh let before any var changes, so that `a, b = b, a` swaps
-        for name, value in zip(s.names, values):
-            if not isinstance(value, T.Const):
-                var = T.Variable(name, value.type, s.span, mutable=False, depth=len(self.frames))
-                self.out.append(T.Bind(s.span, var, value))
-                value = T.Read(s.span, value.type, var)
-            snapshots.append(value)
-        for target, value in zip(targets, snapshots):
+        # every value taken as it is before any var changes, so that `a, b = b, a` swaps
+        values = [self.temp(name, v, s.span) for name, v in zip(s.names, self.values(s.value, s.names, s.name_spans))]
+        for target, value in zip(targets, values):
             self.assign(target, value, s.span, s.value.span)
 
     def assign(self, target: T.Variable, value, span: Span, value_span: Span):
@@ -1697,8 +1691,9 @@ class _KernelChecker:
 
     def temp(self, name: str, value: T.Expr, span: Span) -> T.Expr:
         """value bound to a fresh immutable variable (a read of it is free; a shared subtree would be built once
-        per use). Constants and reads are returned as they are."""
-        if isinstance(value, (T.Const, T.Read)):
+        per use), as it is now: a var assigned later does not change it. Constants and reads of lets are returned
+        as they are."""
+        if isinstance(value, T.Const) or (isinstance(value, T.Read) and not value.var.mutable):
             return value
         var = T.Variable(name, value.type, span, mutable=False, depth=len(self.frames))
         self.out.append(T.Bind(span, var, value))
