@@ -142,6 +142,17 @@ def _cumsum(device, dtype, shape=(37, 300), noncontig=False):
     return [x, y], (m,), {"BLOCK": next_pow2(n)}, lambda a: [torch.cumsum(a[0].float(), dim=1)], lambda a: [a[1]]
 
 
+def attention_scores(q, k, scale: float, causal: bool):
+    """q k^T * scale for [B, S, D] and [B, L, D]; with causal, -inf where the key comes after the query (query i
+    sees keys 0..i, torch's is_causal=True)."""
+    scores = q @ k.transpose(1, 2) * scale
+    if causal:
+        s, l = scores.shape[1:]
+        after = torch.arange(l, device=scores.device)[None, :] > torch.arange(s, device=scores.device)[:, None]
+        scores = scores.masked_fill(after, float("-inf"))
+    return scores
+
+
 def _attention(device, dtype, shape=(2, 37, 50), noncontig=False, tiles=(32, 16), d=16):
     """shape: (batch * heads, S, L) or (batch * heads, S, L, causal)."""
     b, s, l, causal = shape if len(shape) == 4 else (*shape, False)
@@ -152,10 +163,7 @@ def _attention(device, dtype, shape=(2, 37, 50), noncontig=False, tiles=(32, 16)
     scale = d ** -0.5
 
     def ref(t):
-        scores = t[0].float() @ t[1].float().transpose(1, 2) * scale
-        if causal:  # query i sees keys 0..i
-            after = torch.arange(l, device=scores.device)[None, :] > torch.arange(s, device=scores.device)[:, None]
-            scores = scores.masked_fill(after, float("-inf"))
+        scores = attention_scores(t[0].float(), t[1].float(), scale, causal)
         return [torch.softmax(scores, dim=-1) @ t[2].float()]
     return ([q, k, v, o, scale], (cdiv(s, bm), b), {"BM": bm, "BN": bn, "D": d, "CAUSAL": causal}, ref,
             lambda t: [t[3]])
@@ -182,11 +190,7 @@ def attention_training_reference(q, k, v, dout, scale: float, causal: bool):
     """(o, lse, dq, dk, dv) from torch autograd in float64; lse in attention_bwd.tle's units (log2 of each row's
     sum of exp2 of the scores times log2(e))."""
     q, k, v = (t.detach().double().requires_grad_(True) for t in (q, k, v))
-    scores = q @ k.transpose(1, 2) * scale
-    if causal:
-        s, l = scores.shape[1:]
-        after = torch.arange(l, device=q.device)[None, :] > torch.arange(s, device=q.device)[:, None]
-        scores = scores.masked_fill(after, float("-inf"))
+    scores = attention_scores(q, k, scale, causal)
     o = torch.softmax(scores, dim=-1) @ v
     o.backward(dout.double())
     lse = torch.logsumexp(scores, dim=-1) / math.log(2)
