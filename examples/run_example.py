@@ -51,12 +51,18 @@ def main(argv: list[str]) -> int:
     args, grid, consts, ref, outputs = case.make(device, dtype)
     options = {"backend": case.backends[0]} if device == "cuda" and len(case.backends) == 1 else {}
     getattr(mod, name)[grid](*args, **consts, **options)
+    return report([(name, got, want) for got, want in zip(outputs(args), ref(args))], "torch",
+                  tolerance(name, dtype), device)
+
+
+def report(results: list, against: str, tol: float, device: str) -> int:
+    """Print each (label, got, want)'s relative error; 0 if every one is within tol."""
     where = "GPU (" + torch.cuda.get_device_name() + ")" if device == "cuda" else "CPU interpreter"
     ok = True
-    for got, want in zip(outputs(args), ref(args)):
+    for label, got, want in results:
         err = relative_error(got, want)
-        ok &= err <= tolerance(name, dtype)
-        print(f"ran {name} on the {where}: relative error vs torch {err:.2e} -> {'match' if ok else 'MISMATCH'}")
+        ok &= err <= tol
+        print(f"ran {label} on the {where}: relative error vs {against} {err:.2e} -> {'match' if ok else 'MISMATCH'}")
     return 0 if ok else 1
 
 
@@ -69,14 +75,8 @@ def run_training(path: str, device: str) -> int:
     q, k, v, dout = (torch.randn(b, s, d, device=device).to(torch.float16) for _ in range(4))
     got = attention_training(mod, q, k, v, dout, d ** -0.5, True)
     want = attention_training_reference(q, k, v, dout, d ** -0.5, True)
-    where = "GPU (" + torch.cuda.get_device_name() + ")" if device == "cuda" else "CPU interpreter"
-    ok = True
-    for what, g, w in zip(("o", "lse", "dq", "dk", "dv"), got, want):
-        err = relative_error(g, w)
-        ok &= err <= tolerance("attention", torch.float16)
-        print(f"ran attention_bwd ({what}) on the {where}: relative error vs torch autograd {err:.2e} -> "
-              f"{'match' if ok else 'MISMATCH'}")
-    return 0 if ok else 1
+    return report([(f"attention_bwd ({what})", g, w) for what, g, w in zip(("o", "lse", "dq", "dk", "dv"), got, want)],
+                  "torch autograd", tolerance("attention", torch.float16), device)
 
 
 if __name__ == "__main__":
