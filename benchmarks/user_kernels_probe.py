@@ -1127,6 +1127,14 @@ def cases(dev, only):
         # a training step's attention: examples/attention_bwd.tle's forward (with the log-sum-exp) and backward
         # (delta, dk/dv, dq; 4 launches) against torch's scaled_dot_product_attention forward and autograd backward
         train = tle.compile(os.path.join(HERE, "..", "examples", "attention_bwd.tle"))
+        # tuned (f16): the three kernels that hold dots, over tiles, warps, the backward's stages and the path
+        both = {"num_warps": [4, 8], "backend": ["triton", "tileir"]}
+        train_tuned = tle.compile(os.path.join(HERE, "..", "examples", "attention_bwd.tle"), tune={
+            "attention_fwd": {"BM": [64, 128], **both},
+            "attention_bwd_dkdv": {"BN": [64, 128], "STAGES": [2, 3], **both},
+            "attention_bwd_dq": {"BM": [64, 128], "STAGES": [2, 3], **both}})
+        for kernel in (train_tuned.attention_fwd, train_tuned.attention_bwd_dkdv, train_tuned.attention_bwd_dq):
+            kernel.tune_space.budget_s = 25
         for causal in (False, True):
             for dt in (torch.float16, torch.bfloat16):
                 for b, s, d in ((32, 4096, 64), (16, 4096, 128)):
@@ -1161,9 +1169,20 @@ def cases(dev, only):
                         attention_bwd_delta_ref[g](o, do, delta, s, BM=64, D=d)
                         attention_bwd_dkdv_ref[g](q, k, v, do, lse, delta, dk, dv, s, s, d ** -0.5, **c)
                         attention_bwd_dq_ref[g](q, k, v, do, lse, delta, dq, s, s, d ** -0.5, **c)
+                    def tuned_train(t, d=d, causal=causal):
+                        q, k, v, do, o, dq, dk, dv, lse, delta = t
+                        c = dict(D=d, CAUSAL=causal)
+                        rows = lambda m: (triton.cdiv(m["S"], m["BM"]), m["B"])  # noqa: E731
+                        train_tuned.attention_fwd[rows](q, k, v, o, lse, d ** -0.5, **c)
+                        train.attention_bwd_delta[(triton.cdiv(q.shape[1], 64), q.shape[0])](o, do, delta, D=d)
+                        train_tuned.attention_bwd_dkdv[lambda m: (triton.cdiv(m["L"], m["BN"]), m["B"])](
+                            q, k, v, do, lse, delta, dk, dv, d ** -0.5, **c)
+                        train_tuned.attention_bwd_dq[rows](q, k, v, do, lse, delta, dq, d ** -0.5, **c)
                     impls = {"tle:triton": tle_train,
                              "tle:tileir": lambda t, f=tle_train: f(t, backend="tileir"),
                              "triton_ref": triton_train}
+                    if dt == torch.float16:
+                        impls["tle:tuned"] = tuned_train
                     flops = 7 * 2 * b * s * s * d // (2 if causal else 1)  # 2 matmuls forward, 5 backward
                     out.append((f"attention_train{' causal' if causal else ''} b{b} s{s} d{d} {str(dt)[6:]}",
                                 (nb, flops), sets, sdpa_train, impls, (4, 5, 6, 7)))
