@@ -28,7 +28,7 @@ from . import debug
 from .abi import AbiArg, Spec, abi, default_spec
 from .check import Program, check_kernel
 from .diagnostics import TleError
-from .typed import Bind, Kernel, Op, Read, dots, nodes
+from .typed import Bind, For, If, Kernel, Op, Read, dots, nodes
 from .types import MLIR_F8, is_f8
 
 STAGES = {
@@ -88,12 +88,46 @@ WIDE_DOT_ELEMENTS = 128 * 256
 
 def default_num_warps(kernel: Kernel) -> int:
     """num_warps on the native path when the caller gives none. Triton's launcher takes 4 whatever the tiles; here
-    a kernel with a dot whose accumulator holds 128 x 256 elements or more gets 8, because on 4 warps each thread
-    holds 256 or more f32 accumulators and spills: examples/matmul_grouped.tle at its declared BM=128, BN=256 took
-    1437 us for a 4096^3 f16 product on 4 warps and 190-220 us on 8 (H200, benchmarks/RESULTS.md). Other kernels
-    get 4: on the memory-bound rows up to 8192 elements, 8 warps were within 2% of 4 either way
-    (benchmarks/ncu_probe.py --warps)."""
-    return 8 if _accumulator_elements(kernel) >= WIDE_DOT_ELEMENTS else 4
+    a kernel whose dots hold 128 x 256 32-bit values or more at once gets 8, because on 4 warps each thread holds
+    256 or more of them and spills: examples/matmul_grouped.tle at its declared BM=128, BN=256 took 1437 us for a
+    4096^3 f16 product on 4 warps and 190-220 us on 8 (H200, benchmarks/RESULTS.md). What a dot holds is its
+    accumulator (_accumulator_elements), or in a loop with several dots (attention) all their results at once
+    (_loop_dot_elements). Other kernels get 4: on the memory-bound rows up to 8192 elements, 8 warps were within 2% of
+    4 either way (benchmarks/ncu_probe.py --warps)."""
+    held = max(_accumulator_elements(kernel), _loop_dot_elements(kernel))
+    return 8 if held >= WIDE_DOT_ELEMENTS else 4
+
+
+def _loop_dot_elements(kernel: Kernel) -> int:
+    """The most dot-result elements one loop iteration holds: all its dots' results, which a loop with several
+    dots keeps live together (attention's scores and output accumulator; its backward's four products), where
+    _accumulator_elements sees one dot at a time. On the H200 (benchmarks/RESULTS.md "Attention for training"),
+    from 128 x 256 on, 4 warps spilled and 8 ran 2-3x faster: attention's dk/dv kernel at 64x128 tiles and D=64
+    (32,768) 1961.6 us on 4 warps and 684.7 on 8, at 128x64 and D=128 (32,768) 3495.2 and 1050.9; its dq kernel at
+    128x128 and D=64 (40,960) 915.0 and 426.0. Below it 4 warps won: dk/dv at the example's 64x64 and D=128
+    (24,576) 600.8 against 999.2, the forward at 128x128 and D=64 (24,576) 352.0 against 420.7."""
+    def own_dots(body):  # the dots of one iteration: the body's and its ifs', not those of loops nested in it
+        for s in body:
+            if isinstance(s, If):
+                yield from own_dots(s.then)
+                yield from own_dots(s.orelse)
+            elif not isinstance(s, For):
+                yield from dots([s])
+    def held(loop) -> int:
+        # Dots that accumulate into the same tile (`acc = dot(a, b, acc)` twice, as an int4 product's two halves
+        # do) hold it once: key each by the variable its acc reads, seen through the lets that only rename one (an
+        # inlined fn's parameters).
+        renames = {n.var: n.value for n in nodes(loop.body)
+                   if isinstance(n, Bind) and isinstance(n.value, Read) and not n.var.mutable}
+
+        def key(d):
+            acc = d.args[2]
+            while isinstance(acc, Read) and acc.var in renames:
+                acc = renames[acc.var]
+            return acc.var if isinstance(acc, Read) else d
+        tiles = {key(d): math.prod(d.type.shape) for d in own_dots(loop.body)}
+        return sum(tiles.values())
+    return max((held(loop) for loop in nodes(kernel.body) if isinstance(loop, For)), default=0)
 
 
 # Triton's own default for num_stages, taken when the kernel's dot loops name no single depth.
@@ -115,7 +149,8 @@ def _accumulator_elements(kernel: Kernel) -> int:
     (`let part = dot(a, b)` then `acc += part * scale`: a block-scaled FP8 product keeps both tiles live). That
     kernel at 128x128 tiles spilled 260 bytes on 4 warps and ran at 0.50x the same kernel in Triton on 8 (H200,
     benchmarks/RESULTS.md). `acc += dot(a, b)` itself holds one tile: Triton's combine pass makes it
-    dot(a, b, acc) (except for 8-bit operands), as the Tile IR lowering does (_dot_into_add there)."""
+    dot(a, b, acc) (except for 8-bit operands), as the Tile IR lowering does (_dot_into_add there). So does
+    `acc = f(a, b, acc)` with a fn that returns dot(a, b, acc)."""
     widest = max((math.prod(d.type.shape) for d in dots(kernel.body)), default=0)
     if not widest:
         return 0
@@ -132,6 +167,11 @@ def _accumulator_elements(kernel: Kernel) -> int:
                 yield "dot", e
             for a in e.args:
                 yield from parts(a, visited)
+
+    def renamed(e):  # an inlined fn's parameter is a let bound to the caller's var: see through it
+        while isinstance(e, Read) and isinstance(bound.get(e.var), Read) and not e.var.mutable:
+            e = bound[e.var]
+        return e
     for n in nodes(kernel.body):
         if not isinstance(n, Bind):
             continue
@@ -142,8 +182,10 @@ def _accumulator_elements(kernel: Kernel) -> int:
         folded = [a for a in n.value.args if isinstance(a, Op) and a.name == "dot" and
                   not is_f8(a.args[0].type.dtype)] if isinstance(n.value, Op) and n.value.name == "add" else []
         for kind, d in found:
-            if kind == "dot" and not (isinstance(d.args[2], Read) and d.args[2].var is n.var) and \
-                    not any(d is f for f in folded):
+            if kind != "dot":
+                continue
+            acc = renamed(d.args[2])
+            if not (isinstance(acc, Read) and acc.var is n.var) and not any(d is f for f in folded):
                 widest = max(widest, math.prod(d.type.shape) + math.prod(getattr(n.var.type, "shape", ())))
     return widest
 
