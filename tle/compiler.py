@@ -92,8 +92,8 @@ def default_num_warps(kernel: Kernel) -> int:
     256 or more of them and spills: examples/matmul_grouped.tle at its declared BM=128, BN=256 took 1437 us for a
     4096^3 f16 product on 4 warps and 190-220 us on 8 (H200, benchmarks/RESULTS.md). What a dot holds is its
     accumulator (_accumulator_elements), or in a loop with several dots (attention) all their results at once
-    (_loop_dot_elements). Other kernels get 4: on the memory-bound rows up to 8192 elements, 8 warps were within 2% of
-    4 either way (benchmarks/ncu_probe.py --warps)."""
+    (_loop_dot_elements). Other kernels get 4: on the memory-bound rows up to 8192 elements, 8 warps were within 2%
+    of 4 either way (benchmarks/ncu_probe.py --warps)."""
     held = max(_accumulator_elements(kernel), _loop_dot_elements(kernel))
     return 8 if held >= WIDE_DOT_ELEMENTS else 4
 
@@ -113,21 +113,27 @@ def _loop_dot_elements(kernel: Kernel) -> int:
                 yield from own_dots(s.orelse)
             elif not isinstance(s, For):
                 yield from dots([s])
+
     def held(loop) -> int:
         # Dots that accumulate into the same tile (`acc = dot(a, b, acc)` twice, as an int4 product's two halves
         # do) hold it once: key each by the variable its acc reads, seen through the lets that only rename one (an
         # inlined fn's parameters).
-        renames = {n.var: n.value for n in nodes(loop.body)
-                   if isinstance(n, Bind) and isinstance(n.value, Read) and not n.var.mutable}
+        bound = {n.var: n.value for n in nodes(loop.body) if isinstance(n, Bind)}
 
         def key(d):
-            acc = d.args[2]
-            while isinstance(acc, Read) and acc.var in renames:
-                acc = renames[acc.var]
+            acc = _through_renames(d.args[2], bound)
             return acc.var if isinstance(acc, Read) else d
         tiles = {key(d): math.prod(d.type.shape) for d in own_dots(loop.body)}
         return sum(tiles.values())
     return max((held(loop) for loop in nodes(kernel.body) if isinstance(loop, For)), default=0)
+
+
+def _through_renames(e, bound: dict):
+    """`e` seen through the lets that only rename a var (`bound`: var -> the value it was bound to). An inlined fn's
+    parameter is such a let, bound to the caller's var; a var (mutable) is not followed, its value changes."""
+    while isinstance(e, Read) and not e.var.mutable and isinstance(bound.get(e.var), Read):
+        e = bound[e.var]
+    return e
 
 
 # Triton's own default for num_stages, taken when the kernel's dot loops name no single depth.
@@ -167,11 +173,6 @@ def _accumulator_elements(kernel: Kernel) -> int:
                 yield "dot", e
             for a in e.args:
                 yield from parts(a, visited)
-
-    def renamed(e):  # an inlined fn's parameter is a let bound to the caller's var: see through it
-        while isinstance(e, Read) and isinstance(bound.get(e.var), Read) and not e.var.mutable:
-            e = bound[e.var]
-        return e
     for n in nodes(kernel.body):
         if not isinstance(n, Bind):
             continue
@@ -184,7 +185,7 @@ def _accumulator_elements(kernel: Kernel) -> int:
         for kind, d in found:
             if kind != "dot":
                 continue
-            acc = renamed(d.args[2])
+            acc = _through_renames(d.args[2], bound)
             if not (isinstance(acc, Read) and acc.var is n.var) and not any(d is f for f in folded):
                 widest = max(widest, math.prod(d.type.shape) + math.prod(getattr(n.var.type, "shape", ())))
     return widest
