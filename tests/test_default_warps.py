@@ -1,6 +1,7 @@
 """num_warps when the caller gives none (tle/compiler.py default_num_warps): 8 for a kernel whose dot accumulates
-128 x 256 elements or more (a dot added into another accumulator counts both), else 4; tlec, the compiler and the
-runtime all resolve it the same way."""
+128 x 256 elements or more (a dot added into another accumulator counts both), 16 for a kernel without a dot whose
+largest tile has more than 16,384 elements, else 4; tlec, the compiler and the runtime all resolve it the same
+way."""
 from __future__ import annotations
 
 import os
@@ -25,7 +26,10 @@ def checked(example: str, consts: dict | None = None):
     ("matmul", {"BM": 256, "BN": 128}, 8),
     ("matmul_grouped", {}, 8),                          # declared BM=128, BN=256
     ("matmul_splitk", {}, 4),
-    ("layernorm", {"BLOCK": 8192}, 4),                  # no dot: rows of any width
+    ("layernorm", {"BLOCK": 8192}, 4),                  # no dot: 4 up to 16,384 elements a tile
+    ("softmax", {"BLOCK": 16384}, 4),
+    ("softmax", {"BLOCK": 32768}, 16),                  # more: 256 values a thread on 4 warps, which spill
+    ("layernorm", {"BLOCK": 65536}, 16),
     ("vector_add", {}, 4),
 ])
 def test_default_num_warps_follows_the_widest_dot(example, consts, warps):
@@ -80,6 +84,19 @@ def test_the_runtime_resolves_it_per_constants():
         k.launch((1, 1), a.half(), b.half(), c, BM=bm, BN=bn, BK=32)
         torch.testing.assert_close(c.float(), a.half().float() @ b.half().float(), rtol=1e-2, atol=1e-1)
     assert sorted(key[4] for key in k._entries) == [4, 8]
+
+
+def test_the_runtime_resolves_the_wide_tile_rule_per_constants():
+    torch = pytest.importorskip("torch")
+    import tle
+    k = tle.compile(os.path.join(EXAMPLES, "softmax.tle")).softmax
+    x = torch.randn(2, 20000)
+    for block in (16384, 32768):  # the first covers only part of a row: softmax of its first 16384 columns
+        y = torch.zeros_like(x)
+        k.launch((2,), x, y, BLOCK=block)
+        n = min(block, x.shape[1])
+        torch.testing.assert_close(y[:, :n], torch.softmax(x[:, :n], dim=1))
+    assert sorted(key[4] for key in k._entries) == [4, 16]
 
 
 def checked_in(example: str, kernel: str, consts: dict):
@@ -143,3 +160,37 @@ INTO_ACC, INTO_ACC2 = f"acc = dot({X}, {W0}, acc)", f"acc2 = dot({X}, {W1}, acc2
 ])
 def test_dots_into_one_accumulator_or_in_separate_loops_count_once(variant, warps):
     assert default_num_warps(check_kernel(load_program(variant, "k.tle"), "k", {})) == warps
+
+
+WIDE = """
+kernel k<BM: int = 64, BN: int = 256>(x: tensor<f32>[M, N], y: tensor<f32>[M, N]) {
+    let t = load(x, tile=[BM, BN], at=[program_id(0), 0])
+    store(y, exp(t), at=[program_id(0), 0])
+}
+"""
+
+
+@pytest.mark.parametrize("variant,warps", [
+    (WIDE, 4),                                                     # 64 x 256: 16,384 elements
+    (WIDE.replace("BM: int = 64", "BM: int = 128"), 16),           # 32,768
+    (WIDE.replace("exp(t)", "cast<f32>(cumsum(cast<f16>(t) > 0.0, axis=1))"), 4),
+    # a wide value that is not loaded: the largest tile of any operation counts
+    (WIDE.replace("exp(t)", "reshape(sum(reshape(broadcast(expand_dims(t, 2), [BM, BN, 2]), [BM, BN, 2]), "
+                            "axis=2), [BM, BN])"), 16),
+    # a dot governs: its 64 x 64 accumulator keeps 4 warps whatever else the kernel holds
+    (WIDE.replace("BM: int = 64", "BM: int = 128").replace(
+        "store(y, exp(t), at=[program_id(0), 0])",
+        "store(y, exp(t), at=[program_id(0), 0])\n    let d = dot(load(x, tile=[64, 64]), load(x, tile=[64, 64]))\n"
+        "    store(y, d, at=[0, 0])"), 4),
+])
+def test_a_kernel_without_a_dot_gets_16_warps_for_a_tile_over_16384_elements(variant, warps):
+    """On 4 warps each thread holds more than 128 of such a tile's values and ptxas spills (H200: softmax, LayerNorm,
+    RMSNorm and cumsum over 4096 rows of 32000 and 65536 in one tile, 1.03-11x slower than on 16 warps)."""
+    assert default_num_warps(check_kernel(load_program(variant, "k.tle"), "k", {})) == warps
+
+
+
+def test_the_compiler_gives_a_wide_row_16_warps():
+    program, _ = checked("softmax", {"BLOCK": 32768})
+    auto = compile_kernel(program, "softmax", {"BLOCK": 32768}, backend="triton", stop="ttgir")
+    assert '"ttg.num-warps" = 16' in auto.stages["ttgir"]
