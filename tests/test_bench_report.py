@@ -172,3 +172,19 @@ def test_startup_runs_cold_processes_in_rotation_and_warm_over_the_last_caches(m
     assert warm_dirs["tle:triton"] == cold_dirs[-1]
     assert res["tle:triton"]["cold_runs"] == 3 and res["tle:triton"]["cold"]["kernels"]["cumsum"]["first_s"] == 0.09
     assert "the median of 3 processes" in bench.startup_table(res)
+
+
+def test_warps_probe_columns_and_table():
+    """benchmarks/warps_probe.py: the columns it launches (the untuned default among fixed warp counts) and its
+    table, which marks the fastest column's time and GB/s and keeps a failed column's reason."""
+    warps_probe = pytest.importorskip("warps_probe")
+    import tle
+    k = tle.compile(os.path.join(ROOT, "examples", "softmax.tle")).softmax
+    case = bench.row_case("softmax", 8, 32000, "f32")
+    assert list(warps_probe.columns("softmax", k, case, case.consts["BLOCK"])) == [
+        "tle:auto", "tle:triton", "w4", "w8", "w16", "w32", "ref w16", "torch"]
+    rows = [{"case": "softmax 4096x32000 f32", "block": 32768, "bytes": 1_048_576_000,
+             "us": {"tle:triton": 257.2, "w4": 358.8, "torch": "BAD 3.5e-02"}}]
+    text = warps_probe.table(rows).splitlines()
+    assert text[0].split()[:5] == ["case", "BLOCK", "tle:triton", "w4", "torch"]
+    assert text[2].endswith("257.2 (4077)") and "BAD 3.5e-0" in text[2]
