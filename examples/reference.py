@@ -296,11 +296,14 @@ def philox_randn(seed, offsets, rounds=10, words=1) -> torch.Tensor:
 
 # The square matmuls' large GPU shapes: a full 4096 tile grid, one row, and ragged sizes.
 SQUARE_GPU = [(4096, 4096, 4096), (1, 4096, 4096), (333, 1000, 257)]
+# The row examples' large GPU shapes: a full tile, a ragged one, and a row of a vocabulary in one 32768 tile (on the
+# native path, 16 warps by default: tle/compiler.py default_num_warps).
+ROW_GPU = [(4096, 4096), (3, 8191), (5, 32000)]
 CASES = {
     "vector_add": Case("vector_add", _vector_add, [(1,), (1000,), (4096,), (10_000,)], gpu_shapes=[(1 << 20,)]),
-    "softmax": Case("softmax", _softmax, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
-    "layernorm": Case("layernorm", _layernorm, [(1, 8), (7, 33), (64, 256), (37, 1000)]),
-    "rmsnorm": Case("rmsnorm", _rmsnorm, [(1, 8), (7, 33), (64, 256), (37, 1000)]),
+    "softmax": Case("softmax", _softmax, [(1, 1), (7, 33), (64, 256), (37, 1000)], gpu_shapes=ROW_GPU),
+    "layernorm": Case("layernorm", _layernorm, [(1, 8), (7, 33), (64, 256), (37, 1000)], gpu_shapes=ROW_GPU),
+    "rmsnorm": Case("rmsnorm", _rmsnorm, [(1, 8), (7, 33), (64, 256), (37, 1000)], gpu_shapes=ROW_GPU),
     "matmul": Case("matmul", _matmul, [(16, 16, 16), (64, 64, 64), (100, 70, 90), (130, 257, 65)],
                    dtypes=(torch.float16, torch.bfloat16), gpu_shapes=SQUARE_GPU),
     "matmul_grouped": Case("matmul_grouped", _matmul_grouped, [(16, 16, 16), (100, 70, 90), (130, 257, 65)],
@@ -313,7 +316,7 @@ CASES = {
                           gpu_shapes=[(1, 4096, 4096), (128, 4096, 14336), (333, 1000, 257)]),
     "dropout": Case("dropout", _dropout, [(1,), (1000,), (4096,), (10_000,)], gpu_shapes=[(1 << 20,)]),
     "swiglu": Case("swiglu", _swiglu, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
-    "cumsum": Case("cumsum", _cumsum, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
+    "cumsum": Case("cumsum", _cumsum, [(1, 1), (7, 33), (64, 256), (37, 1000)], gpu_shapes=ROW_GPU),
     # 8-bit floats need sm_89 or newer: the H200's 8-bit tensor cores
     "linear_fp8": Case("linear_fp8", _linear_fp8, [(16, 16, 32), (100, 70, 300), (130, 257, 65)],
                        dtypes=(torch.float8_e4m3fn, torch.float8_e5m2),
