@@ -266,6 +266,10 @@ def _report_tileiras(name: str, out, arch: str) -> None:
         print(f"tlec: kernel '{name}': tileiras spilled {spilled} bytes per thread {under}, so the cubin was "
               f"compiled with {f'a hint of {kept}' if kept else 'no hint'} (--emit=tileir shows the first)",
               file=sys.stderr)
+    if extra.get("one_program"):
+        print(f"tlec: kernel '{name}': without a hint tileiras gave {extra['one_program']} registers per thread, one "
+              "program per SM, so the cubin was compiled with a hint of 2 (--emit=tileir shows the first)",
+              file=sys.stderr)
 
 
 def _parse_launch(sizes: str | None, grid: str | None, generic: bool, parser):

@@ -17,7 +17,8 @@ Each stage lives in its own module with one entry point:
 
 This module only sequences them, routes `backend="auto"`, and records what each stage produced. One feedback
 loop lives here because it spans two stages: when tileiras spills under the Tile IR lowering's own occupancy choice,
-the kernel is lowered and compiled again with another hint (`_without_spills`).
+the kernel is lowered and compiled again with another hint (`_without_spills`), and one that tileiras leaves at a single
+program per SM is tried at two (`_past_one_program`).
 """
 from __future__ import annotations
 
@@ -340,6 +341,39 @@ def _without_spills(module, tileir, binary, arch, kernel: Kernel):
     return tileir, binary
 
 
+def _past_one_program(module, tileir, binary, arch, kernel: Kernel):
+    """(Tile IR, binary) compiled again with an occupancy hint of 2 programs per SM, for a kernel without a dot that
+    tileiras left at one program per SM without a hint (more than 128 registers on its 8 worker warps), when the
+    retry spills no more than _SPILL_BYTES_KEPT; else the same two objects. One program of 8 warps leaves a memory-bound SM little to
+    hide latency with. Measured on the H200 (benchmarks/RESULTS.md "Wide rows"), cumsum over 4096 rows of 12800 and
+    16384 elements: bf16 93.3 -> 58.3 and 98.5 -> 69.6 us, f32 127.0 -> 106.4 and 143.2 -> 135.0 (the native path
+    54.8, 69.7, 105.9, 135.3; the f32 row of 12800 spills 8 bytes under the hint). Where 2 programs spill more it
+    loses (the same kernels at 32000, 208 and 296 bytes: 185.7 -> 193.0 and 260.5 -> 485.2 us; layernorm, 176
+    bytes: 177.6 -> 284.6), so such a retry is dropped."""
+    from .dialects import cuda_tile as ct
+    from .targets.binary import resident_programs
+    extra = binary.extra
+    if (extra.get("registers") is None or extra.get("stack_bytes") or extra.get("spilled_under")
+            or next(dots(kernel.body), None) is not None
+            or "occupancy" in ct.entries(tileir)[0].attributes):
+        return tileir, binary
+    programs, limit = resident_programs(extra["registers"], binary.num_threads, extra.get("static_shared_mem", 0),
+                                        arch)
+    if programs != 1 or limit != "registers":
+        return tileir, binary
+    from .lowering.tle_to_tileir import TileirOptions, tle_to_tileir
+    from .targets.tileir import compile_tileir
+    debug.note(f"kernel '{binary.name}': tileiras fits one program per SM ({extra['registers']} registers); "
+               "compiling again with an occupancy hint of 2")
+    retry = tle_to_tileir(module, TileirOptions(occupancy=2))
+    with debug.timed("tileiras"):
+        retried = compile_tileir(retry, arch)
+    if retried.extra.get("stack_bytes", 0) > _SPILL_BYTES_KEPT:
+        return tileir, binary
+    retried.extra["one_program"] = extra["registers"]  # tlec -v: what the first compile gave
+    return retry, retried
+
+
 def _tileir(out: Compiled, module, arch, upto, occupancy: int | None = None) -> None:
     order = STAGES["tileir"]
     from .lowering.tle_to_tileir import TileirOptions, tle_to_tileir
@@ -358,6 +392,7 @@ def _tileir(out: Compiled, module, arch, upto, occupancy: int | None = None) -> 
         binary = compile_tileir(tileir, arch)
     if occupancy is None:
         kept, binary = _without_spills(module, tileir, binary, arch, out.kernel)
+        kept, binary = _past_one_program(module, kept, binary, arch, out.kernel)
         if kept is not tileir:  # the retried IR is what the cubin was built from
             out.stages["tileir"] = kept.operation.get_asm(enable_debug_info=debug.level() >= 2)
     out.binary = binary
