@@ -432,6 +432,8 @@ class Facts:
     overshoot: float = 1.0  # largest (tile dim / max(16, next_pow2(problem dim))); > 1: the tile exceeds the problem
     has_dot: bool = False
     free_loops: bool = False  # a loop without pipeline(stages=): num_stages matters
+    stages_staged: bool = False  # a dot loop with pipeline(stages=) that loads more than its dot's operands: whether
+    #                              num_stages equals its depth decides whether those loads are staged too
     written: set = field(default_factory=set)  # tensors stored, scattered or updated atomically
     read: set = field(default_factory=set)
     atomics: bool = False
@@ -531,6 +533,8 @@ def analyze(checked, dims: dict, num_stages: int = 3, grid: tuple | None = None)
                 block(s.body, trips * n, inner)
                 if s.stages is None:
                     f.free_loops = True
+                elif _loads_beside_dot(s.body, lets):
+                    f.stages_staged = True
                 if inner["dot"]:
                     f.smem = max(f.smem, (s.stages or num_stages) * inner["loads"])
                 f.carried_regs = max(f.carried_regs, sum(elems(v.type) * _BYTES[v.type.dtype] / 4
@@ -542,6 +546,40 @@ def analyze(checked, dims: dict, num_stages: int = 3, grid: tuple | None = None)
     block(checked.body, 1, None)
     f.smem += sum(b for _, b in staged)
     return f
+
+
+def _loads_beside_dot(body, lets: dict) -> bool:
+    """Does a loop body that holds a dot (among its own statements, as lowering/tle_to_ttir.py's _holds_dot sees
+    it) also load a tile that no dot operand is computed from? The native path then stages that load as well when
+    the kernel-wide num_stages differs from the loop's pipeline(stages=) (tle_to_ttir's _for), and not when it
+    equals it: two binaries, which R0 must not merge. `lets`: immutable variable -> its bound expression."""
+    from ..typed import Bind, Eval, If, Op, Read, nodes
+    assigned: dict = {}  # var -> every value the body binds to it, its ifs included (a `var` may be reassigned)
+
+    def binds(stmts):
+        for s in stmts:
+            if isinstance(s, Bind):
+                assigned.setdefault(s.var, []).append(s.value)
+            elif isinstance(s, If):
+                binds(s.then)
+                binds(s.orelse)
+    binds(body)
+
+    def ops(e, seen):  # the Ops an expression is computed from, through the variables it reads
+        if isinstance(e, Read) and e.var not in seen:
+            seen.add(e.var)
+            for value in assigned.get(e.var) or ([lets[e.var]] if e.var in lets else []):
+                yield from ops(value, seen)
+        elif isinstance(e, Op):
+            yield e
+            for a in e.args:
+                yield from ops(a, seen)
+    own = [o for o in nodes([s for s in body if isinstance(s, (Bind, Eval))]) if isinstance(o, Op)]  # not nested
+    dots = [o for o in own if o.name == "dot"]
+    if not dots:
+        return False
+    feeding = {id(o) for d in dots for a in d.args[:2] for o in ops(a, set())}
+    return any(o.name in ("load", "gather") and id(o) not in feeding for o in own)
 
 
 def grid_of(grid, meta) -> tuple:
@@ -645,7 +683,7 @@ def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dic
         f = analyze(checked, dims, stages, grid_of(grid, meta))
         ignored = ("num_warps", "num_stages", *hint_only) if backend == "tileir" else \
             ("num_warps", "num_stages", "occupancy", *hint_only) if backend == "interp" else \
-            ("occupancy",) if f.free_loops else ("occupancy", "num_stages")
+            ("occupancy",) if f.free_loops or f.stages_staged else ("occupancy", "num_stages")
         k = _ckey({o: v for o, v in c.items() if o not in ignored})
         if k in seen:
             drop("R0 duplicate (option the backend ignores)", 1)

@@ -233,3 +233,49 @@ def test_a_tma_store_stages_its_tile_in_shared_memory():
     assert sorted((c["STAGES"], c["TMA"]) for c in p.kept) == [(3, False), (3, True), (4, False)]
     assert p.dropped == {"R2 shared memory estimate over the limit": 1}
     assert p.facts[tuning._ckey({"BM": 128, "BN": 256, "BK": 64, "STAGES": 3, "TMA": True})].smem == 212992
+
+
+SCALED = """
+kernel scaled_mm<BM: int = 64, BN: int = 64, BK: int = 32>(a: tensor<f16>[M, K], b: tensor<f16>[K, N],
+        s: tensor<f32>[M, KB], c: tensor<f32>[M, N]) {
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) pipeline(stages=4) {
+        acc += dot(load(a, tile=[BM, BK], at=[program_id(0), k]), load(b, tile=[BK, BN], at=[k, program_id(1)]))
+               * load(s, tile=[BM, 1], at=[program_id(0), k])
+    }
+    store(c, acc, at=[program_id(0), program_id(1)])
+}
+"""
+
+SCALED_OPERAND = """
+kernel scaled_mm<BM: int = 64, BN: int = 64, BK: int = 32>(a: tensor<f16>[M, K], b: tensor<f16>[K, N],
+        s: tensor<f32>[M, KB], c: tensor<f32>[M, N]) {
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) pipeline(stages=4) {
+        var x = load(a, tile=[BM, BK], at=[program_id(0), k])
+        x = x * cast<f16>(load(s, tile=[BM, 1], at=[program_id(0), k]))
+        acc += dot(x, load(b, tile=[BK, BN], at=[k, program_id(1)]))
+    }
+    store(c, acc, at=[program_id(0), program_id(1)])
+}
+"""
+
+@pytest.mark.parametrize("source,kept", [
+    (SCALED, 4),  # the scale load: staged too when num_stages is not the loop's 4 (another binary), not when it is
+    (SCALED.replace("* load(s, tile=[BM, 1], at=[program_id(0), k])", ""), 1),  # every load feeds the dot: one
+    # the scale reaches an operand through a var: it feeds the dot, so num_stages changes nothing again
+    (SCALED_OPERAND, 1),
+])
+def test_num_stages_matters_for_a_pipelined_dot_loop_that_loads_more_than_its_operands(source, kept):
+    """lowering/tle_to_ttir.py leaves a dot loop's pipeline(stages=N) to the kernel-wide num_stages where they are
+    equal, so that only the dot's operand loads are staged; where they differ the loop keeps its own depth, and
+    Triton then stages its other loads too. So a loop loading more than its dot's operands compiles to two binaries
+    (the PTX of num_stages 4 and 5 differ), and R0 keeps num_stages for it."""
+    mod = tle.compile(source)
+    space = TuneSpace({"num_stages": [2, 3, 4, 5]})
+    p = prune(mod.program, "scaled_mm", space.configs(), fixed_constants={}, grid=matmul_grid, hw=H200,
+              dims={"M": 4096, "N": 4096, "K": 4096, "KB": 128})
+    assert len(p.kept) == kept
+    ptx = {ns: tle.compiler.compile_kernel(mod.program, "scaled_mm", {}, backend="triton", stop="ptx",
+                                           num_stages=ns).stages["ptx"] for ns in (4, 5)}
+    assert (ptx[4] != ptx[5]) == (kept > 1)
