@@ -317,8 +317,6 @@ def _without_spills(module, tileir, binary, arch, kernel: Kernel):
         return tileir, binary  # the common case: nothing (or next to nothing) spilled
     from .dialects import cuda_tile as ct
     from .dialects.mlir import ir
-    from .lowering.tle_to_tileir import TileirOptions, tle_to_tileir
-    from .targets.tileir import compile_tileir
     entry = ct.entries(tileir)[0]
     first = hint = ir.IntegerAttr(entry.attributes["occupancy"]).value if "occupancy" in entry.attributes else None
     has_dot = next(dots(kernel.body), None) is not None
@@ -331,9 +329,7 @@ def _without_spills(module, tileir, binary, arch, kernel: Kernel):
         spilled = binary.extra["stack_bytes"]
         debug.note(f"kernel '{binary.name}': tileiras spilled {spilled} bytes per thread under the occupancy hint "
                    f"{first}; compiling again with {hint or 'no'} hint")
-        retry = tle_to_tileir(module, TileirOptions(occupancy=hint))
-        with debug.timed("tileiras"):
-            retried = compile_tileir(retry, arch)
+        retry, retried = _compiled_with_hint(module, arch, hint)
         if retried.extra.get("stack_bytes", 0) < spilled:
             was = binary.extra.get("spilled_under") or (first, spilled)
             retried.extra["spilled_under"] = (*was[:2], hint)  # (first hint, its spill, the hint kept): tlec -v
@@ -343,7 +339,8 @@ def _without_spills(module, tileir, binary, arch, kernel: Kernel):
 
 def _past_one_program(module, tileir, binary, arch, kernel: Kernel):
     """(Tile IR, binary) compiled again with an occupancy hint of 2 programs per SM, for a kernel without a dot that
-    tileiras left at one program per SM without a hint (more than 128 registers on its 8 worker warps), when the
+    tileiras left at one program per SM without a hint and without spills (more than 128 registers on its 8 worker
+    warps), when the
     retry spills no more than _SPILL_BYTES_KEPT; else the same two objects. One program of 8 warps leaves a
     memory-bound SM little to hide latency with. Measured on the H200 (benchmarks/RESULTS.md "Wide rows"), cumsum
     over 4096 rows of 12800 and 16384 elements: bf16 93.3 -> 58.3 and 98.5 -> 69.6 us, f32 127.0 -> 106.4 and
@@ -361,17 +358,23 @@ def _past_one_program(module, tileir, binary, arch, kernel: Kernel):
                                         arch)
     if programs != 1 or limit != "registers":
         return tileir, binary
-    from .lowering.tle_to_tileir import TileirOptions, tle_to_tileir
-    from .targets.tileir import compile_tileir
     debug.note(f"kernel '{binary.name}': tileiras fits one program per SM ({extra['registers']} registers); "
                "compiling again with an occupancy hint of 2")
-    retry = tle_to_tileir(module, TileirOptions(occupancy=2))
-    with debug.timed("tileiras"):
-        retried = compile_tileir(retry, arch)
+    retry, retried = _compiled_with_hint(module, arch, 2)
     if retried.extra.get("stack_bytes", 0) > _SPILL_BYTES_KEPT:
         return tileir, binary
     retried.extra["one_program"] = extra["registers"]  # tlec -v: what the first compile gave
     return retry, retried
+
+
+def _compiled_with_hint(module, arch, occupancy: int | None):
+    """(Tile IR, binary) of the kernel lowered with this occupancy hint (None: no hint) and run through tileiras: one
+    try of the two retries above."""
+    from .lowering.tle_to_tileir import TileirOptions, tle_to_tileir
+    from .targets.tileir import compile_tileir
+    tileir = tle_to_tileir(module, TileirOptions(occupancy=occupancy))
+    with debug.timed("tileiras"):
+        return tileir, compile_tileir(tileir, arch)
 
 
 def _tileir(out: Compiled, module, arch, upto, occupancy: int | None = None) -> None:
