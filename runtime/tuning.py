@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 from .. import __version__ as TLE_VERSION  # noqa: F401
 from ..check import OCCUPANCIES
-from ..compiler import default_num_warps
+from ..compiler import default_num_warps, largest_tile
 from .cache import build_id as _build_id
 from ..diagnostics import TleError
 from ..types import BITS, DTYPES
@@ -484,7 +484,6 @@ def analyze(checked, dims: dict, num_stages: int = 3, grid: tuple | None = None)
             return
         for a in e.args:
             expr(a, trips, loop)
-        f.max_tile = max(f.max_tile, elems(e.type) if e.type is not None else 1)
         if e.name in ("load", "gather"):
             b = elems(e.type) * _BYTES[e.type.dtype]
             f.bytes += b * trips
@@ -545,6 +544,7 @@ def analyze(checked, dims: dict, num_stages: int = 3, grid: tuple | None = None)
 
     block(checked.body, 1, None)
     f.smem += sum(b for _, b in staged)
+    f.max_tile = largest_tile(checked)
     return f
 
 

@@ -99,7 +99,7 @@ def default_num_warps(kernel: Kernel) -> int:
     accumulator (_accumulator_elements), or in a loop with several dots (attention) all their results at once
     (_loop_dot_elements). A kernel without a dot gets 4 (on the memory-bound rows up to 8192 elements, 8 warps were
     within 2% of 4 either way: benchmarks/ncu_probe.py --warps), or 16 when one of its tiles is wider than
-    WIDE_TILE_ELEMENTS (_largest_tile). On 4 warps each thread then holds 256 or more of its values, and ptxas
+    WIDE_TILE_ELEMENTS (largest_tile). On 4 warps each thread then holds 256 or more of its values, and ptxas
     spills. H200, 4096 rows of 32000 and 65536 elements in one tile, softmax, layernorm, rmsnorm and cumsum in bf16
     and f32 (benchmarks/RESULTS.md "Wide rows"): 4 warps ran 1.03-2.1x (32000) and 2.3-11x (65536) slower than 16;
     16 was within 21% (32000; rmsnorm bf16 was fastest on 32) and 14% (65536) of the best of 4, 8, 16 and 32. At
@@ -107,11 +107,12 @@ def default_num_warps(kernel: Kernel) -> int:
     held = max(_accumulator_elements(kernel), _loop_dot_elements(kernel))
     if held:
         return 8 if held >= WIDE_DOT_ELEMENTS else 4
-    return WIDE_TILE_WARPS if _largest_tile(kernel) > WIDE_TILE_ELEMENTS else 4
+    return WIDE_TILE_WARPS if largest_tile(kernel) > WIDE_TILE_ELEMENTS else 4
 
 
-def _largest_tile(kernel: Kernel) -> int:
-    """The elements of the kernel's largest tile: the widest value any of its operations makes."""
+def largest_tile(kernel: Kernel) -> int:
+    """The elements of the kernel's largest tile: the widest value any of its operations makes (also the tuner's
+    Facts.max_tile)."""
     return max((math.prod(n.type.shape) for n in nodes(kernel.body)
                 if isinstance(n, Op) and hasattr(n.type, "shape")), default=1)
 
