@@ -4,6 +4,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 SOURCE = "kernel k(x: tensor<f32>[N]) { store(x, load(x, tile=[16], at=[0]), at=[0]) }"
 # Prints the time the parser took to come up, then the parsed kernel's name.
 PROBE = ("import time; t = time.perf_counter(); import tle.parser as p; "
@@ -20,6 +22,7 @@ def _env(tmp_path, **extra):
     return dict(os.environ, TLE_CACHE_DIR=str(tmp_path), **extra)
 
 
+@pytest.mark.timing
 def test_first_import_writes_the_tables_and_the_next_reads_them(tmp_path):
     built, name = _run(_env(tmp_path))
     assert name == "k"

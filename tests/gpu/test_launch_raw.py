@@ -106,6 +106,7 @@ def test_launch_argument_errors_name_the_kernel():
         k.launch((1, 1 << 20, 1), [x, x, x, 16])  # grid y above 65535
 
 
+@pytest.mark.timing
 def test_launch_overhead_close_to_raw_driver_call():
     """Host time per launch: tle's LoadedKernel.launch against a bare cuLaunchKernel with pre-packed arguments."""
     import triton

@@ -1279,6 +1279,7 @@ def test_constructs_on_the_gpu_match_the_interpreter():
 
 
 @pytest.mark.gpu
+@pytest.mark.timing
 def test_matmul_speed_with_the_facts():
     """f16 matmul 4096^3 with the example's own tiles, on the Tile IR path, against torch (cuBLAS); reported, and
     held to a floor that only a TMA + tensor-core kernel reaches."""

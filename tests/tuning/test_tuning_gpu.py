@@ -42,6 +42,7 @@ def rel_err(got, want):
 
 
 @pytest.mark.gpu
+@pytest.mark.timing
 def test_matmul_500_configs_4096_within_120_s():
     mod = tle.compile(os.path.join(EXAMPLES, "matmul.tle"))
     kernel = mod.matmul
