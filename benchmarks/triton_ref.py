@@ -424,7 +424,11 @@ def check(device: str = "cpu", verbose: bool = True) -> list[str]:
 
     failures = []
     for name, case in CASES.items():
-        launch = LAUNCHERS[name]
+        launch = LAUNCHERS.get(name)
+        if launch is None:  # an example the benchmark times against torch or a probe's twin only (benchmarks/README)
+            if verbose:
+                print(f"{name:10s} skipped: no hand-written reference in this file")
+            continue
         variants = [{}]
         if name == "matmul":  # also the grouped order, and tiles bigger than the matrix
             variants = [{}, {"GROUP_M": 8}]
