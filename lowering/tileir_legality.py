@@ -5,7 +5,7 @@ for, a tile shape Tile IR cannot hold (every dimension must be a power of two), 
 IR's ops do not take (see _op_reason), an architecture tileiras does not compile for, or a missing tool (tileiras,
 the pinned bytecode writer). The backend router prints the first one when it falls back to the native CUDA path:
 
-    tle: kernel 'k' runs on the native CUDA path: <reason> at file:line:col
+    tle: kernel 'k' runs on the native CUDA path (Triton): <reason> at file:line:col
 
 and raises it as a TleError when the Tile IR path was asked for explicitly.
 

@@ -72,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --sizes, compile as a launch on this grid would: tiles indexed by program_id that "
                         "the grid keeps inside their tensor lose their bounds checks (docs/language.md)")
     p.add_argument("-o", "--output", metavar="OUT",
-                   help="write the output here (default: text to standard output; a cubin to KERNEL.cubin)")
+                   help="write the output here (default: text to standard output; a binary stage to KERNEL.cubin or "
+                        "KERNEL.tilebc)")
     p.add_argument("-v", "--verbose", action="store_true", help="say which stages ran and where output went")
     return p
 

@@ -307,7 +307,7 @@ def _without_spills(module, tileir, binary, arch, kernel: Kernel):
     The hint caps registers per thread at 65536 / (programs x threads), and tileiras meets the cap by spilling to
     local memory when it must. The lowering's rule for 16-bit rows (8 programs per SM: 64 registers) fits the rows it
     was measured on, but a softmax backward pass over bf16 rows of 4096 (two f32 tiles live at once) spilled 56
-    bytes per thread at 64 registers and ran at 59.2 us where 4 programs per SM, without spills, ran at 51.0 (H200;
+    bytes per thread at 64 registers and ran at 59.2 us where 4 programs per SM, without spills, ran at 50.1 (H200;
     the Triton reference 50.8). Without a hint, tileiras gave a LayerNorm backward pass over bf16 rows of 4096 (a
     loop over 16 rows carrying two f32 tiles) 256 threads of 255 registers and spilled 112 bytes per thread: 136.2
     us; with 2 programs per SM it takes 128 threads, does not spill and runs at 89.7 (the native path 97.5, the
