@@ -169,6 +169,10 @@ def _attention(device, dtype, shape=(2, 37, 50), noncontig=False, tiles=(32, 16)
             lambda t: [t[3]])
 
 
+# examples/attention_bwd.tle's kernels, in the order attention_training launches them
+TRAINING_KERNELS = ("attention_fwd", "attention_bwd_delta", "attention_bwd_dkdv", "attention_bwd_dq")
+
+
 def attention_training(mod, q, k, v, dout, scale: float, causal: bool, tiles=(64, 64), **options):
     """examples/attention_bwd.tle's four kernels in order, on [B, S, D] / [B, L, D] tensors: (o, lse, dq, dk, dv).
     `mod` is tle.compile("examples/attention_bwd.tle"); options (backend=...) go to every launch."""

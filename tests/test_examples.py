@@ -10,7 +10,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import tle  # noqa: E402
-from reference import CASES, relative_error, tolerance  # noqa: E402
+from reference import CASES, TRAINING_KERNELS, relative_error, tolerance  # noqa: E402
 from tle.check import load_program  # noqa: E402
 from tle.compiler import compile_kernel  # noqa: E402
 
@@ -76,9 +76,7 @@ def test_causal_attention_on_interpreter(shape):
     assert err <= tolerance("attention", torch.float16), f"{shape}: rel err {err}"
 
 
-# ---- examples/attention_bwd.tle: four kernels, so not a CASES entry -------------------------------------------------
-TRAINING_KERNELS = ["attention_fwd", "attention_bwd_delta", "attention_bwd_dkdv", "attention_bwd_dq"]
-
+# ---- examples/attention_bwd.tle: four kernels (TRAINING_KERNELS), so not a CASES entry ----------------------------
 
 @pytest.mark.parametrize("backend", ["triton", "tileir"])
 def test_attention_training_kernels_compile_to_cubins(backend):
