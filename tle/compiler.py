@@ -341,10 +341,9 @@ def _without_spills(module, tileir, binary, arch, kernel: Kernel):
 def _past_one_program(module, tileir, binary, arch, kernel: Kernel):
     """(Tile IR, binary) compiled again with an occupancy hint of 2 programs per SM, for a kernel without a dot that
     tileiras left at one program per SM without a hint and without spills (more than 128 registers on its 8 worker
-    warps), when the
-    retry spills no more than _SPILL_BYTES_KEPT; else the same two objects. One program of 8 warps leaves a
-    memory-bound SM little to hide latency with. Measured on the H200 (benchmarks/RESULTS.md "Wide rows"), cumsum
-    over 4096 rows of 12800 and 16384 elements: bf16 93.3 -> 58.3 and 98.5 -> 69.6 us, f32 127.0 -> 106.4 and
+    warps), when the retry spills no more than _SPILL_BYTES_KEPT; else the same two objects. One program of 8 warps
+    leaves a memory-bound SM little to hide latency with. Measured on the H200 (benchmarks/RESULTS.md "Wide rows"),
+    cumsum over 4096 rows of 12800 and 16384 elements: bf16 93.3 -> 58.3 and 98.5 -> 69.6 us, f32 127.0 -> 106.4 and
     143.2 -> 135.0 (the native path 54.8, 69.7, 105.9, 135.3; the f32 row of 12800 spills 8 bytes under the hint).
     Where 2 programs spill more it loses (the same kernels at 32000, 208 and 296 bytes: 185.7 -> 193.0 and 260.5 ->
     485.2 us; layernorm, 176 bytes: 177.6 -> 284.6), so such a retry is dropped."""
