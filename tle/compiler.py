@@ -85,9 +85,9 @@ def route(module, kernel_name: str, arch: str, backend: str) -> tuple[str, str |
 
 # The accumulator size from which a dot's kernel gets 8 warps when the caller names none (default_num_warps).
 WIDE_DOT_ELEMENTS = 128 * 256
-# A kernel without a dot gets WIDE_TILE_WARPS when a tile of it has more elements than this: 128 values a thread
-# on 4 warps (default_num_warps).
-WIDE_TILE_ELEMENTS = 128 * 4 * 32
+# A kernel without a dot gets its warps from its largest tile's elements (default_num_warps): 4 up to 8192 and 8 up
+# to 16384 (64 values a thread either way), WIDE_TILE_WARPS above.
+TILE_WARPS = ((8192, 4), (16384, 8))
 WIDE_TILE_WARPS = 16
 
 
@@ -97,17 +97,23 @@ def default_num_warps(kernel: Kernel) -> int:
     256 or more of them and spills: examples/matmul_grouped.tle at its declared BM=128, BN=256 took 1437 us for a
     4096^3 f16 product on 4 warps and 190-220 us on 8 (H200, benchmarks/RESULTS.md). What a dot holds is its
     accumulator (_accumulator_elements), or in a loop with several dots (attention) all their results at once
-    (_loop_dot_elements). A kernel without a dot gets 4 (on the memory-bound rows up to 8192 elements, 8 warps were
-    within 2% of 4 either way: benchmarks/ncu_probe.py --warps), or 16 when one of its tiles is wider than
-    WIDE_TILE_ELEMENTS (largest_tile). On 4 warps each thread then holds 256 or more of its values, and ptxas
-    spills. H200, 4096 rows of 32000 and 65536 elements in one tile, softmax, layernorm, rmsnorm and cumsum in bf16
-    and f32 (benchmarks/RESULTS.md "Wide rows"): 4 warps ran 1.03-2.1x (32000) and 2.3-11x (65536) slower than 16;
-    16 was within 21% (32000; rmsnorm bf16 was fastest on 32) and 14% (65536) of the best of 4, 8, 16 and 32. At
-    16384 elements (12800 and 16384 wide rows) no count won on every kernel, and 4 stays."""
+    (_loop_dot_elements).
+
+    A kernel without a dot gets warps by its largest tile (largest_tile; TILE_WARPS), so that a thread holds about
+    64 of its values. Measured on the H200 (benchmarks/RESULTS.md "Wide rows"), softmax, layernorm, rmsnorm and
+    cumsum in bf16 and f32 over 4096 rows in one tile:
+    - up to 8192 elements, 4: 4 and 8 warps were within 2-4% of each other on every kernel;
+    - 16384 elements (rows of 10000, 12800, 16384), 8: no count won everywhere, but 4 was 1.18-1.50x the best on
+      f32 softmax, bf16 layernorm and bf16 rmsnorm (0.67-0.84x the reference, which runs on 16), and 16 up to 1.76x
+      the best on bf16 layernorm and on cumsum. 8 was 5% faster than 4 on the geometric mean of the 24 rows, at
+      worst 1.44x the best (f32 layernorm at 10000, where 4 and 32 win) and 0.85x the reference (bf16 softmax);
+    - above 16384, 16: 4 warps ran 1.03-2.1x (32000) and 2.3-11x (65536) slower than 16, and 16 was within 21%
+      (32000; rmsnorm bf16 was fastest on 32) and 14% (65536) of the best of 4, 8, 16 and 32."""
     held = max(_accumulator_elements(kernel), _loop_dot_elements(kernel))
     if held:
         return 8 if held >= WIDE_DOT_ELEMENTS else 4
-    return WIDE_TILE_WARPS if largest_tile(kernel) > WIDE_TILE_ELEMENTS else 4
+    tile = largest_tile(kernel)
+    return next((warps for most, warps in TILE_WARPS if tile <= most), WIDE_TILE_WARPS)
 
 
 def largest_tile(kernel: Kernel) -> int:
