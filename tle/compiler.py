@@ -85,35 +85,48 @@ def route(module, kernel_name: str, arch: str, backend: str) -> tuple[str, str |
 
 # The accumulator size from which a dot's kernel gets 8 warps when the caller names none (default_num_warps).
 WIDE_DOT_ELEMENTS = 128 * 256
-# A kernel without a dot gets its warps from its largest tile's elements (default_num_warps): 4 up to 8192 and 8 up
-# to 16384 (64 values a thread either way), WIDE_TILE_WARPS above.
-TILE_WARPS = ((8192, 4), (16384, 8))
-WIDE_TILE_WARPS = 16
+# A kernel without a dot gets warps for its largest tile (default_num_warps): enough that each thread holds at most
+# this many of its values, between 4 and MAX_DEFAULT_WARPS warps. A kernel whose values never leave their thread
+# (elementwise work, loads and stores) takes 32 a thread; one with an op below, which moves values between threads
+# and costs more steps with more warps (a reduction, a scan, a change of shape), takes 64.
+ELEMENTWISE_VALUES_PER_THREAD = 32
+CROSS_THREAD_VALUES_PER_THREAD = 64
+CROSS_THREAD_OPS = frozenset({"reduce", "scan", "reshape", "transpose", "join", "split"})
+MAX_DEFAULT_WARPS = 16
 
 
 def default_num_warps(kernel: Kernel) -> int:
-    """num_warps on the native path when the caller gives none. Triton's launcher takes 4 whatever the tiles; here
-    a kernel whose dots hold 128 x 256 32-bit values or more at once gets 8, because on 4 warps each thread holds
+    """num_warps on the native path when the caller gives none. Triton's launcher takes 4 whatever the tiles.
+
+    A kernel whose dots hold 128 x 256 32-bit values or more at once gets 8, because on 4 warps each thread holds
     256 or more of them and spills: examples/matmul_grouped.tle at its declared BM=128, BN=256 took 1437 us for a
     4096^3 f16 product on 4 warps and 190-220 us on 8 (H200, benchmarks/RESULTS.md). What a dot holds is its
     accumulator (_accumulator_elements), or in a loop with several dots (attention) all their results at once
-    (_loop_dot_elements).
+    (_loop_dot_elements). Other kernels with a dot get 4.
 
-    A kernel without a dot gets warps by its largest tile (largest_tile; TILE_WARPS), so that a thread holds about
-    64 of its values. Measured on the H200 (benchmarks/RESULTS.md "Wide rows"), softmax, layernorm, rmsnorm and
-    cumsum in bf16 and f32 over 4096 rows in one tile:
-    - up to 8192 elements, 4: 4 and 8 warps were within 2-4% of each other on every kernel;
-    - 16384 elements (rows of 10000, 12800, 16384), 8: no count won everywhere, but 4 was 1.18-1.50x the best on
-      f32 softmax, bf16 layernorm and bf16 rmsnorm (0.67-0.84x the reference, which runs on 16), and 16 up to 1.76x
-      the best on bf16 layernorm and on cumsum. 8 was 5% faster than 4 on the geometric mean of the 24 rows, at
-      worst 1.44x the best (f32 layernorm at 10000, where 4 and 32 win) and 0.85x the reference (bf16 softmax);
-    - above 16384, 16: 4 warps ran 1.03-2.1x (32000) and 2.3-11x (65536) slower than 16, and 16 was within 21%
-      (32000; rmsnorm bf16 was fastest on 32) and 14% (65536) of the best of 4, 8, 16 and 32."""
+    A kernel without a dot gets warps for its largest tile (largest_tile). Measured on the H200
+    (benchmarks/RESULTS.md "16384-element rows" and "Wide rows"):
+    - Values that cross threads (CROSS_THREAD_OPS), 64 a thread: 4 warps up to 8192 elements, 8 up to 16384, 16
+      above. Softmax, layernorm, rmsnorm and cumsum, bf16 and f32, 4096 rows in one tile:
+      - at 8192, 4 and 8 warps were within 2-4% of each other;
+      - at 16384 no count won everywhere, but 4 took up to 1.44x 8's time (f32 softmax, bf16 layernorm and
+        rmsnorm), and 16 up to 1.75x the best (bf16 layernorm and cumsum). 8 took 0.947x 4's time on the geometric
+        mean of 24 rows;
+      - above 16384, 4 warps ran 1.03-2.1x (32000) and 2.3-11x (65536) slower than 16.
+    - Elementwise, 32 a thread: 8 warps at 8192 elements and 16 from 16384. vector_add, dropout and swiglu over
+      256 MB, bf16 and f32:
+      - at 8192, 8 warps took 0.86-0.88x 4's time on dropout and bf16 swiglu, and tied elsewhere;
+      - at 16384, 16 took 0.83-0.96x 8's time on dropout and bf16 swiglu. 4 took up to 1.35x 8's time on
+        swiglu and 15x on dropout, which spills."""
     held = max(_accumulator_elements(kernel), _loop_dot_elements(kernel))
     if held:
         return 8 if held >= WIDE_DOT_ELEMENTS else 4
-    tile = largest_tile(kernel)
-    return next((warps for most, warps in TILE_WARPS if tile <= most), WIDE_TILE_WARPS)
+    crosses = any(isinstance(n, Op) and n.name in CROSS_THREAD_OPS for n in nodes(kernel.body))
+    per_thread = CROSS_THREAD_VALUES_PER_THREAD if crosses else ELEMENTWISE_VALUES_PER_THREAD
+    warps = 4
+    while warps < MAX_DEFAULT_WARPS and largest_tile(kernel) > warps * 32 * per_thread:
+        warps *= 2
+    return warps
 
 
 def largest_tile(kernel: Kernel) -> int:
