@@ -61,3 +61,17 @@ def test_verbose_says_how_many_programs_an_sm_holds_and_why(nt, tmp_path, capsys
     err = stderr_of(capsys, str(rows), "-v", "--backend", "triton", "--sizes", "M=4096,N=4096", "--grid", "4096",
                     "-o", str(tmp_path / "r.cubin"))
     assert "128 threads" in err and "programs per SM (the limit: registers; smaller tiles need fewer)" in err
+
+
+def test_verbose_says_why_the_default_num_warps(nt, tmp_path, capsys):
+    out = str(tmp_path / "k.cubin")
+    err = stderr_of(capsys, nt, "-v", "--backend", "triton", *LAUNCH, "-o", out)
+    assert "kernel 'nt': 8 warps, the native path's default: its dots hold 32768 values at once" in err
+    wide = tmp_path / "wide.tle"
+    wide.write_text("kernel wide<BLOCK: int = 16384>(x: tensor<f32>[N], y: tensor<f32>[N]) {\n"
+                    "    store(y, exp(load(x, tile=[BLOCK], at=program_id(0))), at=program_id(0))\n}\n")
+    err = stderr_of(capsys, str(wide), "-v", "--backend", "triton", "-o", out)
+    assert "16 warps, the native path's default: no dot; its largest tile has 16384 elements, and its values " \
+           "stay in their threads: about 32 a thread" in err and "512 threads" in err
+    err = stderr_of(capsys, str(wide), "-v", "--backend", "triton", "--num-warps", "4", "-o", out)
+    assert "default" not in err and "128 threads" in err  # a count the caller names is not explained

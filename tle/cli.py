@@ -156,7 +156,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
         check_kernel(program, args.kernel)  # raises the "no kernel named" error with suggestions
     from .abi import generic_spec, launch_spec
     from .check import check_kernel
-    from .compiler import compile_kernel
+    from .compiler import compile_kernel, num_warps_choice
     # Each kernel's own -D constants; one that no kernel has is an error before anything compiles.
     own_of = {n: {k: v for k, v in constants.items() if any(c.name == k for c in program.kernels[n].const_params)}
               for n in names}
@@ -191,6 +191,10 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
                    {"tileir": "the CUDA Tile IR path", "triton": "the native CUDA path (Triton)"}[out.backend])
             print(f"tlec: kernel '{name}' compiled for {args.arch} on {how}", file=sys.stderr)
             if out.backend == "triton" and "ptx" in out.stages:
+                if args.num_warps is None:
+                    warps, why = num_warps_choice(out.kernel)
+                    print(f"tlec: kernel '{name}': {warps} warps, the native path's default: {why} (--num-warps N "
+                          "to choose)", file=sys.stderr)
                 _report_ptxas(name, out, args.arch)
             elif out.backend == "tileir" and out.binary is not None:
                 _report_tileiras(name, out, args.arch)

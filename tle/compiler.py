@@ -118,15 +118,23 @@ def default_num_warps(kernel: Kernel) -> int:
       - at 8192, 8 warps took 0.86-0.88x 4's time on dropout and bf16 swiglu, and tied elsewhere;
       - at 16384, 16 took 0.83-0.96x 8's time on dropout and bf16 swiglu. 4 took up to 1.35x 8's time on
         swiglu and 15x on dropout, which spills."""
+    return num_warps_choice(kernel)[0]
+
+
+def num_warps_choice(kernel: Kernel) -> tuple[int, str]:
+    """(default_num_warps, why, in words for `tlec -v`)."""
     held = max(_accumulator_elements(kernel), _loop_dot_elements(kernel))
     if held:
-        return 8 if held >= WIDE_DOT_ELEMENTS else 4
-    crosses = any(isinstance(n, Op) and n.name in CROSS_THREAD_OPS for n in nodes(kernel.body))
-    per_thread = CROSS_THREAD_VALUES_PER_THREAD if crosses else ELEMENTWISE_VALUES_PER_THREAD
-    warps = 4
-    while warps < MAX_DEFAULT_WARPS and largest_tile(kernel) > warps * 32 * per_thread:
+        warps = 8 if held >= WIDE_DOT_ELEMENTS else 4
+        return warps, f"its dots hold {held} values at once (8 warps from {WIDE_DOT_ELEMENTS})"
+    crossing = next((n.name for n in nodes(kernel.body) if isinstance(n, Op) and n.name in CROSS_THREAD_OPS), None)
+    per_thread = CROSS_THREAD_VALUES_PER_THREAD if crossing else ELEMENTWISE_VALUES_PER_THREAD
+    tile, warps = largest_tile(kernel), 4
+    while warps < MAX_DEFAULT_WARPS and tile > warps * 32 * per_thread:
         warps *= 2
-    return warps
+    kind = (f"a {crossing} moves values between threads" if crossing else "its values stay in their threads")
+    return warps, (f"no dot; its largest tile has {tile} elements, and {kind}: about {per_thread} a thread, from 4 "
+                   f"to {MAX_DEFAULT_WARPS} warps")
 
 
 def largest_tile(kernel: Kernel) -> int:
