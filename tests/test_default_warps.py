@@ -187,7 +187,12 @@ def sized(program: str, bm: int) -> str:
     (ROWS, 8),                                                     # 16,384
     (sized(ROWS, 128), 16),                                        # 32,768
     (sized(ROWS, 256), 16),                                        # 65,536
-    (WIDE.replace("exp(t)", "cast<f32>(cumsum(cast<f16>(t) > 0.0, axis=1))"), 8),  # a scan, 16,384
+    # a scan: about 128 a thread
+    (WIDE.replace("exp(t)", "cast<f32>(cumsum(cast<f16>(t) > 0.0, axis=1))"), 4),  # 16,384
+    (sized(WIDE, 128).replace("exp(t)", "cumsum(t, axis=1)"), 8),                   # 32,768
+    (sized(WIDE, 256).replace("exp(t)", "cumsum(t, axis=1)"), 16),                  # 65,536
+    # a scan beside a reduction: the scan's budget
+    (WIDE.replace("exp(t)", "cumsum(t, axis=1) - broadcast(expand_dims(sum(t, axis=1), 1), [BM, BN])"), 4),
     (WIDE.replace("exp(t)", "transpose(transpose(t))"), 8),        # a change of layout, 16,384
     # a wide value that is not loaded: the largest tile of any operation counts (32,768, through a reduction)
     (WIDE.replace("exp(t)", "reshape(sum(reshape(broadcast(expand_dims(t, 2), [BM, BN, 2]), [BM, BN, 2]), "
@@ -200,10 +205,11 @@ def sized(program: str, bm: int) -> str:
 ])
 def test_a_kernel_without_a_dot_gets_warps_by_its_largest_tile(variant, warps):
     """Elementwise kernels: about 32 values a thread (H200, 256 MB: dropout and bf16 swiglu 12-14% faster on 8 warps
-    than on 4 at 8192 elements, 4-17% faster on 16 than on 8 at 16384). Kernels that reduce, scan or reshape: about
-    64 (softmax, layernorm, rmsnorm, cumsum over 4096 rows in one tile: 8 warps 5% faster than 4 on the geometric
-    mean at 16384; 4 warps 1.03-11x slower than 16 at 32000 and 65536). benchmarks/RESULTS.md, "16384-element rows"
-    and "Wide rows"."""
+    than on 4 at 8192 elements, 4-17% faster on 16 than on 8 at 16384). Kernels that reduce or reshape: about 64
+    (softmax, layernorm, rmsnorm over 4096 rows in one tile: 8 warps faster than 4 on the geometric mean at 16384;
+    4 warps 1.03-11x slower than 16 at 32000 and 65536). Scans: about 128 (cumsum: within 2.4% of the fastest count
+    on 20 rows from 8192 to 65536). benchmarks/RESULTS.md, "Scans", "Elementwise kernels", "16384-element rows" and
+    "Wide rows"."""
     assert default_num_warps(check_kernel(load_program(variant, "k.tle"), "k", {})) == warps
 
 

@@ -86,12 +86,11 @@ def route(module, kernel_name: str, arch: str, backend: str) -> tuple[str, str |
 # The accumulator size from which a dot's kernel gets 8 warps when the caller names none (default_num_warps).
 WIDE_DOT_ELEMENTS = 128 * 256
 # A kernel without a dot gets warps for its largest tile (default_num_warps): enough that each thread holds at most
-# this many of its values, between 4 and MAX_DEFAULT_WARPS warps. A kernel whose values never leave their thread
-# (elementwise work, loads and stores) takes 32 a thread; one with an op below, which moves values between threads
-# and costs more steps with more warps (a reduction, a scan, a change of shape), takes 64.
-ELEMENTWISE_VALUES_PER_THREAD = 32
-CROSS_THREAD_VALUES_PER_THREAD = 64
-CROSS_THREAD_OPS = frozenset({"reduce", "scan", "reshape", "transpose", "join", "split"})
+# a number of its values that depends on what the kernel does with them, between 4 and MAX_DEFAULT_WARPS warps:
+ELEMENTWISE_VALUES_PER_THREAD = 32    # they never leave their thread (elementwise work, loads and stores)
+CROSS_THREAD_VALUES_PER_THREAD = 64   # an op of CROSS_THREAD_OPS moves them between threads (more warps, more steps)
+SCAN_VALUES_PER_THREAD = 128          # a scan: each thread runs through its own values in order before any crosses
+CROSS_THREAD_OPS = frozenset({"reduce", "reshape", "transpose", "join", "split"})
 MAX_DEFAULT_WARPS = 16
 
 
@@ -107,7 +106,8 @@ def default_num_warps(kernel: Kernel) -> int:
     A kernel without a dot gets warps for its largest tile (largest_tile). Measured on the H200
     (benchmarks/RESULTS.md "16384-element rows" and "Wide rows"):
     - Values that cross threads (CROSS_THREAD_OPS), 64 a thread: 4 warps up to 8192 elements, 8 up to 16384, 16
-      above. Softmax, layernorm, rmsnorm and cumsum, bf16 and f32, 4096 rows in one tile:
+      above. Softmax, layernorm, rmsnorm and cumsum (the last under the rule as it was then: scans follow), bf16
+      and f32, 4096 rows in one tile:
       - at 8192, 4 and 8 warps were within 2-4% of each other;
       - at 16384 no count won everywhere, but 4 took up to 1.44x 8's time (f32 softmax, bf16 layernorm and
         rmsnorm), and 16 up to 1.75x the best (bf16 layernorm and cumsum). 8 took 0.947x 4's time on the geometric
@@ -117,7 +117,11 @@ def default_num_warps(kernel: Kernel) -> int:
       256 MB, bf16 and f32:
       - at 8192, 8 warps took 0.86-0.88x 4's time on dropout and bf16 swiglu, and tied elsewhere;
       - at 16384, 16 took 0.83-0.96x 8's time on dropout and bf16 swiglu. 4 took up to 1.35x 8's time on
-        swiglu and 15x on dropout, which spills."""
+        swiglu and 15x on dropout, which spills.
+    - A scan, 128 a thread: 4 warps up to 16384 elements, 8 up to 32768, 16 above. cumsum, bf16 and f32, 4096
+      rows in one tile, 8192 to 65536 elements (20 rows over three runs): the count this gives was the fastest on
+      13 and within 2.4% of it on the rest. Against 64 a thread, 4 warps took 0.88-0.99x 8's time at 16384 (bf16)
+      and 8 took 0.94-0.98x 16's at 32768 (benchmarks/RESULTS.md "Scans")."""
     return num_warps_choice(kernel)[0]
 
 
@@ -127,12 +131,17 @@ def num_warps_choice(kernel: Kernel) -> tuple[int, str]:
     if held:
         warps = 8 if held >= WIDE_DOT_ELEMENTS else 4
         return warps, f"its dots hold {held} values at once (8 warps from {WIDE_DOT_ELEMENTS})"
-    crossing = next((n.name for n in nodes(kernel.body) if isinstance(n, Op) and n.name in CROSS_THREAD_OPS), None)
-    per_thread = CROSS_THREAD_VALUES_PER_THREAD if crossing else ELEMENTWISE_VALUES_PER_THREAD
+    ops = {n.name for n in nodes(kernel.body) if isinstance(n, Op)}
+    crossing = sorted(ops & CROSS_THREAD_OPS)
+    if "scan" in ops:
+        per_thread, kind = SCAN_VALUES_PER_THREAD, "a scan runs through each thread's values in order"
+    elif crossing:
+        per_thread, kind = CROSS_THREAD_VALUES_PER_THREAD, f"a {crossing[0]} moves values between threads"
+    else:
+        per_thread, kind = ELEMENTWISE_VALUES_PER_THREAD, "its values stay in their threads"
     tile, warps = largest_tile(kernel), 4
     while warps < MAX_DEFAULT_WARPS and tile > warps * 32 * per_thread:
         warps *= 2
-    kind = (f"a {crossing} moves values between threads" if crossing else "its values stay in their threads")
     return warps, (f"no dot; its largest tile has {tile} elements, and {kind}: about {per_thread} a thread, from 4 "
                    f"to {MAX_DEFAULT_WARPS} warps")
 
