@@ -7,7 +7,7 @@ examples/linear_fp8.tle and examples/dropout.tle) and once as hand-written Trito
 tiles; both are checked against torch
 on fresh random inputs before anything is timed (dropout, whose mask torch draws differently, against Triton's
 tl.rand: tle's rand is the same Philox, bit for bit). Columns:
-tle on the native path with Triton's default launch options (num_warps=4 unless the kernel's dots are big, stages 3),
+tle on the native path with no launch options (tle.compiler.default_num_warps: 4 unless its dots or tiles are big),
 tle native with the reference's options, tle on Tile IR, the Triton reference, torch. Timing: bench.time_events
 (a spin kernel, then events around one launch), inputs rotated through enough copies to keep them out of L2,
 implementations in a rotating order over --rounds rounds, median of the rounds.
