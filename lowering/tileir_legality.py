@@ -80,6 +80,16 @@ _SORTING_NETWORK = ("sort()/topk() build a sorting network that tileiras compile
 # A sort of 16 elements is 10 compare-and-swap steps, one pair reduction (an axis of size 2) each; user code
 # rarely reduces along an axis of 2 at all.
 SORTING_NETWORK_STEPS = 10
+# Measured on the H200 (twentieth session; benchmarks/RESULTS.md "Scans"), cumsum over 4096 rows in one tile, Tile
+# IR (auto's route until then) against the native path's default warps: level at 8192 elements and below, and in f32
+# up to 32768; in bf16 1.07-1.15x at rows of 10000 and 12800, 1.29x at 32000 and 1.14x at 65536, in f32 1.17x at
+# 65536; never more than 1% faster.
+WIDE_SCAN_ELEMENTS = 8192
+
+
+def _wide_scan(elements: int) -> str:
+    return (f"a scan over {elements} elements, more than {WIDE_SCAN_ELEMENTS}: tileiras ran cumsum over rows that "
+            "wide up to 1.29x slower than the native path, and never faster (H200)")
 
 
 def tileir_slower(module: "ir.Module") -> list[Blocker]:
@@ -90,6 +100,10 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
         if len(pairs) >= SORTING_NETWORK_STEPS:
             out.append(Blocker(span_of_location(pairs[0].location), _SORTING_NETWORK))
         for op in nested_ops(top.operation):
+            if op.name == "tle.scan":
+                elements = math.prod(tle_type(op.operands[0].type)[1] or (1,))
+                if elements > WIDE_SCAN_ELEMENTS:
+                    out.append(Blocker(span_of_location(op.location), _wide_scan(elements)))
             if op.name != "tle.dot":
                 continue
             if any(_gathered(v) for v in list(op.operands)[:2]):
