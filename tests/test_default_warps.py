@@ -191,8 +191,10 @@ def sized(program: str, bm: int) -> str:
     (WIDE.replace("exp(t)", "cast<f32>(cumsum(cast<f16>(t) > 0.0, axis=1))"), 4),  # 16,384
     (sized(WIDE, 128).replace("exp(t)", "cumsum(t, axis=1)"), 8),                   # 32,768
     (sized(WIDE, 256).replace("exp(t)", "cumsum(t, axis=1)"), 16),                  # 65,536
-    # a scan beside a reduction: the scan's budget
+    # a scan beside a reduction, both over the whole tile: the scan's budget
     (WIDE.replace("exp(t)", "cumsum(t, axis=1) - broadcast(expand_dims(sum(t, axis=1), 1), [BM, BN])"), 4),
+    # a scan over a small tile beside a wide one: not the scan's budget (4 warps) but its sum's (8)
+    (WIDE.replace("exp(t)", "exp(t) + sum(cumsum(load(x, tile=[1, 16], at=[0, 0]), axis=1))"), 8),
     (WIDE.replace("exp(t)", "transpose(transpose(t))"), 8),        # a change of layout, 16,384
     # a wide value that is not loaded: the largest tile of any operation counts (32,768, through a reduction)
     (WIDE.replace("exp(t)", "reshape(sum(reshape(broadcast(expand_dims(t, 2), [BM, BN, 2]), [BM, BN, 2]), "

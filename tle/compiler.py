@@ -104,7 +104,7 @@ def default_num_warps(kernel: Kernel) -> int:
     (_loop_dot_elements). Other kernels with a dot get 4.
 
     A kernel without a dot gets warps for its largest tile (largest_tile). Measured on the H200
-    (benchmarks/RESULTS.md "16384-element rows" and "Wide rows"):
+    (benchmarks/RESULTS.md "16384-element rows", "Scans", "Elementwise kernels" and "Wide rows"):
     - Values that cross threads (CROSS_THREAD_OPS), 64 a thread: 4 warps up to 8192 elements, 8 up to 16384, 16
       above. Softmax, layernorm, rmsnorm and cumsum (the last under the rule as it was then: scans follow), bf16
       and f32, 4096 rows in one tile:
@@ -118,10 +118,10 @@ def default_num_warps(kernel: Kernel) -> int:
       - at 8192, 8 warps took 0.86-0.88x 4's time on dropout and bf16 swiglu, and tied elsewhere;
       - at 16384, 16 took 0.83-0.96x 8's time on dropout and bf16 swiglu. 4 took up to 1.35x 8's time on
         swiglu and 15x on dropout, which spills.
-    - A scan, 128 a thread: 4 warps up to 16384 elements, 8 up to 32768, 16 above. cumsum, bf16 and f32, 4096
-      rows in one tile, 8192 to 65536 elements (20 rows over three runs): the count this gives was the fastest on
-      13 and within 2.4% of it on the rest. Against 64 a thread, 4 warps took 0.88-0.99x 8's time at 16384 (bf16)
-      and 8 took 0.94-0.98x 16's at 32768 (benchmarks/RESULTS.md "Scans")."""
+    - A scan over the largest tile, 128 a thread: 4 warps up to 16384 elements, 8 up to 32768, 16 above. cumsum,
+      bf16 and f32, 4096 rows in one tile, 8192 to 65536 elements (20 rows over three runs): the count this gives
+      was the fastest on 13 and within 2.4% of it on the rest. Against 64 a thread, 4 warps took 0.88-0.99x 8's
+      time at 16384 (bf16) and 8 took 0.94-0.98x 16's at 32768."""
     return num_warps_choice(kernel)[0]
 
 
@@ -131,15 +131,18 @@ def num_warps_choice(kernel: Kernel) -> tuple[int, str]:
     if held:
         warps = 8 if held >= WIDE_DOT_ELEMENTS else 4
         return warps, f"its dots hold {held} values at once (8 warps from {WIDE_DOT_ELEMENTS})"
-    ops = {n.name for n in nodes(kernel.body) if isinstance(n, Op)}
-    crossing = sorted(ops & CROSS_THREAD_OPS)
-    if "scan" in ops:
+    ops = [n for n in nodes(kernel.body) if isinstance(n, Op)]
+    tile = largest_tile(kernel)
+    crossing = sorted({n.name for n in ops} & CROSS_THREAD_OPS)
+    # A scan sets the budget only over the largest tile: a small one (a running count of 16 beside a wide row)
+    # leaves the rest of the kernel's values to the other rules.
+    if any(n.name == "scan" and math.prod(n.args[0].type.shape) >= tile for n in ops):
         per_thread, kind = SCAN_VALUES_PER_THREAD, "a scan runs through each thread's values in order"
     elif crossing:
         per_thread, kind = CROSS_THREAD_VALUES_PER_THREAD, f"a {crossing[0]} moves values between threads"
     else:
         per_thread, kind = ELEMENTWISE_VALUES_PER_THREAD, "its values stay in their threads"
-    tile, warps = largest_tile(kernel), 4
+    warps = 4
     while warps < MAX_DEFAULT_WARPS and tile > warps * 32 * per_thread:
         warps *= 2
     return warps, (f"no dot; its largest tile has {tile} elements, and {kind}: about {per_thread} a thread, from 4 "
