@@ -50,9 +50,9 @@ def _parser() -> argparse.ArgumentParser:
                         "tileir on a kernel it cannot take is an error that says why)")
     p.add_argument("--arch", default="sm_90", help="GPU architecture, e.g. sm_80, sm_90 (default: sm_90)")
     p.add_argument("--num-warps", type=int, default=None,
-                   help="warps per program on the Triton path (default: 8 for a kernel with a dot of 128x256 or "
-                        "more accumulator elements; 16 for one without a dot whose largest tile has more than "
-                        "16384 elements; else 4)")
+                   help="warps per program on the Triton path (default: 8 for a kernel whose dots hold 128x256 or "
+                        "more elements at once, else 4; without a dot, 4 to 16 by its largest tile and what it does "
+                        "with it (docs/language.md); -v says which)")
     p.add_argument("--num-stages", type=int, default=None,
                    help="Triton's kernel-wide software-pipelining depth, for loops without pipeline(...) (default: "
                         "the pipeline(stages=N) of the kernel's loops that hold a dot, where they agree, else 3)")
