@@ -219,3 +219,20 @@ def test_the_compiler_gives_a_wide_row_16_warps():
     program, _ = checked("softmax", {"BLOCK": 32768})
     auto = compile_kernel(program, "softmax", {"BLOCK": 32768}, backend="triton", stop="ttgir")
     assert '"ttg.num-warps" = 16' in auto.stages["ttgir"]
+
+
+def test_the_runtime_resolves_the_default_once_per_constants(monkeypatch):
+    """default_num_warps walks the whole kernel (0.7 ms for attention on the CPU machine): a launch plan for new
+    argument shapes reuses what the first plan with the same constants resolved."""
+    torch = pytest.importorskip("torch")
+    import tle
+    import tle.runtime.kernel as runtime_kernel
+    calls = []
+    monkeypatch.setattr(runtime_kernel, "default_num_warps", lambda k: calls.append(k) or default_num_warps(k))
+    k = tle.compile(os.path.join(EXAMPLES, "softmax.tle")).softmax
+    for block, n in ((128, 100), (128, 120), (256, 200), (128, 110)):  # each (rows, n) a plan of its own
+        x = torch.randn(2, n)
+        y = torch.zeros_like(x)
+        k.launch((2,), x, y, BLOCK=block)
+        torch.testing.assert_close(y, torch.softmax(x, dim=1))
+    assert len(k._plans) == 4 and len(calls) == 2  # BLOCK=128 and BLOCK=256
