@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench  # noqa: E402
+import warps_probe  # noqa: E402
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 COLUMNS = {"default": None, "w4": 4, "w8": 8, "w16": 16}
@@ -31,19 +31,18 @@ def run_case(launch, make, check, nsets: int, rounds: int) -> dict:
     """column -> median us, or 'BAD err' where the result is wrong."""
     import torch
     sets = [make() for _ in range(nsets)]
+    impls = {name: (lambda a, warps=warps: launch(a, {} if warps is None else {"num_warps": warps}))
+             for name, warps in COLUMNS.items()}
     cells = {}
-    for name, warps in COLUMNS.items():
-        kw = {} if warps is None else {"num_warps": warps}
-        launch(sets[0], kw)
+    for name, fn in list(impls.items()):
+        fn(sets[0])
         torch.cuda.synchronize()
         err = check(sets[0])
-        cells[name] = [] if err <= 2e-2 else f"BAD {err:.1e}"
-    for r in range(rounds):
-        for name in bench.rotated(list(COLUMNS), r):
-            if isinstance(cells[name], list):
-                kw = {} if COLUMNS[name] is None else {"num_warps": COLUMNS[name]}
-                cells[name].append(bench.time_events(lambda i: launch(sets[i], kw), nsets, 5, 40)["us"])
-    return {n: statistics.median(v) if isinstance(v, list) else v for n, v in cells.items()}
+        cells[name] = None if err <= 2e-2 else f"BAD {err:.1e}"  # None: timed below, in this column's place
+        if cells[name] is not None:
+            del impls[name]
+    cells.update(warps_probe.time_columns(impls, sets, rounds))
+    return cells
 
 
 def cases(dtypes: list[str]):

@@ -58,17 +58,24 @@ def run_case(kernel: str, k, m: int, n: int, dtype: str, rounds: int) -> dict:
             got = outputs(args) if out is None else ([out] if torch.is_tensor(out) else list(out))
             err = max(bench.rel_err(g.float(), w) for g, w in zip(got, want))
             if err <= tol:
-                cells[name] = []
+                cells[name] = None  # timed below, in this column's place
                 continue
             cells[name] = f"BAD {err:.1e}"
         except Exception as e:  # noqa: BLE001 - a column that fails is reported, the others still run
             cells[name] = "ERR " + bench.first_line(e, 60)
         del impls[name]
+    cells.update(time_columns(impls, sets, rounds))
+    return {"case": f"{kernel} {m}x{n} {dtype}", "block": case.consts["BLOCK"], "bytes": case.bytes, "us": cells}
+
+
+def time_columns(impls: dict, sets: list, rounds: int) -> dict:
+    """{name: median us} of each fn(args) of `impls` over `rounds` rounds, in an order that rotates each round
+    (bench.rotated), each a bench.time_events cycling through the input sets (enough of them to stay out of L2)."""
+    times: dict = {name: [] for name in impls}
     for r in range(rounds):
         for name in bench.rotated(list(impls), r):
-            cells[name].append(bench.time_events(lambda i: impls[name](sets[i]), nsets, 5, 40)["us"])
-    return {"case": f"{kernel} {m}x{n} {dtype}", "block": case.consts["BLOCK"], "bytes": case.bytes,
-            "us": {nm: statistics.median(v) if isinstance(v, list) else v for nm, v in cells.items()}}
+            times[name].append(bench.time_events(lambda i: impls[name](sets[i]), len(sets), 5, 40)["us"])
+    return {name: statistics.median(v) for name, v in times.items()}
 
 
 def table(rows: list) -> str:
