@@ -1029,7 +1029,7 @@ def test_sorting_networks_from_16_take_the_native_path(n, named):
         assert "sorting network" in b.reason and (b.span.line, b.span.col) == (4, 14)
 
 
-SCAN = """
+WIDE_SCAN = """
 kernel k<BLOCK: int = 16384>(x: tensor<bf16>[M, N], y: tensor<bf16>[M, N]) {
     let t = load(x, tile=[1, BLOCK], at=[program_id(0), 0])
     store(y, cast<bf16>(cumsum(t, axis=1)), at=[program_id(0), 0])
@@ -1041,7 +1041,7 @@ kernel k<BLOCK: int = 16384>(x: tensor<bf16>[M, N], y: tensor<bf16>[M, N]) {
 def test_a_scan_over_more_than_8192_elements_takes_the_native_path(block, named):
     """cumsum over rows of 10000 to 65536 ran up to 1.29x slower on Tile IR than natively, and never faster (H200)."""
     from tle.lowering.tileir_legality import tileir_slower
-    found = tileir_slower(build(SCAN.replace("BLOCK: int = 16384", f"BLOCK: int = {block}"), "k", file="k.tle")[2])
+    found = tileir_slower(build(WIDE_SCAN.replace("BLOCK: int = 16384", f"BLOCK: int = {block}"), "k", file="k.tle")[2])
     if not named:
         assert found == []
     else:
