@@ -7,7 +7,8 @@ Each case is an example (`examples/<kernel>.tle`) over M rows of N elements, the
 (BLOCK = next_pow2(N)), one program per row. Columns, us (median over rotating rounds of bench.time_events):
 - `tle:auto`: the launch a user writes, `k[(M,)](..., BLOCK=...)` with no options (the Tile IR path where it runs);
 - `tle:triton`: the native path with no num_warps, i.e. tle.compiler.default_num_warps;
-- `w4` ... `w32`: the native path with that num_warps;
+- `tle:tileir`: the Tile IR path, whether or not `backend="auto"` takes it;
+- `w4` ... `w32`: the native path with that num_warps (`--warps`; `--warps ""` leaves them out);
 - `ref wN`: benchmarks/triton_ref.py's kernel on bench.row_warps(BLOCK, 16) warps (05-layer-norm's rule up to 16);
 - `torch`: the eager operator (bench.torch_impl).
 Every column is checked against the float64 reference first; a wrong result prints BAD and is not timed.
@@ -28,12 +29,13 @@ import triton_ref  # noqa: E402
 WARPS = (4, 8, 16, 32)
 
 
-def columns(kernel: str, k, case, block: int) -> dict:
+def columns(kernel: str, k, case, block: int, warps=WARPS) -> dict:
     """name -> fn(args): every way this probe launches the row kernel."""
     m = case.shape[0]
     out = {"tle:auto": lambda a: k[(m,)](*a, BLOCK=block),
-           "tle:triton": lambda a: k[(m,)](*a, BLOCK=block, backend="triton")}
-    for w in WARPS:
+           "tle:triton": lambda a: k[(m,)](*a, BLOCK=block, backend="triton"),
+           "tle:tileir": lambda a: k[(m,)](*a, BLOCK=block, backend="tileir")}
+    for w in warps:
         out[f"w{w}"] = (lambda w: lambda a: k[(m,)](*a, BLOCK=block, backend="triton", num_warps=w))(w)
     rw = bench.row_warps(block, 16)
     launch = triton_ref.LAUNCHERS[kernel]
@@ -42,7 +44,7 @@ def columns(kernel: str, k, case, block: int) -> dict:
     return out
 
 
-def run_case(kernel: str, k, m: int, n: int, dtype: str, rounds: int) -> dict:
+def run_case(kernel: str, k, m: int, n: int, dtype: str, rounds: int, warps=WARPS) -> dict:
     import torch
     case = bench.row_case(kernel, m, n, dtype)
     args, ref, outputs = case.make("cuda")
@@ -50,7 +52,7 @@ def run_case(kernel: str, k, m: int, n: int, dtype: str, rounds: int) -> dict:
     sets = [args] + [case.make("cuda")[0] for _ in range(nsets - 1)]
     want = ref(args)
     tol = 3e-2 if dtype in ("bf16", "f16") else 1e-3
-    impls, cells = columns(kernel, k, case, case.consts["BLOCK"]), {}
+    impls, cells = columns(kernel, k, case, case.consts["BLOCK"], warps), {}
     for name, fn in list(impls.items()):
         try:
             out = fn(args)
@@ -97,7 +99,9 @@ def main(argv=None) -> None:
     p.add_argument("--m", type=int, default=4096, help="rows")
     p.add_argument("--dtypes", default="bf16,f32")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warps", default=",".join(map(str, WARPS)), help="fixed num_warps columns ('' for none)")
     a = p.parse_args(argv)
+    warps = tuple(int(w) for w in a.warps.split(",") if w)
     import tle
     examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
     rows = []
@@ -105,7 +109,7 @@ def main(argv=None) -> None:
         k = getattr(tle.compile(os.path.join(examples, f"{kernel}.tle")), kernel)
         for dtype in a.dtypes.split(","):
             for n in (int(x) for x in a.n.split(",")):
-                rows.append(run_case(kernel, k, a.m, n, dtype, a.rounds))
+                rows.append(run_case(kernel, k, a.m, n, dtype, a.rounds, warps))
                 print(rows[-1]["case"], {n: round(v, 1) if isinstance(v, float) else v
                                          for n, v in rows[-1]["us"].items()}, flush=True)
     print()

@@ -182,7 +182,9 @@ def test_warps_probe_columns_and_table():
     k = tle.compile(os.path.join(ROOT, "examples", "softmax.tle")).softmax
     case = bench.row_case("softmax", 8, 32000, "f32")
     assert list(warps_probe.columns("softmax", k, case, case.consts["BLOCK"])) == [
-        "tle:auto", "tle:triton", "w4", "w8", "w16", "w32", "ref w16", "torch"]
+        "tle:auto", "tle:triton", "tle:tileir", "w4", "w8", "w16", "w32", "ref w16", "torch"]
+    assert list(warps_probe.columns("softmax", k, case, case.consts["BLOCK"], warps=())) == [
+        "tle:auto", "tle:triton", "tle:tileir", "ref w16", "torch"]
     rows = [{"case": "softmax 4096x32000 f32", "block": 32768, "bytes": 1_048_576_000,
              "us": {"tle:triton": 257.2, "w4": 358.8, "torch": "BAD 3.5e-02"}}]
     text = warps_probe.table(rows).splitlines()
