@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", default="sm_90", help="GPU architecture, e.g. sm_80, sm_90 (default: sm_90)")
     p.add_argument("--num-warps", type=int, default=None,
                    help="warps per program on the Triton path (default: 8 for a kernel whose dots hold 128x256 or "
-                        "more elements at once, else 4; without a dot, 4 to 16 by its largest tile and what it does "
+                        "more elements at once, else 4; without a dot, 4 to 32 by its largest tile and what it does "
                         "with it (docs/language.md); -v says which)")
     p.add_argument("--num-stages", type=int, default=None,
                    help="Triton's kernel-wide software-pipelining depth, for loops without pipeline(...) (default: "

@@ -92,6 +92,12 @@ CROSS_THREAD_VALUES_PER_THREAD = 64   # an op of CROSS_THREAD_OPS moves them bet
 SCAN_VALUES_PER_THREAD = 128          # a scan: each thread runs through its own values in order before any crosses
 CROSS_THREAD_OPS = frozenset({"reduce", "reshape", "transpose", "join", "split"})
 MAX_DEFAULT_WARPS = 16
+# A kernel with a reduction, whose tile the 64-a-thread budget puts on 16 warps at more than 32 values a thread
+# (16385 to FULL_SM_TILE elements), gets FULL_SM_WARPS: one program fills an SM's registers either way (ptxas: 95-128
+# registers a thread on 16 warps, 51-64 on 32, for softmax, layernorm and rmsnorm at 32768), and 32 warps keep
+# twice the loads in flight. Above it 32 warps hold 64 values a thread and spill as 16 do.
+FULL_SM_WARPS = 32
+FULL_SM_TILE = FULL_SM_WARPS * 32 * 32
 
 
 def default_num_warps(kernel: Kernel) -> int:
@@ -112,7 +118,10 @@ def default_num_warps(kernel: Kernel) -> int:
       - at 16384 no count won everywhere, but 4 took up to 1.44x 8's time (f32 softmax, bf16 layernorm and
         rmsnorm), and 16 up to 1.75x the best (bf16 layernorm and cumsum). 8 took 0.947x 4's time on the geometric
         mean of 24 rows;
-      - above 16384, 4 warps ran 1.03-2.1x (32000) and 2.3-11x (65536) slower than 16.
+      - above 16384, 4 warps ran 1.03-2.1x (32000) and 2.3-11x (65536) slower than 16;
+      - with a reduction, from 16385 to 32768 elements (FULL_SM_TILE), 32 warps: 32 took 0.82-0.995x 16's time
+        on all 18 rows of two runs (rows of 20000 and 32000; RMSNorm bf16 0.82-0.83x, f32 LayerNorm at 32000
+        0.92x). At 65536 neither won (32 took 0.44x to 1.54x 16's time, two runs), and 16 stays.
     - Elementwise, 32 a thread: 8 warps at 8192 elements and 16 from 16384. vector_add, dropout and swiglu over
       256 MB, bf16 and f32:
       - at 8192, 8 warps took 0.86-0.88x 4's time on dropout and bf16 swiglu, and tied elsewhere;
@@ -145,8 +154,14 @@ def num_warps_choice(kernel: Kernel) -> tuple[int, str]:
     warps = 4
     while warps < MAX_DEFAULT_WARPS and tile > warps * 32 * per_thread:
         warps *= 2
-    return warps, (f"no dot; its largest tile has {tile} elements, and {kind}: about {per_thread} a thread, from 4 "
-                   f"to {MAX_DEFAULT_WARPS} warps")
+    why = (f"no dot; its largest tile has {tile} elements, and {kind}: about {per_thread} a thread, from 4 to "
+           f"{MAX_DEFAULT_WARPS} warps")
+    reduces = per_thread == CROSS_THREAD_VALUES_PER_THREAD and "reduce" in crossing
+    if reduces and MAX_DEFAULT_WARPS * 32 * 32 < tile <= FULL_SM_TILE:
+        return FULL_SM_WARPS, why + (f", and {FULL_SM_WARPS} for a reduction from {MAX_DEFAULT_WARPS * 32 * 32 + 1} "
+                                     f"to {FULL_SM_TILE} elements, where one program fills the SM's registers on "
+                                     f"{MAX_DEFAULT_WARPS} too")
+    return warps, why
 
 
 def largest_tile(kernel: Kernel) -> int:
