@@ -302,7 +302,8 @@ def philox_randn(seed, offsets, rounds=10, words=1) -> torch.Tensor:
 SQUARE_GPU = [(4096, 4096, 4096), (1, 4096, 4096), (333, 1000, 257)]
 # The row examples' large GPU shapes: a full tile, a ragged one, a ragged 16384 tile (Tile IR's cumsum compiled again
 # at 2 programs per SM: tle/compiler.py _past_one_program) and a row of a vocabulary in one 32768 tile (on the native
-# path by default 16 warps, 8 for cumsum's scan: tle/compiler.py default_num_warps).
+# path by default 32 warps for a reduction, 8 for cumsum's scan: tle/compiler.py default_num_warps; backend="auto"
+# takes the native path there: lowering/tileir_legality.py WIDE_REDUCTION_ELEMENTS, WIDE_SCAN_ELEMENTS).
 ROW_GPU = [(4096, 4096), (3, 8191), (7, 12800), (5, 32000)]
 CASES = {
     "vector_add": Case("vector_add", _vector_add, [(1,), (1000,), (4096,), (10_000,)], gpu_shapes=[(1 << 20,)]),

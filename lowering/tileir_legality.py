@@ -92,6 +92,24 @@ def _wide_scan(elements: int) -> str:
             "wide up to 1.29x slower than the native path, and never faster (H200)")
 
 
+# A reduction over 16,385 to 32,768 elements, in a kernel without a dot: tileiras runs a CTA on at most 8 worker
+# warps, so each thread holds over 64 of the tile's values, where the native path gives such a kernel 32 warps
+# (tle.compiler.default_num_warps, FULL_SM_TILE). Measured on the H200 (twenty-first session; benchmarks/RESULTS.md
+# "Reductions over 16,385 to 32,768 elements"): softmax, LayerNorm and RMSNorm over 4096 rows of 20000 and 32000 in
+# one 32768-element tile, Tile IR against the native path on 32 warps: softmax bf16 1.40x slower, RMSNorm bf16
+# 1.22-1.23x, LayerNorm bf16 1.08-1.09x, the f32 rows 1.01-1.07x (LayerNorm f32 at 20000 0.98x). Above 32768 both
+# paths spill and neither wins (at 65536-element tiles Tile IR ran 0.31x to 3.0x the native path's time), so the
+# rule stops there.
+WIDE_REDUCTION_ELEMENTS = (8 * 32 * 64, 32 * 32 * 32)
+
+
+def _wide_reduction(elements: int) -> str:
+    lo, hi = WIDE_REDUCTION_ELEMENTS
+    return (f"a reduction over {elements} elements (more than {lo}, at most {hi}) without a dot: tileiras' 8 worker "
+            f"warps hold {elements // 256} values a thread where the native path's 32 hold {elements // 1024}, and "
+            "softmax over rows that wide ran up to 1.4x slower on Tile IR (H200)")
+
+
 def tileir_slower(module: "ir.Module") -> list[Blocker]:
     """What makes the Tile IR path much slower than the native one on a kernel it can take (module doc)."""
     out = []
@@ -99,6 +117,12 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
         pairs = [op for op in nested_ops(top.operation) if _pair_reduction(op)]
         if len(pairs) >= SORTING_NETWORK_STEPS:
             out.append(Blocker(span_of_location(pairs[0].location), _SORTING_NETWORK))
+        if not any(op.name == "tle.dot" for op in nested_ops(top.operation)):
+            lo, hi = WIDE_REDUCTION_ELEMENTS
+            wide = [(op, n) for op in nested_ops(top.operation) if op.name == "tle.reduce"
+                    for n in [math.prod(tle_type(op.operands[0].type)[1] or (1,))] if lo < n <= hi]
+            if wide:
+                out.append(Blocker(span_of_location(wide[0][0].location), _wide_reduction(wide[0][1])))
         for op in nested_ops(top.operation):
             if op.name == "tle.scan":
                 elements = math.prod(tle_type(op.operands[0].type)[1] or (1,))

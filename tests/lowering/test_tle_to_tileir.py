@@ -1050,6 +1050,45 @@ def test_a_scan_over_more_than_8192_elements_takes_the_native_path(block, named)
         assert (b.span.line, b.span.col) == (4, 25)  # the cumsum call
 
 
+WIDE_REDUCTION = """
+kernel k<R: int = 1, BLOCK: int = 32768>(x: tensor<bf16>[M, N], y: tensor<bf16>[M, N]) {
+    let t = cast<f32>(load(x, tile=[R, BLOCK], at=[program_id(0), 0], pad=-inf))
+    let e = exp(t - max(t, axis=1, keepdims=true))
+    store(y, cast<bf16>(e / sum(e, axis=1, keepdims=true)), at=[program_id(0), 0])
+}
+"""
+
+
+@pytest.mark.parametrize("rows,block,named", [(1, 16384, False), (1, 32768, True), (2, 16384, True),
+                                              (1, 65536, False), (4, 4096, False)])
+def test_a_reduction_over_16385_to_32768_elements_takes_the_native_path(rows, block, named):
+    """Softmax over rows of 20000 and 32000 in one tile ran up to 1.4x slower on Tile IR (8 worker warps at most)
+    than on the native path's 32 warps; at 65536 elements both spill and neither wins, so the band stops at 32768.
+    The count is the reduction's operand: a [2, 16384] tile is 32768 elements."""
+    from tle.lowering.tileir_legality import tileir_slower
+    src = WIDE_REDUCTION.replace("R: int = 1, BLOCK: int = 32768", f"R: int = {rows}, BLOCK: int = {block}")
+    found = tileir_slower(build(src, "k", file="k.tle")[2])
+    if not named:
+        assert found == []
+    else:
+        (b,) = found
+        assert f"a reduction over {rows * block} elements" in b.reason and "1.4x" in b.reason
+        assert (b.span.line, b.span.col) == (4, 21)  # the first reduction, max(...)
+
+
+def test_a_wide_reduction_beside_a_dot_keeps_the_tileir_path():
+    """The rule counts the warps of a kernel without a dot; one with a dot gets its warps from its accumulator."""
+    from tle.lowering.tileir_legality import tileir_slower
+    src = """
+kernel k(a: tensor<f16>[M, K], b: tensor<f16>[K, N], c: tensor<f32>[M, N], s: tensor<f32>[M]) {
+    let t = load(a, tile=[128, 256], at=[0, 0])
+    store(c, dot(t, load(b, tile=[256, 64], at=[0, 0])), at=[0, 0])
+    store(s, sum(cast<f32>(t), axis=1), at=[0])
+}
+"""
+    assert tileir_slower(build(src, "k", file="k.tle")[2]) == []
+
+
 def test_auto_takes_the_native_path_for_them_and_tileir_still_compiles():
     from tle.compiler import compile_kernel, route
     program = load_program(MOE, "k.tle")
