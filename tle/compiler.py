@@ -92,10 +92,12 @@ CROSS_THREAD_VALUES_PER_THREAD = 64   # an op of CROSS_THREAD_OPS moves them bet
 SCAN_VALUES_PER_THREAD = 128          # a scan: each thread runs through its own values in order before any crosses
 CROSS_THREAD_OPS = frozenset({"reduce", "reshape", "transpose", "join", "split"})
 MAX_DEFAULT_WARPS = 16
-# A kernel with a reduction, whose tile the 64-a-thread budget puts on 16 warps at more than 32 values a thread
-# (16385 to FULL_SM_TILE elements), gets FULL_SM_WARPS: one program fills an SM's registers either way (ptxas: 95-128
-# registers a thread on 16 warps, 51-64 on 32, for softmax, layernorm and rmsnorm at 32768), and 32 warps keep
-# twice the loads in flight. Above it 32 warps hold 64 values a thread and spill as 16 do.
+# A kernel without loops that reduces a tile of 16385 to FULL_SM_TILE elements along its last axis (a row kernel:
+# softmax, LayerNorm, RMSNorm with the row in one tile), which the 64-a-thread budget puts on 16 warps, gets
+# FULL_SM_WARPS: one program fills an SM's registers either way (ptxas: 95-128 registers a thread on 16 warps, 51-64
+# on 32, at 32768), and 32 warps keep twice the loads in flight. Above it 32 warps hold 64 values a thread and spill
+# as 16 do. Kernels that loop over such tiles (a row streamed in tiles of 32768: 32 won 4 of 12 and lost up to 17%)
+# or reduce along another axis (a column sum: 1.3-1.8x slower on 32) keep 16.
 FULL_SM_WARPS = 32
 FULL_SM_TILE = FULL_SM_WARPS * 32 * 32
 
@@ -119,9 +121,12 @@ def default_num_warps(kernel: Kernel) -> int:
         rmsnorm), and 16 up to 1.75x the best (bf16 layernorm and cumsum). 8 took 0.947x 4's time on the geometric
         mean of 24 rows;
       - above 16384, 4 warps ran 1.03-2.1x (32000) and 2.3-11x (65536) slower than 16;
-      - with a reduction, from 16385 to 32768 elements (FULL_SM_TILE), 32 warps: 32 took 0.82-0.995x 16's time
-        on all 18 rows of two runs (rows of 20000 and 32000; RMSNorm bf16 0.82-0.83x, f32 LayerNorm at 32000
-        0.92x). At 65536 neither won (32 took 0.44x to 1.54x 16's time, two runs), and 16 stays.
+      - a kernel without loops that reduces 16385 to 32768 elements (FULL_SM_TILE) along the last axis, 32 warps:
+        32 took 0.82-0.995x 16's time on all 18 rows of two runs (rows of 20000 and 32000; RMSNorm bf16
+        0.82-0.83x, f32 LayerNorm at 32000 0.92x). At 65536 neither won (32 took 0.44x to 1.54x 16's time, two
+        runs), and 16 stays. Streaming rows in 32768-element tiles (cross-entropy, greedy, vocabulary softmax over
+        vocabularies of 32000 and 128256), 32 won 4 of 12 and lost up to 17%; a column sum with 256x128 and 128x256
+        tiles lost 1.3-1.8x; both keep 16.
     - Elementwise, 32 a thread: 8 warps at 8192 elements and 16 from 16384. vector_add, dropout and swiglu over
       256 MB, bf16 and f32:
       - at 8192, 8 warps took 0.86-0.88x 4's time on dropout and bf16 swiglu, and tied elsewhere;
@@ -156,11 +161,13 @@ def num_warps_choice(kernel: Kernel) -> tuple[int, str]:
         warps *= 2
     why = (f"no dot; its largest tile has {tile} elements, and {kind}: about {per_thread} a thread, from 4 to "
            f"{MAX_DEFAULT_WARPS} warps")
-    reduces = per_thread == CROSS_THREAD_VALUES_PER_THREAD and "reduce" in crossing
-    if reduces and MAX_DEFAULT_WARPS * 32 * 32 < tile <= FULL_SM_TILE:
-        return FULL_SM_WARPS, why + (f", and {FULL_SM_WARPS} for a reduction from {MAX_DEFAULT_WARPS * 32 * 32 + 1} "
-                                     f"to {FULL_SM_TILE} elements, where one program fills the SM's registers on "
-                                     f"{MAX_DEFAULT_WARPS} too")
+    row = any(n.name == "reduce" and n.attrs["axis"] == len(n.args[0].type.shape) - 1
+              and MAX_DEFAULT_WARPS * 32 * 32 < math.prod(n.args[0].type.shape) <= FULL_SM_TILE for n in ops)
+    loops = any(isinstance(n, For) for n in nodes(kernel.body))
+    if per_thread == CROSS_THREAD_VALUES_PER_THREAD and row and not loops and tile <= FULL_SM_TILE:
+        return FULL_SM_WARPS, why + (f", and {FULL_SM_WARPS} for a reduction along the last axis of "
+                                     f"{MAX_DEFAULT_WARPS * 32 * 32 + 1} to {FULL_SM_TILE} elements without a loop, "
+                                     f"where one program fills the SM's registers on {MAX_DEFAULT_WARPS} too")
     return warps, why
 
 
