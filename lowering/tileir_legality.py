@@ -92,22 +92,27 @@ def _wide_scan(elements: int) -> str:
             "wide up to 1.29x slower than the native path, and never faster (H200)")
 
 
-# A reduction over 16,385 to 32,768 elements, in a kernel without a dot: tileiras runs a CTA on at most 8 worker
-# warps, so each thread holds over 64 of the tile's values, where the native path gives such a kernel 32 warps
-# (tle.compiler.default_num_warps, FULL_SM_TILE). Measured on the H200 (twenty-first session; benchmarks/RESULTS.md
-# "Reductions over 16,385 to 32,768 elements"): softmax, LayerNorm and RMSNorm over 4096 rows of 20000 and 32000 in
-# one 32768-element tile, Tile IR against the native path on 32 warps: softmax bf16 1.40x slower, RMSNorm bf16
-# 1.22-1.23x, LayerNorm bf16 1.08-1.09x, the f32 rows 1.01-1.07x (LayerNorm f32 at 20000 0.98x). Above 32768 both
-# paths spill and neither wins (at 65536-element tiles Tile IR ran 0.31x to 3.0x the native path's time), so the
-# rule stops there.
+# A reduction along the last axis of 16,385 to 32,768 elements, in a kernel without a dot: tileiras runs a CTA on at
+# most 8 worker warps, so each thread holds over 64 of the tile's values, where the native path gives such a kernel
+# 16 or 32 warps (tle.compiler.default_num_warps). Measured on the H200 (twenty-first session; benchmarks/RESULTS.md
+# "Reductions over 16,385 to 32,768 elements"), Tile IR against the native path's default:
+# - rows in one 32768-element tile (softmax, LayerNorm, RMSNorm over 4096 rows of 20000 and 32000; 32 warps):
+#   softmax bf16 1.40x slower, RMSNorm bf16 1.22-1.23x, LayerNorm bf16 1.08-1.09x, the f32 rows 1.01-1.07x
+#   (LayerNorm f32 at 20000 the one exception, 0.98x);
+# - rows streamed in 32768-element tiles (cross-entropy, greedy and a vocabulary softmax over 1024 x 128256 and
+#   4096 x 32000; 16 warps): 1.05-2.08x slower on all 12.
+# A column sum (a reduction along axis 0 of 256x128 or 128x256 tiles, 16384 x 4096) ran 1.5-2.7x faster on Tile IR
+# than on the native path at 8 or 16 warps, so the rule asks for the last axis. Above 32768 both paths spill and
+# neither wins (at 65536-element tiles Tile IR ran 0.31x to 3.0x the native path's time), so the rule stops there.
 WIDE_REDUCTION_ELEMENTS = (8 * 32 * 64, 32 * 32 * 32)
 
 
 def _wide_reduction(elements: int) -> str:
     lo, hi = WIDE_REDUCTION_ELEMENTS
-    return (f"a reduction over {elements} elements (more than {lo}, at most {hi}) without a dot: tileiras' 8 worker "
-            f"warps hold {elements // 256} values a thread where the native path's 32 hold {elements // 1024}, and "
-            "softmax over rows that wide ran up to 1.4x slower on Tile IR (H200)")
+    return (f"a reduction along the last axis of {elements} elements (more than {lo}, at most {hi}) without a dot: "
+            f"tileiras' 8 worker warps hold {elements // 256} values a thread where the native path gives 16 or 32 "
+            "warps, and softmax, norms, cross-entropy and argmax over rows that wide ran up to 2.1x slower on Tile "
+            "IR (H200)")
 
 
 def tileir_slower(module: "ir.Module") -> list[Blocker]:
@@ -119,8 +124,9 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
             out.append(Blocker(span_of_location(pairs[0].location), _SORTING_NETWORK))
         if not any(op.name == "tle.dot" for op in nested_ops(top.operation)):
             lo, hi = WIDE_REDUCTION_ELEMENTS
-            wide = [(op, n) for op in nested_ops(top.operation) if op.name == "tle.reduce"
-                    for n in [math.prod(tle_type(op.operands[0].type)[1] or (1,))] if lo < n <= hi]
+            wide = [(op, math.prod(shape)) for op in nested_ops(top.operation) if op.name == "tle.reduce"
+                    for shape in [tle_type(op.operands[0].type)[1] or (1,)]
+                    if lo < math.prod(shape) <= hi and ir.IntegerAttr(op.attributes["axis"]).value == len(shape) - 1]
             if wide:
                 out.append(Blocker(span_of_location(wide[0][0].location), _wide_reduction(wide[0][1])))
         for op in nested_ops(top.operation):
