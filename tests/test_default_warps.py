@@ -219,15 +219,8 @@ def test_a_kernel_without_a_dot_gets_warps_by_its_largest_tile(variant, warps):
     assert default_num_warps(check_kernel(load_program(variant, "k.tle"), "k", {})) == warps
 
 
-STREAMED = """
-kernel k<BLOCK: int = 32768>(x: tensor<f32>[M, N], y: tensor<f32>[M]) {
-    var best = full<f32>[1, BLOCK](-inf)
-    for j in range(cdiv(N, BLOCK)) {
-        best = max(best, load(x, tile=[1, BLOCK], at=[program_id(0), j], pad=-inf))
-    }
-    store(y, full<f32>[1](max(best)), at=program_id(0))
-}
-"""
+with open(os.path.join(os.path.dirname(__file__), "data", "streamed_row_max.tle")) as f:
+    STREAMED = f.read()
 
 
 def test_a_row_streamed_in_wide_tiles_keeps_16_warps():
