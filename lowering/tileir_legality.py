@@ -119,17 +119,16 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
     """What makes the Tile IR path much slower than the native one on a kernel it can take (module doc)."""
     out = []
     for top in module.body.operations:
-        pairs = [op for op in nested_ops(top.operation) if _pair_reduction(op)]
+        ops = list(nested_ops(top.operation))
+        pairs = [op for op in ops if _pair_reduction(op)]
         if len(pairs) >= SORTING_NETWORK_STEPS:
             out.append(Blocker(span_of_location(pairs[0].location), _SORTING_NETWORK))
-        if not any(op.name == "tle.dot" for op in nested_ops(top.operation)):
+        if not any(op.name == "tle.dot" for op in ops):
             lo, hi = WIDE_REDUCTION_ELEMENTS
-            wide = [(op, math.prod(shape)) for op in nested_ops(top.operation) if op.name == "tle.reduce"
-                    for shape in [tle_type(op.operands[0].type)[1] or (1,)]
-                    if lo < math.prod(shape) <= hi and ir.IntegerAttr(op.attributes["axis"]).value == len(shape) - 1]
+            wide = [(op, n) for op in ops for n in [_last_axis_reduction(op)] if lo < n <= hi]
             if wide:
                 out.append(Blocker(span_of_location(wide[0][0].location), _wide_reduction(wide[0][1])))
-        for op in nested_ops(top.operation):
+        for op in ops:
             if op.name == "tle.scan":
                 elements = math.prod(tle_type(op.operands[0].type)[1] or (1,))
                 if elements > WIDE_SCAN_ELEMENTS:
@@ -141,6 +140,15 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
             elif carried_partner(op) is not None:
                 out.append(Blocker(span_of_location(op.location), _SCALED_PRODUCT))
     return out
+
+
+def _last_axis_reduction(op) -> int:
+    """The elements a tle.reduce along its operand's last axis takes in (a whole tile reduces so); 0 for any other
+    op."""
+    if op.name != "tle.reduce":
+        return 0
+    shape = tle_type(op.operands[0].type)[1] or (1,)
+    return math.prod(shape) if ir.IntegerAttr(op.attributes["axis"]).value == len(shape) - 1 else 0
 
 
 def _pair_reduction(op) -> bool:

@@ -145,7 +145,8 @@ def num_warps_choice(kernel: Kernel) -> tuple[int, str]:
     if held:
         warps = 8 if held >= WIDE_DOT_ELEMENTS else 4
         return warps, f"its dots hold {held} values at once (8 warps from {WIDE_DOT_ELEMENTS})"
-    ops = [n for n in nodes(kernel.body) if isinstance(n, Op)]
+    every = list(nodes(kernel.body))
+    ops = [n for n in every if isinstance(n, Op)]
     tile = largest_tile(kernel)
     crossing = sorted({n.name for n in ops} & CROSS_THREAD_OPS)
     # A scan sets the budget only over the largest tile: a small one (a running count of 16 beside a wide row)
@@ -161,13 +162,14 @@ def num_warps_choice(kernel: Kernel) -> tuple[int, str]:
         warps *= 2
     why = (f"no dot; its largest tile has {tile} elements, and {kind}: about {per_thread} a thread, from 4 to "
            f"{MAX_DEFAULT_WARPS} warps")
+    lo = MAX_DEFAULT_WARPS * 32 * 32  # 16 warps hold more than 32 values a thread above this
     row = any(n.name == "reduce" and n.attrs["axis"] == len(n.args[0].type.shape) - 1
-              and MAX_DEFAULT_WARPS * 32 * 32 < math.prod(n.args[0].type.shape) <= FULL_SM_TILE for n in ops)
-    loops = any(isinstance(n, For) for n in nodes(kernel.body))
+              and lo < math.prod(n.args[0].type.shape) <= FULL_SM_TILE for n in ops)
+    loops = any(isinstance(n, For) for n in every)
     if per_thread == CROSS_THREAD_VALUES_PER_THREAD and row and not loops and tile <= FULL_SM_TILE:
-        return FULL_SM_WARPS, why + (f", and {FULL_SM_WARPS} for a reduction along the last axis of "
-                                     f"{MAX_DEFAULT_WARPS * 32 * 32 + 1} to {FULL_SM_TILE} elements without a loop, "
-                                     f"where one program fills the SM's registers on {MAX_DEFAULT_WARPS} too")
+        return FULL_SM_WARPS, why + (f", and {FULL_SM_WARPS} for a reduction along the last axis of {lo + 1} to "
+                                     f"{FULL_SM_TILE} elements without a loop, where one program fills the SM's "
+                                     f"registers on {MAX_DEFAULT_WARPS} too")
     return warps, why
 
 
