@@ -127,11 +127,12 @@ def matmul_splitk_kernel(a_ptr, b_ptr, c_ptr, part_ptr, count_ptr, M, N, K,
                          stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                          stride_ps, stride_pm, stride_pn,
                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT: tl.constexpr,
-                         FUSED: tl.constexpr):
+                         FUSED: tl.constexpr, SWAP: tl.constexpr = False):
     """examples/matmul_splitk.tle: program (pid_n, s, pid_m) sums the s-th of SPLIT runs of BK-wide K tiles of
     the (BM, BN) tile. FUSED: the partial goes to part[s], an acq_rel atomic counts the tile's arrivals, and the
     last program to arrive sums part over s into C and sets the counter back to 0 (SPLIT == 1: straight to C).
-    Not FUSED: only part[s] is written (splitk_reduce_kernel sums it)."""
+    Not FUSED: only part[s] is written (splitk_reduce_kernel sums it). SWAP: each K tile's product is taken as
+    (b^T a^T)^T, the weight tile on the dot's left (wgmma's 64-row side), as the tle kernel's SWAP does."""
     pid_n = tl.program_id(0)
     s = tl.program_id(1)
     pid_m = tl.program_id(2)
@@ -145,13 +146,23 @@ def matmul_splitk_kernel(a_ptr, b_ptr, c_ptr, part_ptr, count_ptr, M, N, K,
     offs_k = k_lo * BK + tl.arange(0, BK)
     a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(k_lo, k_hi):
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - (k - k_lo) * BK, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - (k - k_lo) * BK, other=0.0)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BK * stride_ak
-        b_ptrs += BK * stride_bk
+    if SWAP:
+        acc_t = tl.zeros((BN, BM), dtype=tl.float32)
+        for k in range(k_lo, k_hi):
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < K - (k - k_lo) * BK, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < K - (k - k_lo) * BK, other=0.0)
+            acc_t = tl.dot(tl.trans(b), tl.trans(a), acc_t)
+            a_ptrs += BK * stride_ak
+            b_ptrs += BK * stride_bk
+        acc = tl.trans(acc_t)
+    else:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(k_lo, k_hi):
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < K - (k - k_lo) * BK, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < K - (k - k_lo) * BK, other=0.0)
+            acc = tl.dot(a, b, acc)
+            a_ptrs += BK * stride_ak
+            b_ptrs += BK * stride_bk
     offs_cm = pid_m * BM + tl.arange(0, BM)
     offs_cn = pid_n * BN + tl.arange(0, BN)
     c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
@@ -255,8 +266,8 @@ def _prep_matmul(a, b, c, *, BM=128, BN=128, BK=64, GROUP_M=0, num_warps=4, num_
             {"BM": BM, "BN": BN, "BK": BK, "GROUP_M": GROUP_M, **_opts(num_warps, num_stages)})
 
 
-def _prep_matmul_splitk(a, b, c, part, count, *, BM=16, BN=64, BK=128, SPLIT=4, FUSED=True, num_warps=4,
-                        num_stages=4):
+def _prep_matmul_splitk(a, b, c, part, count, *, BM=16, BN=64, BK=128, SPLIT=4, FUSED=True, SWAP=False,
+                        num_warps=4, num_stages=4):
     m, k = a.shape
     k2, n = b.shape
     assert k == k2 and tuple(c.shape) == (m, n) and tuple(part.shape) == (SPLIT, m, n)
@@ -264,7 +275,8 @@ def _prep_matmul_splitk(a, b, c, part, count, *, BM=16, BN=64, BK=128, SPLIT=4, 
     return (matmul_splitk_kernel, (triton.cdiv(n, BN), SPLIT, triton.cdiv(m, BM)),
             (a, b, c, part, count, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
              c.stride(1), part.stride(0), part.stride(1), part.stride(2)),
-            {"BM": BM, "BN": BN, "BK": BK, "SPLIT": SPLIT, "FUSED": FUSED, **_opts(num_warps, num_stages)})
+            {"BM": BM, "BN": BN, "BK": BK, "SPLIT": SPLIT, "FUSED": FUSED, "SWAP": SWAP,
+             **_opts(num_warps, num_stages)})
 
 
 def _prep_splitk_reduce(part, c, *, RM=16, RN=256, SPLIT=4, num_warps=4, num_stages=1):
@@ -432,8 +444,8 @@ def check(device: str = "cpu", verbose: bool = True) -> list[str]:
         variants = [{}]
         if name == "matmul":  # also the grouped order, and tiles bigger than the matrix
             variants = [{}, {"GROUP_M": 8}]
-        if name == "matmul_splitk":  # also no split (straight to C), an uneven split, and the two-launch form
-            variants = [{}, {"SPLIT": 1}, {"SPLIT": 3}, {"FUSED": False}]
+        if name == "matmul_splitk":  # also no split (straight to C), an uneven split, the two-launch form, and SWAP
+            variants = [{}, {"SPLIT": 1}, {"SPLIT": 3}, {"FUSED": False}, {"SWAP": True}, {"SWAP": True, "SPLIT": 3}]
         for dtype in case.dtypes:
             if interpreted and (name, str(dtype)[6:]) in INTERPRETER_UNSUPPORTED:
                 if verbose:

@@ -59,19 +59,25 @@ def test_workspace_shapes():
     assert tuple(count.shape) == (3 * 4,) and count.dtype == torch.int32 and not count.any()
 
 
-def _ptx(bm, bn, bk, split, warps, stages, m=16, n=4096, k=4096):
-    """The native path's PTX for sm_90, specialised as a launch with tensors of these shapes would be."""
+def _native_stage(bm, bn, bk, split, warps, stages, m=16, n=4096, k=4096, swap=False, stage="ptx"):
+    """One stage of the native path's output for sm_90 (its PTX by default), specialised as a launch with tensors
+    of these shapes would be."""
     from tle.check import check_kernel
     from tle.compiler import compile_kernel
     kern = tle.compile(PATH).matmul_splitk
     e = lambda *s, dt=torch.bfloat16: torch.empty(*s, dtype=dt)  # noqa: E731
     args = (e(m, k), e(k, n), e(m, n), *splitk_workspace("cpu", m, n, bm, bn, split))
-    values, constants, _ = kern._bind(args, {"BM": bm, "BN": bn, "BK": bk, "SPLIT": split})
+    values, constants, _ = kern._bind(args, {"BM": bm, "BN": bn, "BK": bk, "SPLIT": split, "SWAP": swap})
     checked = check_kernel(kern.program, kern.name, constants)
     flat, _, _ = kern._check_args(checked, values)
     out = compile_kernel(kern.program, kern.name, constants, kern._spec(checked, flat), backend="triton",
-                         arch="sm_90", num_warps=warps, num_stages=stages)
-    return out.binary.stages["ptx"]
+                         arch="sm_90", num_warps=warps, num_stages=stages,
+                         **({"stop": stage} if stage != "ptx" else {}))
+    return out.stages[stage] if stage != "ptx" else out.binary.stages["ptx"]
+
+
+def _ptx(bm, bn, bk, split, warps, stages, m=16, n=4096, k=4096):
+    return _native_stage(bm, bn, bk, split, warps, stages, m, n, k)
 
 
 @pytest.mark.parametrize("cfg", [(16, 64, 64, 4, 4, 5), (128, 64, 64, 2, 8, 7)], ids=["mma", "wgmma"])
@@ -95,8 +101,29 @@ def test_split_one_has_no_atomic():
     assert "atom." not in _ptx(16, 32, 128, 1, 4, 4)
 
 
+@pytest.mark.parametrize("split", [1, 3, 4])
+@pytest.mark.parametrize("shape", [(1, 40, 300), (20, 70, 513), (33, 100, 64)])
+def test_swapped_product_on_interpreter(mod, split, shape):
+    """SWAP=true takes each K tile's product as (B^T A^T)^T: the same A @ B, counters left zeroed."""
+    torch.manual_seed(2)
+    args, grid, consts, ref, outputs = CASE.make("cpu", torch.float16, shape, split=split)
+    mod.matmul_splitk[grid](*args, **consts, SWAP=True)
+    assert relative_error(outputs(args)[0], ref(args)[0]) <= tolerance("matmul_splitk", torch.float16)
+    assert int(args[4].abs().sum()) == 0, "a counter was left set"
+
+
+def test_swap_gives_a_small_m_tile_hoppers_warp_group_mma():
+    """Why SWAP exists: with BM = 16 the plain product takes mma.sync (an nvidia_mma of version 2, the weight
+    tile copied from shared memory into registers), while the swapped one puts the 64-row weight tile on the
+    left, where Hopper's wgmma reads it straight from shared memory (version 3, one warp_group_dot)."""
+    plain = _native_stage(16, 64, 256, 2, 4, 3, stage="ttgir")
+    swapped = _native_stage(16, 64, 256, 2, 4, 3, swap=True, stage="ttgir")
+    assert "versionMajor = 2" in plain and "ttng.warp_group_dot " not in plain
+    assert "versionMajor = 3" in swapped and "ttng.warp_group_dot " in swapped
+
+
 def test_triton_twin_on_triton_interpreter():
-    """benchmarks/triton_ref.py's matmul_splitk (one launch, SPLIT 1/3/4, and the two-launch form) under
+    """benchmarks/triton_ref.py's matmul_splitk (one launch, SPLIT 1/3/4, the two-launch form, SWAP) under
     TRITON_INTERPRET=1, in a child process (the variable must be set before Triton is imported)."""
     code = (
         "import sys; sys.path[:0] = ['benchmarks', 'examples']\n"

@@ -14,28 +14,33 @@ sys.path[:0] = [os.path.join(ROOT, "examples"), os.path.join(ROOT, "benchmarks")
 import tle  # noqa: E402
 from reference import relative_error, splitk_workspace, tolerance  # noqa: E402
 
-CONFIGS = [  # (M, N, K), (BM, BN, BK, SPLIT, num_warps, num_stages): decode shapes of benchmarks/bench.py
-    ((1, 4096, 4096), (16, 64, 64, 2, 4, 7)),
-    ((16, 4096, 4096), (16, 64, 64, 4, 4, 5)),
-    ((32, 4096, 4096), (32, 128, 64, 4, 4, 5)),
-    ((128, 4096, 4096), (128, 64, 64, 2, 8, 7)),
-    ((1, 4096, 14336), (16, 128, 128, 4, 4, 3)),
-    ((64, 4096, 14336), (64, 64, 64, 2, 4, 7)),
-    ((5, 1000, 3000), (16, 64, 64, 16, 4, 4)),
+CONFIGS = [  # (M, N, K), (BM, BN, BK, SPLIT, num_warps, num_stages, SWAP): decode shapes of benchmarks/bench.py
+    ((1, 4096, 4096), (16, 64, 64, 2, 4, 7, False)),
+    ((16, 4096, 4096), (16, 64, 64, 4, 4, 5, False)),
+    ((32, 4096, 4096), (32, 128, 64, 4, 4, 5, False)),
+    ((128, 4096, 4096), (128, 64, 64, 2, 8, 7, False)),
+    ((1, 4096, 14336), (16, 128, 128, 4, 4, 3, False)),
+    ((64, 4096, 14336), (64, 64, 64, 2, 4, 7, False)),
+    ((5, 1000, 3000), (16, 64, 64, 16, 4, 4, False)),
+    ((16, 4096, 4096), (16, 64, 256, 2, 4, 3, True)),
+    ((32, 4096, 4096), (32, 64, 64, 2, 4, 7, True)),
+    ((128, 14336, 4096), (128, 128, 64, 1, 4, 5, True)),
+    ((5, 1000, 3000), (16, 64, 64, 16, 4, 4, True)),
 ]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("impl", ["tle", "tle-tileir", "triton_ref"])
-@pytest.mark.parametrize("shape,cfg", CONFIGS, ids=[f"{s[0]}x{s[1]}x{s[2]}-S{c[3]}" for s, c in CONFIGS])
+@pytest.mark.parametrize("shape,cfg", CONFIGS, ids=[f"{s[0]}x{s[1]}x{s[2]}-S{c[3]}{'-swap' if c[6] else ''}"
+                                                     for s, c in CONFIGS])
 def test_same_bits_every_launch(shape, cfg, impl):
     m, n, k = shape
-    bm, bn, bk, split, warps, stages = cfg
+    bm, bn, bk, split, warps, stages, swap = cfg
     torch.manual_seed(0)
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     part, count = splitk_workspace("cuda", m, n, bm, bn, split)
-    consts = {"BM": bm, "BN": bn, "BK": bk, "SPLIT": split}
+    consts = {"BM": bm, "BN": bn, "BK": bk, "SPLIT": split, "SWAP": swap}
     if impl.startswith("tle"):
         kernel = tle.compile(os.path.join(ROOT, "examples", "matmul_splitk.tle")).matmul_splitk
         grid = (-(-n // bn), split, -(-m // bm))
