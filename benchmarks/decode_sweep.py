@@ -12,8 +12,10 @@ of a graph of back-to-back launches), inputs rotated through enough copies that 
 the weight is never in the 60 MB L2, shape by shape, every workspace
 allocated once outside the timing. Phase 3 retimes the best two per shape with other pipeline depths and warps,
 with the Triton twin at each configuration, and their two-launch forms.
-Variants: fused = matmul_splitk (one launch; native CUDA path only when SPLIT > 1), two = matmul_splitk_partial +
-splitk_reduce (two launches, either path), ref = the Triton twin of fused, ref2 = its two-launch form.
+Variants: fused = matmul_splitk (one launch; native CUDA path only when SPLIT > 1), swap = the same with SWAP=true
+(C^T = B^T A^T: the weight tile is the dot's 64-row side, so BM < 64 still gets Hopper's wgmma), two =
+matmul_splitk_partial + splitk_reduce (two launches, either path), ref = the Triton twin of fused, ref2 = its
+two-launch form. --variants keeps some of fused, swap, tileir, swap-tileir (default: all but the swap ones).
 """
 from __future__ import annotations
 
@@ -69,6 +71,25 @@ def candidates(m, n, k):
     return out
 
 
+def swap_candidates(m, n, k):
+    """SWAP=true configurations (BM, BN, BK, SPLIT, warps, stages): BN is the weight tile's rows, wgmma's 64-row
+    side, so 64 or 128 (one warp group of 4 warps, or two); BM is M's tile, wgmma's N (8 to 256)."""
+    bm = bm_for(m)
+    out = []
+    for bn in (64, 128):
+        for bk in (64, 128, 256):
+            for split in (1, 2, 4, 8):
+                progs = cdiv(n, bn) * cdiv(m, bm) * split
+                if not 64 <= progs <= 600 or cdiv(cdiv(k, bk), split) < 4:
+                    continue
+                stage = (bm * bk + bk * bn) * 2
+                if stage > 65536:
+                    continue
+                for warps in ((4, 8) if bn == 128 else (4,)):
+                    out.append((bm, bn, bk, split, warps, stages_for(stage)))
+    return out
+
+
 def tileir_candidates(m, n, k):
     """Tile IR takes no warps/stages: the fused kernel unsplit and split (its atomics are ordered: docs/language.md),
     64 to 600 programs, at least 4 K tiles per split; and the two-launch form."""
@@ -115,10 +136,10 @@ class Runner:
     def __call__(self, a, b, c):
         variant, _, backend = self.impl.partition(":")
         split = self.consts["SPLIT"]
-        if variant == "fused":
+        if variant in ("fused", "swap"):
             opts = self.opts if backend == "triton" else {}
             self.module().matmul_splitk[self.grid](a, b, c, self.part, self.count, backend=backend,
-                                                   **self.consts, **opts)
+                                                   SWAP=variant == "swap", **self.consts, **opts)
         elif variant == "two":
             opts = self.opts if backend == "triton" else {}
             mod = self.module()
@@ -264,6 +285,9 @@ def main():
     p.add_argument("--out", default=os.environ.get("OUT") or "decode_sweep_out")
     p.add_argument("--cpu", action="store_true", help="tiny shapes on the interpreters (tests this script)")
     p.add_argument("--shapes", default="", help="MxNxK,... (default: the decode set)")
+    p.add_argument("--variants", default="fused,tileir",
+                   help="which of fused, swap (native path), tileir, swap-tileir (Tile IR's fused and two-launch "
+                        "forms, and its SWAP=true form) to sweep")
     p.add_argument("--timer", choices=("events", "graph"), default="events",
                    help="bench.time_events (events around single launches) or bench.time_graph (graph replays)")
     args = p.parse_args()
@@ -297,15 +321,28 @@ def main():
     # phase 1: compile and check everything, in parallel
     native = "interp" if args.cpu else "triton"
     tasks = []
+    variants = {v.strip() for v in args.variants.split(",") if v.strip()}
+    unknown = variants - {"fused", "swap", "tileir", "swap-tileir"}
+    if unknown:
+        raise SystemExit(f"--variants: unknown {sorted(unknown)}")
+    tiny = [(16, 32, 64, 1, 4, 3), (16, 32, 64, 4, 4, 3), (16, 64, 64, 3, 4, 3)]
+    tileir = "interp" if args.cpu else "tileir"
     for shape in shapes:
-        cands = candidates(*shape) if not args.cpu else [(16, 32, 64, 1, 4, 3), (16, 32, 64, 4, 4, 3),
-                                                         (16, 64, 64, 3, 4, 3)]
-        for cfg in cands:
-            tasks.append({"impl": f"fused:{native}", "cfg": cfg, "shape": shape})
-        tir = tileir_candidates(*shape) if not args.cpu else [("fused", (16, 32, 64, 1, 4, 3)),
-                                                              ("two", (16, 32, 64, 4, 4, 3))]
-        for variant, cfg in tir:
-            tasks.append({"impl": f"{variant}:{'interp' if args.cpu else 'tileir'}", "cfg": cfg, "shape": shape})
+        if "fused" in variants:
+            for cfg in (candidates(*shape) if not args.cpu else tiny):
+                tasks.append({"impl": f"fused:{native}", "cfg": cfg, "shape": shape})
+        if variants & {"swap", "swap-tileir"}:
+            for cfg in (swap_candidates(*shape) if not args.cpu else [(16, 64, 64, 1, 4, 3), (16, 64, 64, 3, 4, 3)]):
+                if "swap" in variants:
+                    tasks.append({"impl": f"swap:{native}", "cfg": cfg, "shape": shape})
+                if "swap-tileir" in variants:
+                    tasks.append({"impl": f"swap:{tileir}", "cfg": cfg[:4] + (4, 3), "shape": shape})
+        if "tileir" in variants:
+            tir = tileir_candidates(*shape) if not args.cpu else [("fused", (16, 32, 64, 1, 4, 3)),
+                                                                  ("two", (16, 32, 64, 4, 4, 3))]
+            for variant, cfg in tir:
+                tasks.append({"impl": f"{variant}:{tileir}", "cfg": cfg, "shape": shape})
+    tasks = list({(t["impl"], t["cfg"], t["shape"]): t for t in tasks}.values())
     for t in tasks:
         t.update(device=device, dtype=dtype)
     print(f"phase 1: {len(tasks)} compile+check tasks on {args.jobs} workers", flush=True)
@@ -333,19 +370,23 @@ def main():
         with open(report_path, "w") as f:
             json.dump(log, f, indent=1, default=str)
 
-    # phase 3: the best two fused configurations per shape with other depths and warps, and their twins
+    # phase 3: the best two fused (and swap) configurations per shape with other depths and warps, and the fused
+    # ones' twins
     tasks = []
     for shape, res in results.items():
-        fused = sorted((r for r in res["times"] if r[0] == f"fused:{native}" and r[2]), key=lambda r: r[2])[:2]
-        for _, cfg, _ in fused:
+        best2 = [r for v in ("fused", "swap")
+                 for r in sorted((r for r in res["times"] if r[0] == f"{v}:{native}" and r[2]), key=lambda r: r[2])[:2]]
+        for impl0, cfg, _ in best2:
             bm, bn, bk, split, w, s = cfg
-            tasks.append({"impl": "ref", "cfg": tuple(cfg), "shape": shape, "device": device, "dtype": dtype})
+            twin = ("ref",) if impl0.startswith("fused") else ()
+            for impl in twin:
+                tasks.append({"impl": impl, "cfg": tuple(cfg), "shape": shape, "device": device, "dtype": dtype})
             for w2, s2 in {(w, s - 1), (w, s + 1), (8 if w == 4 else 4, s), (w, s + 2)}:
                 if 2 <= s2 <= 8:
-                    for impl in (f"fused:{native}", "ref"):
+                    for impl in (impl0, *twin):
                         tasks.append({"impl": impl, "cfg": (bm, bn, bk, split, w2, s2), "shape": shape,
                                       "device": device, "dtype": dtype})
-            if split > 1:
+            if split > 1 and twin:
                 for impl in (f"two:{native}", "ref2"):
                     tasks.append({"impl": impl, "cfg": tuple(cfg), "shape": shape, "device": device, "dtype": dtype})
     if tasks and elapsed() < args.deadline_s * 0.8:
@@ -372,7 +413,7 @@ def main():
     # summary: per shape, torch, the best fused (native path), its twin at the same configuration, the best Tile IR
     print("\nsummary (us; x = torch / that; % = bytes / time against the copy ceiling):")
     print(f"{'shape':18s} {'torch':>7s} {'floor':>7s} | {'best fused:triton':42s} | {'ref same cfg':>12s} | "
-          f"{'best two:triton':>15s} | {'best tileir':>26s}")
+          f"{'best two:triton':>15s} | {'best tileir':>26s} | {'best swap (either path)':>42s}")
     for shape, res in results.items():
         def best(pred):
             rows = sorted((r for r in res["times"] if r[2] and pred(r)), key=lambda r: r[2])
@@ -380,14 +421,16 @@ def main():
         f = best(lambda r: r[0] == f"fused:{native}")
         ref = best(lambda r: r[0] == "ref" and f and r[1] == f[1])
         two = best(lambda r: r[0] == f"two:{native}")
-        tir = best(lambda r: r[0].endswith(":tileir"))
+        tir = best(lambda r: r[0].endswith(":tileir") and not r[0].startswith("swap"))
+        sw = best(lambda r: r[0].startswith("swap:"))
         tt = res["torch"]
         pct = (lambda us: f"{100 * res['bytes'] / (us * 1e-6) / copy_Bps:3.0f}%") if copy_Bps else (lambda us: "")
         cell = lambda r: f"{r[2]:7.1f} x{tt / r[2]:4.2f} {pct(r[2])}"  # noqa: E731
         print(f"{'x'.join(map(str, shape)):18s} {tt:7.1f} {res.get('floor', 0):7.1f} | "
               f"{(cell(f) + ' ' + cfg_text(f[1])) if f else '-':42s} | {(f'{ref[2]:7.1f}') if ref else '-':>12s} | "
               f"{(f'{two[2]:7.1f}') if two else '-':>15s} | "
-              f"{(cell(tir) + ' ' + tir[0].split(':')[0] + ' ' + cfg_text(tir[1])[:-6]) if tir else '-':>26s}")
+              f"{(cell(tir) + ' ' + tir[0].split(':')[0] + ' ' + cfg_text(tir[1])[:-6]) if tir else '-':>26s} | "
+              f"{(cell(sw) + ' ' + sw[0].split(':')[1] + ' ' + cfg_text(sw[1])) if sw else '-':>42s}")
     log["elapsed_s"] = elapsed()
     with open(report_path, "w") as f:
         json.dump(log, f, indent=1, default=str)
