@@ -201,50 +201,53 @@ def matmul_config(m, n, k):
 
 
 # Decode matmuls (M <= 128) run examples/matmul_splitk.tle. Per shape, measured on the H200 by
-# benchmarks/decode_sweep.py (bf16; the f16 kernels are the same code): (BM, BN, BK, SPLIT, num_warps, num_stages)
-# for the native path and the reference, from the sweep with per-launch events, except M = 1 on 4096x4096
-# (decode_probe.py's 'dot part' variant, the same algorithm); and (BM, BN, BK, SPLIT) for Tile IR, from
+# benchmarks/decode_sweep.py (bf16; the f16 kernels are the same code): (BM, BN, BK, SPLIT, num_warps, num_stages,
+# SWAP) for the native path and the reference, from the sweep with per-launch events, except M = 1 on 4096x4096
+# (decode_probe.py's 'dot part' variant, the same algorithm); and (BM, BN, BK, SPLIT, SWAP) for Tile IR, from
 # `decode_sweep.py --timer graph` (fourth session: 18-38 configurations per shape, Tile IR's split-K swept for the
-# first time; e.g. 128x14336x4096 went from 40.8 to 32.3 us, 32x4096x14336 from 41.5 to 31.7).
+# first time; e.g. 128x14336x4096 went from 40.8 to 32.3 us, 32x4096x14336 from 41.5 to 31.7). SWAP (the weight
+# tile on the dot's left, so BM < 64 gets wgmma) from `decode_sweep.py --variants fused,swap,tileir,swap-tileir`
+# (twenty-second session): Tile IR at M = 1-32 on 4096x4096 took 13.3 us where its unswapped best took 13.8-15.1,
+# and the native path at 32x4096x4096 and 128x14336x4096 14.0 and 33.9 where it took 15.4 and 38.8.
 DECODE_CONFIGS = {
-    (1, 4096, 4096): ((16, 64, 64, 4, 4, 4), (16, 64, 128, 2)),
-    (16, 4096, 4096): ((16, 64, 64, 4, 4, 5), (16, 32, 256, 1)),
-    (32, 4096, 4096): ((32, 128, 64, 4, 4, 5), (32, 64, 64, 2)),
-    (64, 4096, 4096): ((64, 32, 128, 1, 4, 7), (64, 32, 256, 1)),
-    (128, 4096, 4096): ((128, 64, 64, 2, 8, 7), (128, 32, 64, 1)),
-    (1, 14336, 4096): ((16, 64, 64, 1, 4, 5), (16, 128, 64, 1)),
-    (16, 14336, 4096): ((16, 64, 64, 1, 4, 5), (16, 128, 64, 1)),
-    (32, 14336, 4096): ((32, 64, 64, 1, 4, 5), (32, 128, 64, 1)),
-    (64, 14336, 4096): ((64, 64, 128, 1, 4, 3), (64, 128, 64, 1)),
-    (128, 14336, 4096): ((128, 64, 64, 1, 8, 4), (128, 128, 64, 1)),
-    (1, 4096, 14336): ((16, 128, 128, 4, 4, 3), (16, 64, 64, 2)),
-    (16, 4096, 14336): ((16, 128, 64, 4, 4, 5), (16, 32, 256, 1)),
-    (32, 4096, 14336): ((32, 128, 128, 4, 4, 3), (32, 64, 64, 2)),
-    (64, 4096, 14336): ((64, 64, 64, 2, 4, 7), (64, 32, 256, 1)),
-    (128, 4096, 14336): ((128, 64, 64, 2, 8, 7), (128, 64, 128, 2)),
+    (1, 4096, 4096): ((16, 64, 64, 4, 4, 4, False), (16, 64, 64, 1, True)),
+    (16, 4096, 4096): ((16, 64, 256, 2, 4, 3, True), (16, 64, 256, 1, True)),
+    (32, 4096, 4096): ((32, 64, 64, 2, 4, 7, True), (32, 64, 256, 1, True)),
+    (64, 4096, 4096): ((64, 32, 128, 1, 4, 7, False), (64, 32, 256, 1, False)),
+    (128, 4096, 4096): ((128, 64, 64, 2, 8, 7, False), (128, 32, 64, 1, False)),
+    (1, 14336, 4096): ((16, 64, 64, 1, 4, 5, False), (16, 128, 64, 1, False)),
+    (16, 14336, 4096): ((16, 64, 64, 1, 4, 5, False), (16, 128, 64, 1, False)),
+    (32, 14336, 4096): ((32, 64, 64, 1, 4, 5, False), (32, 128, 64, 1, False)),
+    (64, 14336, 4096): ((64, 64, 128, 1, 4, 3, False), (64, 128, 64, 1, False)),
+    (128, 14336, 4096): ((128, 128, 64, 1, 4, 5, True), (128, 128, 64, 1, False)),
+    (1, 4096, 14336): ((16, 128, 128, 4, 4, 3, False), (16, 64, 64, 2, False)),
+    (16, 4096, 14336): ((16, 128, 64, 4, 4, 5, False), (16, 32, 256, 1, False)),
+    (32, 4096, 14336): ((32, 128, 128, 4, 4, 3, False), (32, 64, 64, 2, False)),
+    (64, 4096, 14336): ((64, 64, 64, 2, 4, 7, False), (64, 32, 256, 1, False)),
+    (128, 4096, 14336): ((128, 64, 64, 2, 8, 7, False), (128, 64, 128, 2, False)),
 }
 
 
 def decode_config(m, n, k):
-    """(native-path config, Tile IR's (BM, BN, BK, SPLIT)) for a decode matmul: the measured table, else BM = M
-    rounded up to 16..128, BN = 64, BK = 64 and K split in two while that keeps the grid within 2 programs per SM
-    (132 SMs) and every split at least 2 K tiles; Tile IR then unsplit, BN = 64, BK = 128."""
+    """(native-path config, Tile IR's (BM, BN, BK, SPLIT, SWAP)) for a decode matmul: the measured table, else
+    BM = M rounded up to 16..128, BN = 64, BK = 64 and K split in two while that keeps the grid within 2 programs
+    per SM (132 SMs) and every split at least 2 K tiles; Tile IR then unsplit, BN = 64, BK = 128; neither swapped."""
     if (m, n, k) in DECODE_CONFIGS:
         return DECODE_CONFIGS[(m, n, k)]
     bm = min(128, max(16, next_pow2(m)))
     tiles, split = cdiv(n, 64) * cdiv(m, bm), 1
     while split < 16 and tiles * split * 2 <= 264 and cdiv(cdiv(k, 64), split * 2) >= 2:
         split *= 2
-    return (bm, 64, 64, split, 8 if bm >= 128 else 4, 5), (bm, 64, 128, 1)
+    return (bm, 64, 64, split, 8 if bm >= 128 else 4, 5, False), (bm, 64, 128, 1, False)
 
 
 def matmul_case(m, n, k, dtype, quick=False):
     es = ELEMENT_BYTES[dtype]
     if m <= 128:
-        (bm, bn, bk, split, w, s), (tm, tn, tk, ts) = decode_config(m, n, k)
-        return Case("matmul", (m, n, k), dtype, {"BM": bm, "BN": bn, "BK": bk, "SPLIT": split}, w, s,
+        (bm, bn, bk, split, w, s, swap), (tm, tn, tk, ts, tswap) = decode_config(m, n, k)
+        return Case("matmul", (m, n, k), dtype, {"BM": bm, "BN": bn, "BK": bk, "SPLIT": split, "SWAP": swap}, w, s,
                     (m * k + k * n + m * n) * es, 2 * m * n * k, quick, "decode", "matmul_splitk",
-                    {"tileir": {"BM": tm, "BN": tn, "BK": tk, "SPLIT": ts}})
+                    {"tileir": {"BM": tm, "BN": tn, "BK": tk, "SPLIT": ts, "SWAP": tswap}})
     bm, bn, bk, w, s = matmul_config(m, n, k)
     return Case("matmul", (m, n, k), dtype, {"BM": bm, "BN": bn, "BK": bk}, w, s, (m * k + k * n + m * n) * es,
                 2 * m * n * k, quick, "decode" if m <= 128 else "")
