@@ -729,7 +729,7 @@ def compile_tileir(module: ir.Module, arch: str = "sm_90", *, opt_level: int = 3
 class KernelAttributes:
     reqntid: tuple[int, int, int]   # the exact block size the kernel must be launched with
     param_sizes: list[int]          # bytes of each parameter, in ordinal order
-    static_shared: int              # bytes of statically declared shared memory
+    static_shared: int              # bytes of statically declared shared memory, as the driver counts them
     registers: int | None = None    # registers per thread (EIATTR_REGCOUNT; 255 is the most a thread can have)
     stack: int = 0                  # bytes of local memory per thread (EIATTR_FRAME_SIZE): > 0 means spills
 
@@ -738,6 +738,12 @@ class KernelAttributes:
 # section, each as (symbol index, value).
 _EIATTR_KPARAM_INFO, _EIATTR_KPARAM_INFO_V2, _EIATTR_REQNTID, _EIATTR_MAX_THREADS = 0x17, 0x45, 0x10, 0x05
 _EIATTR_REGCOUNT, _EIATTR_FRAME_SIZE = 0x2F, 0x11
+# A cubin with a `.nv.shared.reserved.0` section counts the shared memory the driver reserves per CTA (1 KB from
+# sm_80 on: CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK) inside the kernel's `.nv.shared.<kernel>`
+# section: Triton's cubins, whose shared memory is all dynamic, have a section of exactly 1024 bytes. On the H200
+# cuFuncGetAttribute(SHARED_SIZE_BYTES) gave the section's size less 1024 for tileiras cubins of 105680, 224544 and
+# 232728 bytes; counting the 1024 as the kernel's made tlec -v say a 232728-byte kernel fits 0 programs per SM.
+_RESERVED_SHARED = 1024
 _EIFMT_SVAL = 0x04
 
 
@@ -818,5 +824,7 @@ def kernel_attributes(cubin: bytes, kernel: str) -> KernelAttributes:
                     registers = amount
                 else:
                     stack = amount
-    return KernelAttributes(tuple(reqntid), [params[i] for i in sorted(params)],
-                            len(sections.get(f".nv.shared.{kernel}", b"")), registers, stack)
+    shared = len(sections.get(f".nv.shared.{kernel}", b""))
+    if ".nv.shared.reserved.0" in sections:  # the section holds the driver's reserved block too: not the kernel's
+        shared = max(0, shared - _RESERVED_SHARED)
+    return KernelAttributes(tuple(reqntid), [params[i] for i in sorted(params)], shared, registers, stack)

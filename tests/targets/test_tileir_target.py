@@ -415,6 +415,18 @@ def test_matmul_compiles(arch):
 
 @needs_encoder
 @needs_tileiras
+def test_static_shared_memory_leaves_out_the_drivers_reserved_kilobyte():
+    """The cubin's `.nv.shared.<kernel>` section also holds the 1 KB the driver reserves per CTA; on the H200
+    cuFuncGetAttribute(SHARED_SIZE_BYTES) gave that section's size less 1024 (twenty-second session), and
+    kernel_attributes counts the same."""
+    with new_context():
+        binary = tileir.compile_tileir(matmul(128, 128, 64), "sm_90")
+    section = len(tileir._elf_sections(binary.cubin)[".nv.shared.matmul"])
+    assert binary.extra["static_shared_mem"] == section - 1024 > 48 * 1024
+
+
+@needs_encoder
+@needs_tileiras
 @pytest.mark.parametrize("arch", ARCHS)
 def test_softmax_compiles(arch):
     with new_context():
