@@ -37,6 +37,30 @@ if not PROVIDER:
         ) from e
 
 
+# Whenever the bindings wrap an operation they look for a Python module of its dialect (<prefix>.<namespace>, e.g.
+# torch_mlir.dialects.tle), and a lookup that fails is tried again next time: tle's own namespaces have no such
+# module, so each tle, tt or cuda_tile op the lowerings walked cost a failed import (48 of them to take cumsum.tle to
+# TTIR). An empty module per namespace, under a search prefix of our own, ends that: the first lookup finds it and
+# the bindings remember the namespace as loaded. The ops stay generic OpViews, as before.
+_NO_OP_CLASSES = "tle.dialects._no_op_classes"
+
+
+def _remember_tle_namespaces(namespaces=("tle", "tt", "cuda_tile")) -> None:
+    import sys
+    import types
+    search = getattr(ir, "_globals", None)
+    if not (hasattr(search, "append_dialect_search_prefix") and hasattr(search, "dialect_search_modules")):
+        return  # bindings without these keep retrying, as before
+    for ns in namespaces:
+        sys.modules.setdefault(f"{_NO_OP_CLASSES}.{ns}", types.ModuleType(
+            f"{_NO_OP_CLASSES}.{ns}", f"no Python op classes for the {ns} dialect (tle.dialects.mlir)"))
+    if _NO_OP_CLASSES not in search.dialect_search_modules:
+        search.append_dialect_search_prefix(_NO_OP_CLASSES)
+
+
+_remember_tle_namespaces()
+
+
 def isa(x, cls) -> bool:
     """isinstance for MLIR types and attributes: newer bindings downcast them, older ones have cls.isinstance."""
     return cls.isinstance(x) if hasattr(cls, "isinstance") else isinstance(x, cls)
