@@ -898,7 +898,7 @@ class _Kernel:
         """A sum, max or min along an axis of 2: its two halves (extract) combined elementwise, as the reduction
         would combine them (f16/bf16 sums in f32). The sorting networks (tle/bitonic.py) reduce along such an axis
         at every compare-and-swap step; as `reduce` regions tileiras took 9.4 s to compile a top-8 of [16, 256] and
-        20.5 s a sort of [4, 256] on the CPU machine, as extracts 3.1 and 3.7 s (the whole native compile: 0.7-1.8 s)."""
+        20.5 s a sort of [4, 256] on the CPU machine, as extracts 3.1 and 3.7 s (the native compile: 0.7-1.8 s)."""
         shape, elem = self.shape(x), self.elem(x)
         flt = elem not in INT_ELEMS
         zero = self.const(0, (), "i32")

@@ -81,7 +81,8 @@ def test_tlec_v_counts_a_kernel_that_fills_shared_memory_as_one_program(tmp_path
     assert main([path, "-k", "matmul_splitk", "--backend", "tileir", *consts, "--sizes", "M=16,K=4096,N=4096,TILES=64",
                  "-o", str(tmp_path / "a.cubin"), "-v"]) == 0
     err = capsys.readouterr().err
-    assert re.search(r"2[0-9]{5} bytes of shared memory, no spills: 1 program per SM \(the limit: shared memory\)", err), err
+    fits = r"2[0-9]{5} bytes of shared memory, no spills: 1 program per SM \(the limit: shared memory\)"
+    assert re.search(fits, err), err
 
 
 def test_resident_programs():
