@@ -146,23 +146,18 @@ def matmul_splitk_kernel(a_ptr, b_ptr, c_ptr, part_ptr, count_ptr, M, N, K,
     offs_k = k_lo * BK + tl.arange(0, BK)
     a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
-    if SWAP:
-        acc_t = tl.zeros((BN, BM), dtype=tl.float32)
-        for k in range(k_lo, k_hi):
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < K - (k - k_lo) * BK, other=0.0)
-            b = tl.load(b_ptrs, mask=offs_k[:, None] < K - (k - k_lo) * BK, other=0.0)
-            acc_t = tl.dot(tl.trans(b), tl.trans(a), acc_t)
-            a_ptrs += BK * stride_ak
-            b_ptrs += BK * stride_bk
-        acc = tl.trans(acc_t)
-    else:
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(k_lo, k_hi):
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < K - (k - k_lo) * BK, other=0.0)
-            b = tl.load(b_ptrs, mask=offs_k[:, None] < K - (k - k_lo) * BK, other=0.0)
+    acc = tl.zeros((BN, BM) if SWAP else (BM, BN), dtype=tl.float32)  # SWAP: the transpose, until the loop ends
+    for k in range(k_lo, k_hi):
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - (k - k_lo) * BK, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - (k - k_lo) * BK, other=0.0)
+        if SWAP:
+            acc = tl.dot(tl.trans(b), tl.trans(a), acc)
+        else:
             acc = tl.dot(a, b, acc)
-            a_ptrs += BK * stride_ak
-            b_ptrs += BK * stride_bk
+        a_ptrs += BK * stride_ak
+        b_ptrs += BK * stride_bk
+    if SWAP:
+        acc = tl.trans(acc)
     offs_cm = pid_m * BM + tl.arange(0, BM)
     offs_cn = pid_n * BN + tl.arange(0, BN)
     c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
