@@ -74,11 +74,12 @@ _GATHERED_OPERAND = ("a dot operand is gathered through pointers, and tileiras d
                      "the tensor cores: a mixture-of-experts GEMM ran 3.1x slower than on the native path (H200)")
 _SCALED_PRODUCT = ("a dot's product is scaled before it joins a loop-carried accumulator, which tileiras runs 1.6x "
                    "slower than the native path (a block-scaled FP8 GEMM, H200)")
-# Measured on the CPU (fifteenth session; again in the twenty-second, after the pair reductions became extracts
-# in lowering/tle_to_tileir.py): tle's Tile IR compile against its native compile. The networks' run time on the
-# Tile IR path was last measured before that change (a top-8 ran faster there, 58.6 against 65.8 us on the H200).
-_SORTING_NETWORK = ("sort()/topk() build a sorting network that tileiras compiles slowly: a sort of 1024 took 6.4 s "
-                    "to compile for Tile IR, [4, 1024] rows 9.8 s, against 1.7 and 2.8 s on the native path")
+# Measured on the CPU (fifteenth session): tle's Tile IR compile against its native compile. At run time the Tile
+# IR code is the faster (a top-8 of 256 for 65536 tokens: 58.5 against 66.3 us, H200, twenty-third session); the
+# twenty-second session's faster-compiling form of the networks' steps ran 1.55x slower and was dropped
+# (benchmarks/RESULTS.md, "Sorting networks on Tile IR"). backend="tileir" still compiles them there.
+_SORTING_NETWORK = ("sort()/topk() build a sorting network that tileiras compiles slowly: a sort of 1024 took 37 s "
+                    "to compile for Tile IR, a top-8 of 1024 10 s, against about 2 s on the native path")
 # A sort of 16 elements is 10 compare-and-swap steps, one pair reduction (an axis of size 2) each; user code
 # rarely reduces along an axis of 2 at all.
 SORTING_NETWORK_STEPS = 10

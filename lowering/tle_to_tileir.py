@@ -870,9 +870,6 @@ class _Kernel:
         x = self.get(op.operands[0])
         elem = self.elem(x)
         flt = elem not in INT_ELEMS
-        if kind in ("sum", "max", "min") and self.shape(x)[axis] == 2:
-            self.set(op.result, self.reduce_pair(x, axis, kind))
-            return
         if kind == "sum":
             src = ct.ftof(x, "f32") if elem in HALF else x
             (r,) = ct.reduce([src], axis, [-0.0 if flt else 0],
@@ -893,25 +890,6 @@ class _Kernel:
         else:
             self.fail(op, f"reduce kind '{kind}' has no Tile IR lowering")
         self.set(op.result, r)
-
-    def reduce_pair(self, x: "ir.Value", axis: int, kind: str) -> "ir.Value":
-        """A sum, max or min along an axis of 2: its two halves (extract) combined elementwise, as the reduction
-        would combine them (f16/bf16 sums in f32). The sorting networks (tle/bitonic.py) reduce along such an axis
-        at every compare-and-swap step; as `reduce` regions tileiras took 9.4 s to compile a top-8 of [16, 256] and
-        20.5 s a sort of [4, 256] on the CPU machine, as extracts 3.1 and 3.7 s (the native compile: 0.7-1.8 s)."""
-        shape, elem = self.shape(x), self.elem(x)
-        flt = elem not in INT_ELEMS
-        half = tuple(1 if d == axis else n for d, n in enumerate(shape))  # x as two tiles of this shape
-        out = tuple(n for d, n in enumerate(shape) if d != axis)
-        a, b = (ct.reshape(ct.extract(x, [self.const(i if d == axis else 0, (), "i32") for d in range(len(shape))],
-                                      half), out) for i in (0, 1))
-        if kind == "sum":
-            if elem in HALF:
-                return ct.ftof(ct.addf(ct.ftof(a, "f32"), ct.ftof(b, "f32")), elem)
-            return ct.addf(a, b) if flt else ct.addi(a, b)
-        if flt:
-            return (ct.maxf if kind == "max" else ct.minf)(a, b, propagate_nan=True)
-        return (ct.maxi if kind == "max" else ct.mini)(a, b, signed=True)
 
     def arg_extreme(self, x: "ir.Value", axis: int, is_max: bool) -> "ir.Value":
         """The first index of the largest (smallest) value along axis; NaN counts as the extreme."""
