@@ -1036,14 +1036,19 @@ def _run_child(child: str, impl: str, kernels: list[str], env: dict, timeout: fl
     return {"error": f"child exited {p.returncode}: {(p.stderr or p.stdout).strip().splitlines()[-1:]}"}
 
 
-def startup_figures(backends, kernels, repeats: int = 3) -> dict:
+def startup_figures(backends, kernels, repeats: int = 5) -> dict:
     """Cold: empty tle and Triton caches. Warm: a fresh process over the caches a cold one filled.
 
     A cold compile of a small kernel takes 0.06-0.10 s, and one process's figure moved by a fifth from one run to the
     next (the reference's cumsum read 0.080 s in one full run and 0.062 in another, tle's 0.086 and 0.092). So each
     implementation gets `repeats` cold processes, each over its own empty caches, run in a rotating order with the
     others' so that a slow spell of the host falls on all of them, and each kernel's cold figure is the median of
-    its runs. The warm process runs once, over the last cold one's caches."""
+    its runs. The warm process runs once, over the last cold one's caches.
+
+    Five, not three: in the twenty-third session one process each of tle's Triton path and the reference, three
+    times over, first-compiled cumsum in 54.8, 70.0, 70.5 ms (tle) and 60.1, 51.9, 68.3 (reference), while Triton's
+    stages took the same time for both on the CPU (50.6 against 54.5 ms, median of 7): a median of three still
+    flips with the host."""
     root = tempfile.mkdtemp(prefix="tle-bench-")
     base = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TLE_CACHE")}
     impls = [f"tle:{b}" for b in backends] + ["triton_ref"]
@@ -1693,7 +1698,7 @@ def main() -> int:
         working = [b for b in backends if not report["cases"] or any(
             rec["impls"].get(f"tle:{b}", {}).get("status") == "ok" for rec in report["cases"])]
         report["startup_skipped"] = [b for b in backends if b not in working]
-        report["startup"] = startup_figures(working, kernels, 1 if ARGS.quick else 3)
+        report["startup"] = startup_figures(working, kernels, 1 if ARGS.quick else 5)
         text_blocks.append(startup_table(report["startup"]) + "".join(
             f"\n  tle:{b}: not started (no case ran on it)" for b in report["startup_skipped"]))
         print(text_blocks[-1], flush=True)
