@@ -1267,6 +1267,12 @@ def cases(dev, only):
                 out.append((f"linear_nt {m}x{n}x{k} {str(dt)[6:]}", (nb, 2 * m * n * k), sets,
                             lambda t: torch.matmul(t[0], t[1].t(), out=t[2]), impls, 2))
     if "bmm" in only:
+        # tuned (f16): tiles, warps and the path through the tuning database, as a user would after the fixed
+        # 128x128x64 tiles on 4 warps (Triton's usual first try) fell behind cuBLAS at K = 128
+        bmm_tuned = tle.compile(SMALL_TLE, tune={"bmm": {
+            "BM": [64, 128], "BN": [64, 128, 256], "BK": [32, 64, 128], "num_warps": [4, 8],
+            "backend": ["triton", "tileir"]}})
+        bmm_tuned.bmm.tune_space.budget_s = 40
         for dt in (torch.float16, torch.bfloat16):
             for b, m, n, k in ((32, 1024, 1024, 1024), (8, 4096, 4096, 128)):
                 nb = b * (m * k + k * n + m * n) * dt.itemsize
@@ -1277,6 +1283,9 @@ def cases(dev, only):
                             lambda t: torch.bmm(t[0], t[1], out=t[2]),
                             _both_paths(small.bmm, g, lambda t, g=g, m=m, n=n, k=k: bmm_ref[g](
                                 *t, m, n, k, BM=128, BN=128, BK=64, num_warps=4, num_stages=3)), 2))
+                if dt == torch.float16:
+                    out[-1][4]["tle:tuned"] = lambda t: bmm_tuned.bmm[
+                        lambda d: (triton.cdiv(d["M"], d["BM"]), triton.cdiv(d["N"], d["BN"]), d["B"])](*t)
     if "add_rmsnorm" in only:
         for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((8192, 4096), (4096, 8192))):
             nb = 4 * m * n * dt.itemsize
