@@ -1636,10 +1636,14 @@ def main() -> int:
     ap.add_argument("--occupancy", default="",
                     help="comma-separated Tile IR occupancy hints (programs per SM) to time as extra columns, "
                          "e.g. 4 or 2,4 (kernels launched through _both_paths)")
+    ap.add_argument("--out", default=os.environ.get("OUT", ""),
+                    help="also append each case's line to DIR/user_kernels.txt as it is measured (default: $OUT "
+                         "where set, as on the device machine, whose reply keeps only the output's tail)")
     args = ap.parse_args()
     OCCUPANCY[:] = [int(x) for x in args.occupancy.split(",") if x.strip()]
     dev = "cuda"
     lines = []
+    log = os.path.join(args.out, "user_kernels.txt") if args.out else None
     for title, (nbytes, flops), sets, base, impls, oi, *expected in cases(dev, args.only.split(",")):
         # The outputs checked: a set's index, or (index, what to compare of the set) where the raw output may
         # rightly differ from torch's; each named output is filled with NaN (-1) before a run, so one left unwritten
@@ -1677,6 +1681,9 @@ def main() -> int:
                                                   if ref and "tle:triton" in med else "")
             + ("  [" + "; ".join(notes) + "]" if notes else ""))
         print(lines[-1], flush=True)
+        if log:
+            with open(log, "a") as f:
+                f.write(lines[-1] + "\n")
         del sets
     print("\n".join(["", "summary (us, fastest first):"] + lines))
     return 0
