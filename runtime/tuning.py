@@ -50,7 +50,9 @@ from ..types import BITS, DTYPES
 
 OPTIONS = ("num_warps", "num_stages", "backend", "occupancy")
 BACKENDS = ("auto", "triton", "tileir", "interp")
-DEFAULT_OPTIONS = {"num_stages": 3}  # num_warps' default depends on the kernel: tle.compiler.default_num_warps
+# The launch options' defaults (num_warps' depends on the kernel: tle.compiler.default_num_warps); occupancy None
+# is the Tile IR lowering's own choice
+DEFAULT_OPTIONS = {"num_stages": 3, "occupancy": None}
 
 
 class TuneError(RuntimeError):

@@ -184,3 +184,17 @@ kernel rowsum<BLOCK: int = 1024, ACC: dtype = f32>(x: tensor<f32>[M, N], y: tens
     row = tuning.rows()[0]
     assert row["config"] == {"BLOCK": 1024, "ACC": "f32"} and row["stats"]["failed"] == 1  # f16 overflowed
     assert row["stats"]["pruned"] == {"R1 tile larger than the problem": 2}  # 2048 > next_pow2(1000)
+
+
+def test_a_space_with_the_occupancy_hint_tunes():
+    """`occupancy: [None, 2]` in a space: the base configuration takes None (the lowering's own choice, the default
+    of the launch option). The base once looked up the option's default where there was none, a KeyError on the
+    first call (user_kernels_probe's tuned bmm, on the H200)."""
+    mod = tle.compile(os.path.join(EXAMPLES, "matmul.tle"), backend="interp")
+    timer = FakeTimer({"BM": 32})
+    mod.matmul.tune_space = TuneSpace({"BM": [16, 32], "occupancy": [None, 2]}, timer=timer)
+    a, b, c = torch.randn(40, 32).half(), torch.randn(32, 40).half(), torch.empty(40, 40).half()
+    mod.matmul[matmul_grid](a, b, c)
+    assert torch.allclose(c.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
+    # the interpreter ignores the hint (pruning rule R0): one configuration per BM, each timed with the default
+    assert {(cfg["BM"], cfg["occupancy"]) for cfg in timer.calls} == {(16, None), (32, None)}
