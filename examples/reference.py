@@ -110,6 +110,18 @@ def _matmul_persistent(device, dtype, shape=(100, 70, 90), noncontig=False, tile
             lambda t: [t[0].float() @ t[1].float()], lambda t: [t[2]])
 
 
+def _matmul_batched(device, dtype, shape=(3, 100, 70, 90), noncontig=False, tiles=(32, 32, 32)):
+    z, m, n, k = shape
+    bm, bn, bk = tiles
+    # noncontig: each of a's products transposed (inner stride != 1), as rand gives the 2-D examples
+    a = rand((z, k, m), device, dtype).transpose(1, 2) if noncontig else rand((z, m, k), device, dtype)
+    b, c = rand((z, k, n), device, dtype), poison((z, m, n), device, dtype)
+    # Fewer programs than tiles, so that programs walk several and cross from one product to the next
+    programs = min(z * cdiv(m, bm) * cdiv(n, bn), 132 if device == "cuda" else 5)
+    return ([a, b, c], (programs,), {"BM": bm, "BN": bn, "BK": bk},
+            lambda t: [t[0].float() @ t[1].float()], lambda t: [t[2]])
+
+
 def splitk_workspace(device, m, n, bm, bn, split):
     """matmul_splitk's workspace: the f32 partial tiles and the per-tile arrival counters (zeros; every launch
     leaves them zeroed), allocated once and reused by later launches of the same shape."""
@@ -316,6 +328,10 @@ CASES = {
                            dtypes=(torch.float16, torch.bfloat16), gpu_shapes=SQUARE_GPU),
     "matmul_persistent": Case("matmul_persistent", _matmul_persistent, [(16, 16, 16), (100, 70, 90), (130, 257, 65)],
                               dtypes=(torch.float16, torch.bfloat16), gpu_shapes=SQUARE_GPU),
+    # (batch, M, N, K); on the GPU a short K, the case the example is for, and a ragged batch
+    "matmul_batched": Case("matmul_batched", _matmul_batched, [(1, 16, 16, 16), (3, 100, 70, 90), (2, 130, 257, 65)],
+                           dtypes=(torch.float16, torch.bfloat16),
+                           gpu_shapes=[(8, 1024, 1024, 128), (4, 1024, 1024, 1024), (5, 333, 1000, 257)]),
     # One launch with SPLIT > 1 needs ordered atomics, which only the native path gives (see the example's header).
     "matmul_splitk": Case("matmul_splitk", _matmul_splitk, [(1, 16, 16), (5, 70, 300), (33, 100, 257), (16, 64, 512)],
                           dtypes=(torch.float16, torch.bfloat16),
