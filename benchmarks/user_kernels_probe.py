@@ -8,7 +8,8 @@ tiles; both are checked against torch
 on fresh random inputs before anything is timed (dropout, whose mask torch draws differently, against Triton's
 tl.rand: tle's rand is the same Philox, bit for bit). Columns:
 tle on the native path with no launch options (tle.compiler.default_num_warps: 4 unless its dots or tiles are big),
-tle native with the reference's options, tle on Tile IR, the Triton reference, torch. Timing: bench.time_events
+tle native with the reference's options, tle on Tile IR, the Triton reference, torch (and, for some kernels,
+`tle:tuned` through the tuning database, or bmm's `tle:persistent`: examples/matmul_batched.tle). Timing: bench.time_events
 (a spin kernel, then events around one launch), inputs rotated through enough copies to keep them out of L2,
 implementations in a rotating order over --rounds rounds, median of the rounds.
 
@@ -1275,6 +1276,9 @@ def cases(dev, only):
             "BM": [64, 128], "BN": [64, 128, 256], "BK": [32, 64, 128], "num_warps": [4, 8],
             "backend": ["triton", "tileir"], "occupancy": [None, 2]}})
         bmm_tuned.bmm.tune_space.budget_s = 40
+        # the persistent form (examples/matmul_batched.tle, its default tiles, backend auto): about one program per SM
+        batched = tle.compile(os.path.join(HERE, "..", "examples", "matmul_batched.tle")).matmul_batched
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
         for dt in (torch.float16, torch.bfloat16):
             for b, m, n, k in ((32, 1024, 1024, 1024), (8, 4096, 4096, 128)):
                 nb = b * (m * k + k * n + m * n) * dt.itemsize
@@ -1285,6 +1289,7 @@ def cases(dev, only):
                             lambda t: torch.bmm(t[0], t[1], out=t[2]),
                             _both_paths(small.bmm, g, lambda t, g=g, m=m, n=n, k=k: bmm_ref[g](
                                 *t, m, n, k, BM=128, BN=128, BK=64, num_warps=4, num_stages=3)), 2))
+                out[-1][4]["tle:persistent"] = lambda t, p=min(sms, b * (m // 128) * (n // 128)): batched[(p,)](*t)
                 if dt == torch.float16:
                     out[-1][4]["tle:tuned"] = lambda t: bmm_tuned.bmm[
                         lambda d: (triton.cdiv(d["M"], d["BM"]), triton.cdiv(d["N"], d["BN"]), d["B"])](*t)
