@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from ..abi import LoopSplit, LoopTile, Spec, abi, access_facts, loop_facts
+from ..abi import LoopSplit, LoopTile, ManyPrograms, Spec, abi, access_facts, loop_facts
 from .. import typed as T
 from ..dialects.mlir import ir, new_context
 from ..dialects.tle import constant_int, load_tle
@@ -135,13 +135,16 @@ class _KernelBuilder:
                 attrs["tle.divisibility"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), d)
             arg_attrs.append(ir.DictAttr.get(attrs))
         ftype = ir.FunctionType.get(types, [])
-        func = self.op("func.func", [], [], {
+        attrs = {
             "sym_name": ir.StringAttr.get(self.k.name),
             "function_type": ir.TypeAttr.get(ftype),
             "arg_attrs": ir.ArrayAttr.get(arg_attrs),
             "tle.kernel": ir.UnitAttr.get(),
             "tle.mesh": ir.ArrayAttr.get([ir.StringAttr.get(a) for a in MESH_AXES]),
-        }, self.k.span, regions=1)
+        }
+        if ManyPrograms() in self.spec.inside:
+            attrs["tle.many_programs"] = ir.UnitAttr.get()
+        func = self.op("func.func", [], [], attrs, self.k.span, regions=1)
         self.module.body.append(func)
         block = func.regions[0].blocks.append(*types)
         self.ip = ir.InsertionPoint(block)

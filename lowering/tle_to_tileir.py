@@ -359,7 +359,7 @@ def carried_partner(dot) -> "ir.Value | None":
     return None
 
 
-def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int) -> int | None:
+def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int, many_programs: bool = False) -> int | None:
     """The occupancy hint.
 
     - A kernel with two or more dots, none of whose accumulators needs 8 worker warps (attention: Q K^T, then P V,
@@ -374,10 +374,23 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int) -> i
       flight. That is 8 CTAs of 4 warps for a largest tile 4 warps hold without extra warps, and 4 CTAs of the 8
       worker warps _worker_warps gives a tile up to twice that (docs/tileir.md, "Performance": layernorm bf16
       8192x4096 0.81x -> 0.99x of Triton, 16384x8192 0.73x -> 0.96x). f32 rows and larger tiles lose with it.
+    - A kernel with one dot whose accumulator holds 128x128 values (at least _TWO_PER_SM_MIN_ACC, below the
+      _LATENCY_MIN_ACC of the big tiles), launched with more programs than SMs (`tle.many_programs`): 2 CTAs per
+      SM. Without a hint tileiras plans one CTA per SM with a deep pipeline (196,760 bytes of shared memory for a
+      128x128x64 bmm), so a CTA's epilogue has no other CTA's loads and products beside it. H200, Tile IR,
+      128x128x64 tiles, one program per tile, no hint -> 2 (twenty-fourth session, benchmarks/RESULTS.md
+      "Occupancy 2 for one 128x128 dot"): matmul 2048^3 1.04-1.05x faster, 4096^3 1.04-1.06x, 8192^3 1.08-1.15x,
+      8192x8192x1024 1.07x, 4096x4096x512 1.19-1.20x; linear + ReLU 1.03-1.10x; bmm 8x4096x4096x128 1.29x,
+      32x1024^3 1.03-1.07x. With fewer programs than SMs it lost (1024^3, 64 programs: 0.84x; 128x14336x4096, 112
+      programs: 0.89x): a program with an SM to itself only loses pipeline depth. 128x256 tiles (linear_nt, six
+      cases) were level either way (0.99-1.04x).
     - Otherwise none (a single matmul's pipelined K loop keeps the tensor cores busy on its own)."""
     if len(accumulators) >= 2 and _worker_warps(held, largest_tile) is None:
         small = _SMALL_DOTS_VALUES_PER_THREAD * 4 * 32
         return 4 if max(held) <= small and largest_tile <= small else 2
+    if many_programs and len(accumulators) == 1 and \
+            _TWO_PER_SM_MIN_ACC <= math.prod(accumulators[0][1]) < _LATENCY_MIN_ACC:
+        return 2
     sixteen = bool(io_elems) and all(e in ("f16", "bf16", "i16") for e in io_elems)
     if accumulators or not sixteen:
         return None
@@ -393,6 +406,7 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int) -> i
 # only on the big tiles.
 _DOT_LOAD_LATENCY = 6
 _LATENCY_MIN_ACC = 128 * 256
+_TWO_PER_SM_MIN_ACC = 128 * 128  # _occupancy: a one-dot kernel's accumulator from here up to _LATENCY_MIN_ACC
 
 
 def _load_latency(accumulators) -> int | None:
@@ -471,7 +485,11 @@ class _Kernel:
         if occupancy == "auto":
             io = [tle_type(op.results[0].type if op.name == "tle.load" else op.operands[1].type)[0]
                   for op in self.ops if op.name in ("tle.load", "tle.store")]
-            occupancy = _occupancy(accumulators, held, io, largest)
+            # a persistent kernel (it strides over its tiles by num_programs) is left alone: 264 programs of the
+            # persistent bmm (examples/matmul_batched.tle) at 2 per SM ran 2.8-3.0x slower than 132 without a hint
+            many = "tle.many_programs" in self.func.attributes and \
+                not any(op.name == "tle.num_programs" for op in self.ops)
+            occupancy = _occupancy(accumulators, held, io, largest, many)
         self.occupancy = occupancy
         self.num_cta_in_cga = None if options.num_cta_in_cga == "auto" else options.num_cta_in_cga
         latency = options.load_latency

@@ -234,8 +234,8 @@ class Kernel:
         return flat, device, {d: s for d, (s, _) in dims.items()}
 
     @staticmethod
-    def _spec(kernel, flat, grid=None) -> Spec:
-        return spec_of(kernel, flat, grid)
+    def _spec(kernel, flat, grid=None, sms=None) -> Spec:
+        return spec_of(kernel, flat, grid, sms)
 
     @staticmethod
     def _concrete_grid(grid):
@@ -309,9 +309,12 @@ class Kernel:
             checked = self._checked[ckey] = (kernel, default_num_warps(kernel))
         kernel, default_warps = checked
         flat, device, dims = self._check_args(kernel, values)
-        spec = self._spec(kernel, flat, self._concrete_grid(grid) if grid is not None else None)
         on_gpu = device is not None and device.type == "cuda"
         backend = self._choose_backend(options.get("backend", self.backend), on_gpu)
+        # The SM count only where Tile IR may compile the kernel: its ManyPrograms fact (tle/abi.py) steers only
+        # that path's occupancy hint, so the native path's binaries do not split on the grid's size
+        sms = _sm_count(device) if on_gpu and backend in ("tileir", "auto") else None
+        spec = self._spec(kernel, flat, self._concrete_grid(grid) if grid is not None else None, sms)
         num_warps = options.get("num_warps")
         num_warps = int(num_warps) if num_warps is not None else default_warps
         num_stages = options.get("num_stages")  # None: the kernel's own (tle.compiler.default_num_stages)
@@ -455,6 +458,18 @@ class Kernel:
 
 
 _PLAIN = (int, float, bool, str, type(None))
+
+
+_SM_COUNTS: dict = {}
+
+
+def _sm_count(device) -> int:
+    """The device's SM count (132 on the H200), asked of the driver once per device."""
+    import torch
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _SM_COUNTS:
+        _SM_COUNTS[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return _SM_COUNTS[index]
 
 
 def _occupancy_option(value, name: str):

@@ -31,6 +31,10 @@ inside when stop * tile <= the dim's size (LoopTile: a matmul's K loop over cdiv
 where only its last tiles are ragged, the loop is split in two, the first part unchecked (LoopSplit). These need
 no grid: the runtime plans per argument shapes, so a plan never meets sizes that break them, whether its
 grid is numbers or a callable.
+
+One fact is about the grid alone: a kernel with a `dot` launched with more programs than the GPU has SMs (a grid
+given as numbers; ManyPrograms) may ask tileiras for more than one program per SM, which only costs where every
+program has an SM to itself (lowering/tle_to_tileir.py, `_occupancy`).
 """
 from __future__ import annotations
 
@@ -57,7 +61,8 @@ class AbiArg:
 class Spec:
     divisible16: frozenset = frozenset()  # AbiArg keys
     unit_strides: frozenset = frozenset()  # stride keys equal to 1
-    inside: frozenset = frozenset()  # launch facts that hold: GridTile, FixedTile, LoopTile, LoopRuns, LoopSplit
+    inside: frozenset = frozenset()  # launch facts that hold: GridTile, FixedTile, LoopTile, LoopRuns, LoopSplit,
+    #                                 ManyPrograms
     divisible: frozenset = frozenset()  # (dim or stride key, 2 | 4 | 8): its largest power-of-two divisor under 16
 
     def key(self) -> str:
@@ -101,6 +106,15 @@ class FixedTile:
 
     def __str__(self) -> str:
         return f"@{self.index}:{self.dim}:{self.tile}"
+
+
+@dataclass(frozen=True, order=True)
+class ManyPrograms:
+    """The launch grid has more programs than the GPU has SMs: more than one wave. Proved only for a kernel with a
+    `dot`, the one kind the lowering asks it of, so that no other kernel's binaries split on the grid's size."""
+
+    def __str__(self) -> str:
+        return "waves>1"
 
 
 @dataclass(frozen=True, order=True)
@@ -160,11 +174,11 @@ def abi(kernel: Kernel, spec: Spec) -> list[AbiArg]:
     return [a for a in all_args(kernel) if not (a.kind == "stride" and a.key in spec.unit_strides)]
 
 
-def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None) -> Spec:
+def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None, sms: int | None = None) -> Spec:
     """The specialisation real arguments prove. `values` maps AbiArg keys to the launch values: tensors for
     pointers (their data_ptr() is checked for 16-byte alignment), ints for dims, strides and scalars. With the
-    launch `grid` (3 ints), also the grid facts it proves; a binary built with them may only be launched with a
-    grid that proves them too (the runtime plans per grid)."""
+    launch `grid` (3 ints), also the grid facts it proves, and with the device's SM count `sms`, ManyPrograms; a
+    binary built with them may only be launched with a grid that proves them too (the runtime plans per grid)."""
     d16, unit, part = set(), set(), set()
     for a in all_args(kernel):
         v = values[a.key]
@@ -177,16 +191,17 @@ def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None) -> Spec:
             d16.add(a.key)
         elif a.kind in ("dim", "stride") and (div := partial_divisor(v)):
             part.add((a.key, div))
-    return Spec(frozenset(d16), frozenset(unit), launch_facts(kernel, grid, values), frozenset(part))
+    return Spec(frozenset(d16), frozenset(unit), launch_facts(kernel, grid, values, sms), frozenset(part))
 
 
-def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
+def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | None = None) -> frozenset:
     """The launch facts of a planned launch, given the dims' sizes (a dim missing from `sizes` proves nothing):
     the FixedTiles its sizes keep inside ((index + 1) * tile <= size), the loops they make run (LoopRuns), the
     loops whose every tile they keep inside (LoopTile: stop * tile <= size) or whose first tiles only (LoopSplit),
     and, where the grid is known (3 ints), the GridTiles it keeps inside (grid[axis] * tile <= size, with at least
     one program). A grid of None (a callable grid, worked out per launch; tlec without --grid; the tuner's trials)
-    gives all but GridTiles: they rest on the sizes alone, and every plan is made for exact sizes."""
+    gives all but GridTiles: they rest on the sizes alone, and every plan is made for exact sizes. ManyPrograms
+    needs the grid and the device's SM count `sms` both."""
     described = loop_facts(kernel)
     loops = {fact.ordinal: _size_expr_value(stop, sizes) for fact, _, stop in described.values()}
 
@@ -201,6 +216,8 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict) -> frozenset:
 
     candidates = grid_tiles(kernel, described)
     facts = {f for f in candidates if holds(f)}
+    if grid is not None and sms and math.prod(grid) > sms and next(dots(kernel.body), None) is not None:
+        facts.add(ManyPrograms())
     splittable = step1_loops(kernel, described)
     for fact, start, stop in described.values():
         if (end := loops[fact.ordinal]) is not None and start < end:

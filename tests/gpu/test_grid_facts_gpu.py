@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tle
-from tle.abi import GridTile
+from tle.abi import GridTile, ManyPrograms
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GUARD = 4096
@@ -74,3 +74,26 @@ def test_layernorm_rows_past_the_end_stay_masked(backend):
     facts = plan_facts(k, backend)
     # one binary per grid fact, not per launch; only the exact grid's has the rows' fact (the columns' holds in both)
     assert len(facts) == 2 and sorted(any(isinstance(f, GridTile) for f in fs) for fs in facts) == [False, True]
+
+
+@pytest.mark.gpu
+def test_a_128x128_matmul_past_one_wave_asks_tileiras_for_two_programs_per_sm():
+    """examples/matmul.tle at 128x128x64 on Tile IR: a grid of more programs than SMs proves ManyPrograms and the
+    binary carries the occupancy hint 2 (lowering/tle_to_tileir.py _occupancy); a grid of one wave or less, and
+    the native path, do not split on it. Both results are right."""
+    k = tle.compile(os.path.join(ROOT, "examples", "matmul.tle")).matmul
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for m in (128 * 2 * sms, 128 * 4):  # 2 x sms x 1 programs, then 4
+        a = torch.randn(m, 256, device="cuda", dtype=torch.float16)
+        b = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+        for backend in ("tileir", "triton"):
+            c = torch.full((m, 128), float("nan"), device="cuda", dtype=torch.float16)
+            k[(m // 128, 1)](a, b, c, BM=128, BN=128, BK=64, backend=backend)
+            torch.cuda.synchronize()
+            want = a.float() @ b.float()
+            assert (c.float() - want).norm() / want.norm() < 1e-2, (m, backend)
+    tileir = {ManyPrograms() in e.compiled.spec.inside: e.compiled.stages["tileir"]
+              for e in k._entries.values() if e.compiled.backend == "tileir"}
+    assert sorted(tileir) == [False, True]
+    assert "occupancy = 2" in tileir[True] and "occupancy =" not in tileir[False]
+    assert not any(ManyPrograms() in fs for fs in plan_facts(k, "triton"))

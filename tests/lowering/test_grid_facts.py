@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tle.abi import (FixedTile, GridTile, LoopRuns, LoopSplit, LoopTile, Spec, default_spec, grid_tiles,
-                     loop_facts, spec_of)
+from tle.abi import (FixedTile, GridTile, LoopRuns, LoopSplit, LoopTile, ManyPrograms, Spec, default_spec,
+                     grid_tiles, loop_facts, spec_of)
 from tle.check import check_kernel, load_program
 from tle.lowering.ast_to_tle import ast_to_tle
 from tle.lowering.tle_to_ttir import tle_to_ttir
@@ -89,6 +89,31 @@ def test_a_grid_proves_a_fact_exactly_when_its_tiles_fit():
     assert spec_of(k, dict(values, N=1000), (4, 1, 1)).inside == frozenset()  # the fourth is partly outside
     assert spec_of(k, values, (0, 1, 1)).inside == frozenset()  # no programs: nothing to prove
     assert spec_of(k, values).inside == frozenset()  # no grid known (a callable grid, tlec without --grid)
+
+
+MM = """
+kernel mm<B: int = 64>(a: tensor<f16>[M, K], b: tensor<f16>[K, N], c: tensor<f32>[M, N]) {
+    store(c, dot(load(a, tile=[B, 16], at=[program_id(0), 0]), load(b, tile=[16, B], at=[0, program_id(1)])),
+          at=[program_id(0), program_id(1)])
+}
+"""
+
+
+def test_more_programs_than_sms_is_a_fact_of_kernels_with_a_dot():
+    """ManyPrograms: the grid has more programs than the SM count the runtime gives, proved only for a kernel with
+    a dot (the only kind whose lowering reads it), and never without a grid or an SM count."""
+    k = kernel_of(MM)
+    values = {"a": _Aligned(), "b": _Aligned(), "c": _Aligned(), "M": 64 * 12, "K": 16, "N": 64 * 12,
+              "a.stride0": 16, "a.stride1": 1, "b.stride0": 64 * 12, "b.stride1": 1, "c.stride0": 64 * 12,
+              "c.stride1": 1}
+    assert ManyPrograms() in spec_of(k, values, (12, 12, 1), sms=132).inside  # 144 programs
+    assert ManyPrograms() not in spec_of(k, values, (12, 11, 1), sms=132).inside  # 132: one wave
+    assert ManyPrograms() not in spec_of(k, values, (12, 12, 1)).inside  # no SM count (tlec, the CPU)
+    assert ManyPrograms() not in spec_of(k, values, None, sms=132).inside  # a callable grid
+    v = kernel_of(VADD)
+    vvalues = {"x": _Aligned(), "o": _Aligned(), "N": 1 << 20, "x.stride0": 1, "o.stride0": 1}
+    assert ManyPrograms() not in spec_of(v, vvalues, (4096, 1, 1), sms=132).inside  # no dot
+    assert spec_of(k, values, (12, 12, 1), sms=132).key().endswith("waves>1")
 
 
 def test_the_spec_key_is_unchanged_without_facts():

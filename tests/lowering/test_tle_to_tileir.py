@@ -858,6 +858,28 @@ def test_occupancy_hints():
     assert _entry_hint(forced, "occupancy") is None
 
 
+def test_one_128x128_dot_over_more_programs_than_sms_asks_for_two_per_sm():
+    """A kernel with one dot on a 128x128 accumulator gets 2 CTAs per SM when its launch has more programs than
+    SMs (the ManyPrograms fact, tle.many_programs), and no hint without it; smaller and 128x256 accumulators,
+    kernels that stride by num_programs (persistent) and a fact-less launch get none."""
+    from tle.abi import ManyPrograms
+
+    def occupancy(name, consts, many=True):
+        path = os.path.join(ROOT, "examples", f"{name}.tle")
+        kernel = check_kernel(load_program(open(path).read(), path), name, consts)
+        d = default_spec(kernel)
+        spec = Spec(d.divisible16, d.unit_strides, d.inside | ({ManyPrograms()} if many else set()), d.divisible)
+        tle_module = ast_to_tle(kernel, spec)
+        marked = ["tle.many_programs" in op.attributes for op in tle_module.body.operations]
+        assert marked == [many], marked
+        return _entry_hint(tle_to_tileir(tle_module), "occupancy")
+    assert occupancy("matmul", {"BM": 128, "BN": 128, "BK": 64}) == 2
+    assert occupancy("matmul", {"BM": 128, "BN": 128, "BK": 64}, many=False) is None
+    assert occupancy("matmul", {"BM": 64, "BN": 128, "BK": 64}) is None
+    assert occupancy("matmul", {"BM": 128, "BN": 256, "BK": 64}) is None  # the latency hint's tiles
+    assert occupancy("matmul_batched", {"BM": 128, "BN": 128}) is None  # persistent (num_programs): no hint
+
+
 def _latencies(module):
     return [ir.IntegerAttr(op.attributes["latency"]).value if "latency" in op.attributes else None
             for op in ops(module, "load_view_tko")]
