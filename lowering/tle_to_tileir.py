@@ -381,9 +381,10 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int, many
       128x128x64 tiles, one program per tile, no hint -> 2 (twenty-fourth session, benchmarks/RESULTS.md
       "Occupancy 2 for one 128x128 dot"): matmul 2048^3 1.04-1.05x faster, 4096^3 1.04-1.06x, 8192^3 1.08-1.15x,
       8192x8192x1024 1.07x, 4096x4096x512 1.19-1.20x; linear + ReLU 1.03-1.10x; bmm 8x4096x4096x128 1.29x,
-      32x1024^3 1.03-1.07x. With fewer programs than SMs it lost (1024^3, 64 programs: 0.84x; 128x14336x4096, 112
-      programs: 0.89x): a program with an SM to itself only loses pipeline depth. 128x256 tiles (linear_nt, six
-      cases) were level either way (0.99-1.04x).
+      32x1024^3 1.03-1.07x; int8 linear 1.07x at 4096^3 and 0.98x at 8192x14336x4096; tf32 matmul 1.10-1.12x.
+      With fewer programs than SMs it lost (1024^3, 64 programs: 0.84x; 128x14336x4096, 112 programs: 0.89x): a
+      program with an SM to itself only loses pipeline depth. 128x256 tiles (linear_nt, six cases) were level
+      either way (0.99-1.04x).
     - Otherwise none (a single matmul's pipelined K loop keeps the tensor cores busy on its own)."""
     if len(accumulators) >= 2 and _worker_warps(held, largest_tile) is None:
         small = _SMALL_DOTS_VALUES_PER_THREAD * 4 * 32
