@@ -826,7 +826,10 @@ def measure_ceilings(ctx: Context) -> dict:
 
 # ==== launch overhead (issue 5) ===================================================================================
 
-def launch_overhead(backends, n_launch=10_000, rounds=15) -> dict:
+LAUNCH_ROUNDS = 15  # launch_overhead's rounds (its docstring says why 15); --quick takes 3
+
+
+def launch_overhead(backends, n_launch=10_000, rounds=LAUNCH_ROUNDS) -> dict:
     """Host time per launch of a one-element vector_add (grid 1), over n_launch launches, median of rounds. Every
     variant is checked first; then the rounds go round-robin over the variants, each round starting one variant
     later, so that all of them see the same drift of the host's clocks and none is always measured first. 15
@@ -1036,7 +1039,10 @@ def _run_child(child: str, impl: str, kernels: list[str], env: dict, timeout: fl
     return {"error": f"child exited {p.returncode}: {(p.stderr or p.stdout).strip().splitlines()[-1:]}"}
 
 
-def startup_figures(backends, kernels, repeats: int = 5) -> dict:
+STARTUP_REPEATS = 5  # startup_figures' cold processes per implementation (its docstring says why 5)
+
+
+def startup_figures(backends, kernels, repeats: int = STARTUP_REPEATS) -> dict:
     """Cold: empty tle and Triton caches. Warm: a fresh process over the caches a cold one filled.
 
     A cold compile of a small kernel takes 0.06-0.10 s, and one process's figure moved by a fifth from one run to the
@@ -1651,7 +1657,7 @@ def main() -> int:
     text_blocks = []
     if not ARGS.no_launch:
         n = 2000 if ARGS.quick else 10_000
-        report["launch"] = launch_overhead(backends, n_launch=n, rounds=3 if ARGS.quick else 15)
+        report["launch"] = launch_overhead(backends, n_launch=n, rounds=3 if ARGS.quick else LAUNCH_ROUNDS)
         text_blocks.append(launch_table(report["launch"]).replace("10,000", f"{n:,}"))
         print(text_blocks[-1], flush=True)
         save()
@@ -1698,7 +1704,7 @@ def main() -> int:
         working = [b for b in backends if not report["cases"] or any(
             rec["impls"].get(f"tle:{b}", {}).get("status") == "ok" for rec in report["cases"])]
         report["startup_skipped"] = [b for b in backends if b not in working]
-        report["startup"] = startup_figures(working, kernels, 1 if ARGS.quick else 5)
+        report["startup"] = startup_figures(working, kernels, 1 if ARGS.quick else STARTUP_REPEATS)
         text_blocks.append(startup_table(report["startup"]) + "".join(
             f"\n  tle:{b}: not started (no case ran on it)" for b in report["startup_skipped"]))
         print(text_blocks[-1], flush=True)

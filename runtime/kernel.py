@@ -460,18 +460,6 @@ class Kernel:
 _PLAIN = (int, float, bool, str, type(None))
 
 
-_SM_COUNTS: dict = {}
-
-
-def _sm_count(device) -> int:
-    """The device's SM count (132 on the H200), asked of the driver once per device."""
-    import torch
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _SM_COUNTS:
-        _SM_COUNTS[index] = torch.cuda.get_device_properties(index).multi_processor_count
-    return _SM_COUNTS[index]
-
-
 def _occupancy_option(value, name: str):
     """The `occupancy` launch option: None (the lowering's choice) or programs per SM, 1 to 32, for the Tile IR
     path's occupancy hint (tileiras caps registers and shapes its code for that many CTAs per SM; the native path
@@ -515,6 +503,12 @@ def _arch_of(device) -> str:
     import torch
     major, minor = torch.cuda.get_device_capability(device)
     return f"sm_{major}{minor}"
+
+
+def _sm_count(device) -> int:
+    """The device's SM count (132 on the H200); torch keeps the device's properties, so asking again is cheap."""
+    import torch
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _backend_version(backend: str) -> str:
