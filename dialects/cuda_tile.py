@@ -319,6 +319,12 @@ def _fill(block: ir.Block, body: Callable, args, terminator: Callable, loc) -> N
 
 # --- functions ---------------------------------------------------------------------------------------------------
 
+# A unit attribute of tle's own on an entry (not encoded in the bytecode): the kernel runs its launch grid as a
+# persistent loop and takes the grid (x, y, z) as three i32 parameters after its own (lowering/tle_to_tileir.py
+# persistent_loop). targets/tileir.py records it in the Binary, whose launcher then starts one wave of programs.
+PERSISTENT_ATTR = "tle.persistent"
+
+
 def entry(name: str, arg_types: Sequence[ir.Type], *, occupancy: int | None = None,
           num_cta_in_cga: int | None = None, num_worker_warps: int | None = None, loc=None) -> tuple[ir.Operation, ir.Block]:
     """A kernel. Its arguments are its launch parameters, in order (pointers are `tile<ptr<E>>`, scalars

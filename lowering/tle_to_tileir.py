@@ -5,7 +5,8 @@ tle module's context; targets/tileir.py encodes it to bytecode and runs tileiras
 lowering/tileir_legality.py says, before this runs, whether a kernel can take this path at all; this file raises a
 TleError at the op's .tle location for anything it cannot lower (the legality pass reports the same things).
 
-The entry takes the tle function's arguments in the same order (the runtime passes one ABI list to both backends):
+The entry takes the tle function's arguments in the same order (the runtime passes one ABI list to both backends;
+an entry marked `tle.persistent` takes the launch grid as three more, see Performance choices):
 `!tle.ptr<T>` -> `tile<ptr<T>>`, a scalar `T` -> `tile<T>`. Every value is a tile: a tle scalar is a rank-0 tile, a
 `tensor<...>` the tile of that shape (Tile IR needs every dimension to be a power of two).
 
@@ -77,6 +78,10 @@ Performance choices (TileirOptions; each was measured on the H200, docs/tileir.m
   with two or more dots on accumulators 4 warps hold (attention: 0.69-0.72x -> 0.94-1.01x of the native path), 4
   where each dot keeps at most 32 accumulator values per thread and no tile is larger (64x64 attention tiles: 0.63x
   -> 1.02x).
+- A kernel with one dot on a 128x128 accumulator, a short K and a grid of several waves (the launch facts
+  tle.many_programs and tle.short_k, TMA-aligned tensors, no atomics) runs its grid as a persistent loop
+  (_persistent, persistent_loop): one wave of programs, each walking the grid's programs, so one tile's store
+  overlaps the next tile's loads (bmm 8x4096x4096x128: 144 -> 99 us, cuBLAS 92).
 
 Memory tokens (docs/tileir.md states the rule): tensors passed to one launch must not overlap unless no kernel
 access writes them (they are `restrict`), so accesses to different tensors are never ordered against each other,
@@ -116,6 +121,8 @@ class TileirOptions:
       EIATTR_BLOCKS_ARE_CLUSTERS, so the launch grid stays one block per tile).
     load_latency: "auto", None (no hint) or 1..10 (the `latency` hint of every view load: how heavy the DRAM
       traffic is expected to be; tileiras pipelines deeper for a higher one).
+    persistent: "auto", True or False: run the launch grid as a persistent loop (_persistent; the entry then takes
+      the grid as three more i32 parameters, and the runtime launches one wave of programs).
     """
     tma: object = "auto"
     pointer_loads: str = "auto"
@@ -123,6 +130,7 @@ class TileirOptions:
     occupancy: object = "auto"
     num_cta_in_cga: object = "auto"
     load_latency: object = "auto"
+    persistent: object = "auto"
 
 
 def tle_to_tileir(module: "ir.Module", options: TileirOptions | None = None) -> "ir.Module":
@@ -410,6 +418,52 @@ _LATENCY_MIN_ACC = 128 * 256
 _TWO_PER_SM_MIN_ACC = 128 * 128  # _occupancy: a one-dot kernel's accumulator from here up to _LATENCY_MIN_ACC
 
 
+def _persistent(func, ops, accumulators) -> bool:
+    """Run the launch grid as a persistent loop (persistent_loop)? For a kernel with one dot on a 128x128
+    accumulator (_TWO_PER_SM_MIN_ACC up to _LATENCY_MIN_ACC) launched on a grid of 3 waves or more with at most 512
+    values of K per program (`tle.many_programs` and `tle.short_k`: tle/abi.py ShortK), whose views are all TMA's
+    (_tma_views), with no atomics and no num_programs of its own. With a short K a program's time goes largely to
+    writing its output tile, and one program per tile leaves that write with nothing beside it but what the
+    occupancy hint gives; a program that walks the tiles overlaps one tile's store with the next tile's loads.
+    H200, Tile IR, 128x128x64 tiles, against one program per tile with the occupancy hint 2 (benchmarks/RESULTS.md
+    "Persistent on Tile IR"; us, cuBLAS in brackets): bmm 8x4096x4096x128 144.3 -> 99.4 (91.9), 16x2048x2048x64
+    62.9 -> 44.5 (44.7), matmul 4096x4096x128 22.1 -> 17.0 (17.9), 4096x4096x512 37.0 -> 33.4 (33.0); on grids of
+    3 to 6 waves 1.06-1.29x; under 2 waves 0.95-1.00x. At K = 1024 it went either way (0.93-1.10x), and from
+    K = 2048 on it lost (0.90-0.98x): the tensor cores set the pace there. Where a stride keeps TMA off (a ragged
+    K of 333 or 257 in 16-bit elements) tileiras spilled 1.3 KB per thread in the loop and it lost 0.53-0.59x.
+    Atomics are left alone: a kernel that counts its programs (split-K's last-arriving reducer) is no product of
+    independent tiles."""
+    attrs = func.attributes
+    return "tle.many_programs" in attrs and "tle.short_k" in attrs and len(accumulators) == 1 and \
+        _TWO_PER_SM_MIN_ACC <= math.prod(accumulators[0][1]) < _LATENCY_MIN_ACC and \
+        not any(op.name in ("tle.num_programs", "tle.atomic") for op in ops) and _tma_views(func, ops)
+
+
+def _tma_views(func, ops) -> bool:
+    """Does every view of the kernel have what TMA needs of its tensor: a 16-byte aligned base, and every stride
+    but a unit one (folded to the constant 1) a multiple of 16 bytes, as the arguments' tle.divisibility says?"""
+    attrs = list(ir.ArrayAttr(func.attributes["arg_attrs"])) if "arg_attrs" in func.attributes else []
+
+    def divisibility(v) -> int:
+        if not isinstance(v.owner, ir.Block):
+            return constant_int(v) or 1
+        n = ir.BlockArgument(v).arg_number
+        attr = ir.DictAttr(attrs[n]) if n < len(attrs) else None
+        return ir.IntegerAttr(attr["tle.divisibility"]).value if attr and "tle.divisibility" in attr else 1
+
+    for op in ops:
+        if op.name != "tle.make_view":
+            continue
+        elem, _, rank = tle_type(op.results[0].type)
+        nbytes = _elem_bytes(elem.removeprefix("view:"))
+        operands = list(op.operands)
+        strides = operands[1 + rank:]
+        if divisibility(operands[0]) % 16 or \
+                any(constant_int(s) != 1 and divisibility(s) * nbytes % 16 for s in strides):
+            return False
+    return True
+
+
 def _load_latency(accumulators) -> int | None:
     """The view loads' latency hint: _DOT_LOAD_LATENCY for a kernel with an accumulator of _LATENCY_MIN_ACC values
     or more, else none (tileiras infers one)."""
@@ -482,13 +536,16 @@ class _Kernel:
                        if str(r.type).startswith("tensor<")), default=1)
         warps = options.num_worker_warps
         self.num_worker_warps = _worker_warps(held, largest) if warps == "auto" else warps
+        persistent = options.persistent
+        self.persistent = _persistent(self.func, self.ops, accumulators) if persistent == "auto" else bool(persistent)
         occupancy = options.occupancy
         if occupancy == "auto":
             io = [tle_type(op.results[0].type if op.name == "tle.load" else op.operands[1].type)[0]
                   for op in self.ops if op.name in ("tle.load", "tle.store")]
-            # a persistent kernel (it strides over its tiles by num_programs) is left alone: 264 programs of the
-            # persistent bmm (examples/matmul_batched.tle) at 2 per SM ran 2.8-3.0x slower than 132 without a hint
-            many = "tle.many_programs" in self.func.attributes and \
+            # a persistent kernel (it strides over its tiles by num_programs, or this lowering makes it so) is left
+            # alone: 264 programs of the persistent bmm (examples/matmul_batched.tle) at 2 per SM ran 2.8-3.0x
+            # slower than 132 without a hint
+            many = "tle.many_programs" in self.func.attributes and not self.persistent and \
                 not any(op.name == "tle.num_programs" for op in self.ops)
             occupancy = _occupancy(accumulators, held, io, largest, many)
         self.occupancy = occupancy
@@ -531,12 +588,48 @@ class _Kernel:
                 types = [ct_type(a.type) for a in args]
             except ValueError as e:
                 self.fail(func, f"kernel parameter type not expressible in Tile IR: {e}")
-            _, entry = ct.entry(name, types, occupancy=self.occupancy, num_worker_warps=self.num_worker_warps,
-                                num_cta_in_cga=self.num_cta_in_cga)
+            if self.persistent:  # the launch grid, which the runtime passes behind the kernel's own parameters
+                types += [ct.tile_type((), "i32")] * 3
+            op, entry = ct.entry(name, types, occupancy=self.occupancy, num_worker_warps=self.num_worker_warps,
+                                 num_cta_in_cga=self.num_cta_in_cga)
             with ir.InsertionPoint(entry):
-                for arg, value in zip(args, self.assume_facts(args, list(entry.arguments))):
+                values = list(entry.arguments)
+                for arg, value in zip(args, self.assume_facts(args, values[:len(args)])):
                     self.set(arg, value)
-                self.block(self.body)
+                if self.persistent:
+                    op.attributes[ct.PERSISTENT_ATTR] = ir.UnitAttr.get()
+                    self.persistent_loop(values[len(args):])
+                else:
+                    self.block(self.body)
+
+    def persistent_loop(self, grid):
+        """The kernel's body inside `for t in range(program_id, programs, num_programs)`, where `programs` is the
+        launch grid's size and t stands for the program (t % gx, t / gx % gy, t / (gx * gy)) of that grid: the
+        runtime launches one wave and each program walks every num_programs-th program of the grid, in the order
+        the GPU would have started them. The views come first, built once; the token chains of the written
+        tensors are the loop's carried values, so a program's store waits for nothing of the next tile's, and no
+        load of a read-only tensor waits for it (tileiras overlaps one tile's store with the next tile's work)."""
+        gx, gy, gz = (ct.assume_bounded(g, 1, None) for g in grid)
+        ops = [op.operation for op in self.body.operations]
+        views = 0  # the leading make_view ops and the constants they take
+        while views < len(ops) and ops[views].name in ("arith.constant", "tle.make_view"):
+            views += 1
+        self.lower_ops(ops[:views])
+        chains = sorted(self.written)
+        programs = ct.muli(ct.muli(gx, gy), gz)
+        first, step = ct.get_tile_block_id()[0], ct.get_num_tile_blocks()[0]
+
+        def tile(t, *tokens):
+            self.set_chains(chains, list(tokens))
+            rest = ct.divi(t, gx, signed=False)
+            self.program_ids = (ct.remi(t, gx, signed=False), ct.remi(rest, gy, signed=False),
+                                ct.divi(rest, gy, signed=False))
+            self.lower_ops(ops[views:])
+            return self.yielded_tokens(chains)
+
+        self.grid = (gx, gy, gz)
+        ct.for_(first, programs, step, self.yielded_tokens(chains), tile)
+        ct.return_()
 
     def assume_facts(self, args, values):
         """The specialisation facts as `assume` ops; returns the value to use for each argument."""
@@ -563,10 +656,12 @@ class _Kernel:
         return out
 
     def block(self, block: "ir.Block"):
-        for op in block.operations:
-            op = op.operation
+        self.lower_ops([op.operation for op in block.operations])
+
+    def lower_ops(self, ops: list):
+        for op in ops:
             if op.name in _STRUCTURAL:
-                if op.name == "func.return":
+                if op.name == "func.return" and not self.persistent:  # persistent_loop returns after its loop
                     with op.location:
                         ct.return_()
                 continue
@@ -640,11 +735,11 @@ class _Kernel:
 
     def op_tle_program_id(self, op):
         axis = "xyz".index(ir.StringAttr(op.attributes["axis"]).value)
-        self.set(op.result, ct.get_tile_block_id()[axis])
+        self.set(op.result, self.program_ids[axis] if self.persistent else ct.get_tile_block_id()[axis])
 
     def op_tle_num_programs(self, op):
         axis = "xyz".index(ir.StringAttr(op.attributes["axis"]).value)
-        self.set(op.result, ct.get_num_tile_blocks()[axis])
+        self.set(op.result, self.grid[axis] if self.persistent else ct.get_num_tile_blocks()[axis])
 
     def op_tle_undef(self, op):
         elem, shape, _ = tle_type(op.result.type)

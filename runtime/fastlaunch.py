@@ -237,6 +237,7 @@ typedef struct {
     CUfunction function;
     CUcontext context;
     unsigned block[3], shared;
+    unsigned grid[3];     /* the grid to launch, where the plan fixes one (a persistent kernel's one wave); else 0s */
     int nargs;            /* positional arguments the plan takes */
     int nslots;
     signed char kind[MAX_SLOTS];
@@ -274,14 +275,14 @@ static void plan_dealloc(Plan *self)
 static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"function", "context", "block", "shared", "device", "nargs", "kinds", "sources",
-                            "fixed", "stream", "on_error", "keep", "test", NULL};
+                            "fixed", "stream", "on_error", "keep", "test", "grid", NULL};
     unsigned long long function, context;
-    unsigned bx, by, bz, shared;
+    unsigned bx, by, bz, shared, gx = 0, gy = 0, gz = 0;
     int device, nargs, test = 0;
     PyObject *kinds, *sources, *fixed, *stream, *on_error, *keep;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "KK(III)IiiOOOOOO|p", names, &function, &context, &bx, &by, &bz,
-                                     &shared, &device, &nargs, &kinds, &sources, &fixed, &stream, &on_error,
-                                     &keep, &test))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KK(III)IiiOOOOOO|p(III)", names, &function, &context, &bx, &by,
+                                     &bz, &shared, &device, &nargs, &kinds, &sources, &fixed, &stream, &on_error,
+                                     &keep, &test, &gx, &gy, &gz))
         return NULL;
     if (!PyList_Check(kinds) || !PyList_Check(sources) || !PyList_Check(fixed)
         || PyList_GET_SIZE(sources) != PyList_GET_SIZE(kinds) || PyList_GET_SIZE(fixed) != PyList_GET_SIZE(kinds)) {
@@ -302,6 +303,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     self->function = (CUfunction)(uintptr_t)function;
     self->context = (CUcontext)(uintptr_t)context;
     self->block[0] = bx; self->block[1] = by; self->block[2] = bz;
+    self->grid[0] = gx; self->grid[1] = gy; self->grid[2] = gz;
     self->shared = shared;
     self->nargs = nargs;
     self->nslots = (int)n;
@@ -493,6 +495,7 @@ static PyObject *launcher_vectorcall(PyObject *obj, PyObject *const *args, size_
     if (current != plan->context)  /* another device is current: the Python path switches to the plan's */
         return call_fallback(self, NULL, args, nargs, kwnames);
     if ((unsigned long long)self->g[0] * self->g[1] * self->g[2] == 0) Py_RETURN_NONE;
+    const unsigned *g = plan->grid[0] ? plan->grid : self->g;  /* a persistent kernel's plan launches one wave */
     Py_INCREF(plan);  /* the stream query runs Python code, which could drop the plan from its table */
     PyObject *s = PyObject_CallOneArg(plan->stream, plan->device);
     if (s == NULL) { Py_DECREF(plan); return NULL; }
@@ -503,7 +506,7 @@ static PyObject *launcher_vectorcall(PyObject *obj, PyObject *const *args, size_
     CUresult err = 0;
     if (plan->test) {
         recorded.calls++;
-        memcpy(recorded.grid, self->g, sizeof recorded.grid);
+        memcpy(recorded.grid, g, sizeof recorded.grid);
         memcpy(recorded.block, plan->block, sizeof recorded.block);
         recorded.shared = plan->shared;
         recorded.stream = stream;
@@ -514,7 +517,7 @@ static PyObject *launcher_vectorcall(PyObject *obj, PyObject *const *args, size_
         CUfunction function = plan->function;
         unsigned bx = plan->block[0], by = plan->block[1], bz = plan->block[2], shared = plan->shared;
         Py_BEGIN_ALLOW_THREADS
-        err = cu_launch_kernel(function, self->g[0], self->g[1], self->g[2], bx, by, bz, shared,
+        err = cu_launch_kernel(function, g[0], g[1], g[2], bx, by, bz, shared,
                                (CUstream)(uintptr_t)stream, argv, NULL);
         Py_END_ALLOW_THREADS
     }

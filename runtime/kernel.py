@@ -369,7 +369,7 @@ class Kernel:
         if all(i is None or i < nargs for i, _, _ in sources):  # parameters passed by name stay in Python
             try:
                 run.fast = runner.fast_plan([("arg", i) if i is not None else ("fixed", v) for i, _, v in sources],
-                                            nargs)
+                                            nargs, self._concrete_grid(grid))
             except Exception as exc:  # noqa: BLE001 - only costs speed
                 debug.note(f"kernel '{self.name}': no C launch plan ({type(exc).__name__}: {exc})")
         return run

@@ -23,6 +23,7 @@ cuda.bindings is imported lazily, so this module imports on machines without CUD
 from __future__ import annotations
 
 import ctypes
+import math
 import operator
 import struct
 import weakref
@@ -206,6 +207,9 @@ class LoadedKernel:
         # Tile IR cubins record the exact block shape they require (.reqntid); Triton's is num_warps * 32.
         self._block = tuple(binary.extra.get("reqntid") or (binary.num_threads, 1, 1))
         self._shared = binary.shared_mem
+        # A persistent kernel (Binary.extra["persistent"]) takes the launch grid behind the caller's arguments and is
+        # started as one wave: as many programs as the device holds at once, each walking the grid's programs.
+        self._wave = self._one_wave(cu) if binary.extra.get("persistent") else None
         attrs = _launch_attributes(binary)
         self._config = None
         self._fast_plans = weakref.WeakSet()  # C launcher plans of this function (fast_plan), disabled by unload()
@@ -219,6 +223,16 @@ class LoadedKernel:
         self._launch_kernel_ex = cu.cuLaunchKernelEx
         stream_of = _stream_query()
         self._current_stream = lambda: stream_of(device)
+
+    def _one_wave(self, cu) -> int:
+        """Programs of this function the device runs at once: resident programs per SM (the driver's occupancy
+        calculator, from the cubin's registers and shared memory) times the SM count."""
+        per_sm = _check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(self._function, math.prod(self._block),
+                                                                       self._shared), "cuOccupancy", self.name)
+        dev = _check(cu.cuDeviceGet(self.device), "cuDeviceGet", self.name)
+        sms = _check(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+                     "cuDeviceGetAttribute", self.name)
+        return max(1, per_sm) * sms
 
     def _check_limits(self, binary: Binary) -> None:
         cu, name = _driver(), self.name
@@ -255,9 +269,13 @@ class LoadedKernel:
             self._scratch_buffers.append(buf)
 
     def launch(self, grid: tuple[int, int, int], args, stream: int | None = None) -> None:
-        """Launch on `grid` programs with the explicit arguments `args`, on `stream` (default: torch's current)."""
-        self._pack(args)
+        """Launch on `grid` programs with the explicit arguments `args`, on `stream` (default: torch's current).
+        A persistent kernel gets the grid as three more arguments and runs on one wave of programs."""
         gx, gy, gz = grid
+        if self._wave is not None:
+            args = [*args, gx, gy, gz]
+            gx, gy, gz = min(gx * gy * gz, self._wave), 1, 1
+        self._pack(args)
         if gx * gy * gz == 0:
             return
         stream_given = stream is not None
@@ -276,16 +294,24 @@ class LoadedKernel:
         if err:
             _check((err,), "cuLaunchKernel", self.name)
 
-    def fast_plan(self, sources, nargs: int):
+    def fast_plan(self, sources, nargs: int, grid: tuple | None = None):
         """The C launcher's plan for this kernel (runtime/fastlaunch.py), or None where it cannot launch it.
 
         `sources` gives each explicit parameter's origin: ("arg", i) for the i-th of `nargs` positional arguments,
         or ("fixed", int) for a value fixed by the launch plan (a size, a stride). Kernels that need scratch
-        buffers or cuLaunchKernelEx attributes (clusters, ...) stay on launch()."""
+        buffers or cuLaunchKernelEx attributes (clusters, ...) stay on launch(). A persistent kernel's plan is
+        for one `grid` (3 ints; the C launcher keeps its plans per grid): the grid is fixed in its parameters and
+        the plan launches one wave instead."""
         from . import fastlaunch
         ext = fastlaunch.extension()
         if ext is None or self._config is not None or self._scratch or self._num_ctas != 1 or self._function is None:
             return None
+        wave = (0, 0, 0)  # the launcher's own grid
+        if self._wave is not None:
+            if grid is None:
+                return None
+            sources = [*sources, *(("fixed", g) for g in grid)]
+            wave = (min(math.prod(grid), self._wave), 1, 1)
         kinds = list(self.params) + ["ptr"] * (len(self._slots) - self._num_explicit)
         origins = list(sources) + [("fixed", 0)] * (len(self._slots) - self._num_explicit)  # null scratch pointers
         if len(sources) != self._num_explicit or len(kinds) > fastlaunch.MAX_SLOTS or \
@@ -307,7 +333,7 @@ class LoadedKernel:
         ext.load_driver()
         ext.set_single_device(torch.cuda.device_count() == 1)  # then keys need no tensor.get_device()
         plan = ext.Plan(int(self._function), self._context, self._block, self._shared, self.device, nargs, codes,
-                        where, fixed, _stream_query(), functools.partial(_launch_failed, self.name), self)
+                        where, fixed, _stream_query(), functools.partial(_launch_failed, self.name), self, grid=wave)
         self._fast_plans.add(plan)
         return plan
 

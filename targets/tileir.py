@@ -717,7 +717,8 @@ def compile_tileir(module: ir.Module, arch: str = "sm_90", *, opt_level: int = 3
         stages={"tileir": module.operation.get_asm(enable_debug_info=True), "tilebc": bytecode},
         extra={"reqntid": list(attrs.reqntid), "static_shared_mem": attrs.static_shared,
                "registers": attrs.registers, "stack_bytes": attrs.stack,
-               "tileiras_version": _version_of(tool), "opt_level": opt_level},
+               "tileiras_version": _version_of(tool), "opt_level": opt_level,
+               **({"persistent": True} if ct.PERSISTENT_ATTR in kernel.attributes else {})},
     )
 
 

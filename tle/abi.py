@@ -34,7 +34,9 @@ grid is numbers or a callable.
 
 One fact is about the grid alone: a kernel with a `dot` launched with more programs than the GPU has SMs (a grid
 given as numbers; ManyPrograms) may ask tileiras for more than one program per SM, which only costs where every
-program has an SM to itself (lowering/tle_to_tileir.py, `_occupancy`).
+program has an SM to itself (lowering/tle_to_tileir.py, `_occupancy`). Beside it, ShortK: a grid of several waves
+whose programs' one dot sums at most SHORT_K values of K each, so writing the output tile is a large part of a
+program's time; the Tile IR lowering then runs the grid as a persistent loop (`_persistent`).
 """
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ class Spec:
     divisible16: frozenset = frozenset()  # AbiArg keys
     unit_strides: frozenset = frozenset()  # stride keys equal to 1
     inside: frozenset = frozenset()  # launch facts that hold: GridTile, FixedTile, LoopTile, LoopRuns, LoopSplit,
-    #                                 ManyPrograms
+    #                                 ManyPrograms, ShortK
     divisible: frozenset = frozenset()  # (dim or stride key, 2 | 4 | 8): its largest power-of-two divisor under 16
 
     def key(self) -> str:
@@ -115,6 +117,25 @@ class ManyPrograms:
 
     def __str__(self) -> str:
         return "waves>1"
+
+
+# ShortK's bounds: K values per program, and waves of programs. On the H200 (Tile IR, 128x128x64 tiles,
+# benchmarks/RESULTS.md "Persistent on Tile IR") the persistent loop won at K = 64 to 512 on grids of 3 waves and
+# more (400 to 8192 programs: 1.03-1.45x), lost or tied on grids under 2 (196-256 programs: 0.95-1.00x), went
+# either way at K = 1024 (0.93-1.10x) and lost from 2048 on (0.90-0.98x).
+SHORT_K = 512
+SHORT_K_WAVES = 3
+
+
+@dataclass(frozen=True, order=True)
+class ShortK:
+    """With ManyPrograms: the grid has at least SHORT_K_WAVES times as many programs as the GPU has SMs, and the
+    kernel's one dot sums at most SHORT_K values of K per program under the launch's sizes. The dot is outside any
+    loop, or inside one loop that loop_facts describes (no other loop around it), and that loop's trip count times
+    the dot's K tile is at most SHORT_K."""
+
+    def __str__(self) -> str:
+        return f"k<={SHORT_K}"
 
 
 @dataclass(frozen=True, order=True)
@@ -218,6 +239,9 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | Non
     facts = {f for f in candidates if holds(f)}
     if grid is not None and sms and math.prod(grid) > sms and next(dots(kernel.body), None) is not None:
         facts.add(ManyPrograms())
+        if math.prod(grid) >= SHORT_K_WAVES * sms and (k := k_per_program(kernel, described, loops)) is not None \
+                and k <= SHORT_K:
+            facts.add(ShortK())
     splittable = step1_loops(kernel, described)
     for fact, start, stop in described.values():
         if (end := loops[fact.ordinal]) is not None and start < end:
@@ -227,6 +251,28 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | Non
                     start < min(sizes[t.dim] // t.tile for t in tiles) < end:
                 facts.add(LoopSplit(fact.ordinal))
     return frozenset(facts)
+
+
+def k_per_program(kernel: Kernel, described: dict, stops: dict) -> int | None:
+    """How many values of K the kernel's one dot sums in a program: its K tile times the trip count of the one loop
+    around it (1 without a loop), that loop's stop taken from `stops` (loop ordinal -> value under the launch's
+    sizes, as launch_facts works them out). None where the kernel has no dot or several, where loops are nested
+    around the dot, or where the loop's trips are not known from the sizes."""
+    found = list(dots(kernel.body))
+    if len(found) != 1:
+        return None
+    dot = found[0]
+    around = [n for n in nodes(kernel.body) if isinstance(n, For) and any(d is dot for d in dots(n.body))]
+    trips = 1
+    if len(around) > 1:
+        return None
+    if around:
+        loop = around[0]
+        if id(loop) not in described or stops.get(described[id(loop)][0].ordinal) is None:
+            return None
+        fact, start, _ = described[id(loop)]
+        trips = max(0, -(-(stops[fact.ordinal] - start) // loop.step.value))
+    return trips * dot.args[0].type.shape[-1]
 
 
 def step1_loops(kernel: Kernel, described: dict | None = None) -> frozenset:

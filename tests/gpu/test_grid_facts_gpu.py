@@ -80,19 +80,20 @@ def test_layernorm_rows_past_the_end_stay_masked(backend):
 def test_a_128x128_matmul_past_one_wave_asks_tileiras_for_two_programs_per_sm():
     """examples/matmul.tle at 128x128x64 on Tile IR: a grid of more programs than SMs proves ManyPrograms and the
     binary carries the occupancy hint 2 (lowering/tle_to_tileir.py _occupancy); a grid of one wave or less, and
-    the native path, do not split on it. Both results are right."""
+    the native path, do not split on it. Both results are right. K = 2048, past ShortK (a shorter K runs the grid
+    as a persistent loop instead: test_persistent_gpu.py)."""
     k = tle.compile(os.path.join(ROOT, "examples", "matmul.tle")).matmul
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for m in (128 * 2 * sms, 128 * 4):  # 2 x sms x 1 programs, then 4
-        a = torch.randn(m, 256, device="cuda", dtype=torch.float16)
-        b = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+        a = torch.randn(m, 2048, device="cuda", dtype=torch.float16)
+        b = torch.randn(2048, 128, device="cuda", dtype=torch.float16)
         for backend in ("tileir", "triton"):
             c = torch.full((m, 128), float("nan"), device="cuda", dtype=torch.float16)
             k[(m // 128, 1)](a, b, c, BM=128, BN=128, BK=64, backend=backend)
             torch.cuda.synchronize()
             want = a.float() @ b.float()
             assert (c.float() - want).norm() / want.norm() < 1e-2, (m, backend)
-    tileir = {ManyPrograms() in e.compiled.spec.inside: e.compiled.stages["tileir"]
+    tileir = {ManyPrograms() in e.compiled.spec.inside: e.compiled.binary.stages["tileir"]
               for e in k._entries.values() if e.compiled.backend == "tileir"}
     assert sorted(tileir) == [False, True]
     assert "occupancy = 2" in tileir[True] and "occupancy =" not in tileir[False]

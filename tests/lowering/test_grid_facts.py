@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tle.abi import (FixedTile, GridTile, LoopRuns, LoopSplit, LoopTile, ManyPrograms, Spec, default_spec,
+from tle.abi import (FixedTile, GridTile, LoopRuns, LoopSplit, LoopTile, ManyPrograms, ShortK, Spec, default_spec,
                      grid_tiles, loop_facts, spec_of)
 from tle.check import check_kernel, load_program
 from tle.lowering.ast_to_tle import ast_to_tle
@@ -114,6 +114,54 @@ def test_more_programs_than_sms_is_a_fact_of_kernels_with_a_dot():
     vvalues = {"x": _Aligned(), "o": _Aligned(), "N": 1 << 20, "x.stride0": 1, "o.stride0": 1}
     assert ManyPrograms() not in spec_of(v, vvalues, (4096, 1, 1), sms=132).inside  # no dot
     assert spec_of(k, values, (12, 12, 1), sms=132).key().endswith("waves>1")
+
+
+KLOOP = """
+kernel mm<BK: int = 64>(a: tensor<f16>[M, K], b: tensor<f16>[K, N], c: tensor<f32>[M, N]) {
+    var acc = zeros<f32>[128, 128]
+    for k in range(cdiv(K, BK)) {
+        acc = dot(load(a, tile=[128, BK], at=[program_id(0), k]), load(b, tile=[BK, 128], at=[k, program_id(1)]),
+                  acc)
+    }
+    store(c, acc, at=[program_id(0), program_id(1)])
+}
+"""
+
+NESTED = """
+kernel mm(a: tensor<f16>[M, K], b: tensor<f16>[K, N], c: tensor<f32>[M, N]) {
+    for r in range(2) {
+        var acc = zeros<f32>[64, 64]
+        for k in range(cdiv(K, 64)) {
+            acc = dot(load(a, tile=[64, 64], at=[2 * program_id(0) + r, k]),
+                      load(b, tile=[64, 64], at=[k, program_id(1)]), acc)
+        }
+        store(c, acc, at=[2 * program_id(0) + r, program_id(1)])
+    }
+}
+"""
+
+
+def test_a_short_k_is_a_fact_beside_many_programs():
+    """ShortK: with ManyPrograms, a grid of at least 3 waves whose one dot sums at most SHORT_K (512) values of K
+    per program under the launch's sizes: its K tile times its loop's trips, or its K tile alone outside a loop.
+    Nested loops around the dot, or a grid of fewer waves, prove nothing."""
+    def facts(src, k, grid=(40, 14, 1), bk=64):  # 560 programs: 4.2 waves of 132
+        kernel = kernel_of(src, {"BK": bk} if "BK" in src else {})
+        values = {"a": _Aligned(), "b": _Aligned(), "c": _Aligned(), "M": 128 * 40, "K": k, "N": 128 * 14,
+                  "a.stride0": k, "a.stride1": 1, "b.stride0": 128 * 14, "b.stride1": 1, "c.stride0": 128 * 14,
+                  "c.stride1": 1}
+        return spec_of(kernel, values, grid, sms=132).inside
+    assert ShortK() in facts(KLOOP, 512)  # 8 trips of 64
+    assert ShortK() in facts(KLOOP, 500)  # 8 trips, the last ragged
+    assert ShortK() not in facts(KLOOP, 513)  # 9 trips: 576 values
+    assert ShortK() not in facts(KLOOP, 1024, bk=32)  # 32 trips of 32
+    assert ShortK() in facts(KLOOP, 128, bk=128)
+    assert ShortK() in facts(KLOOP, 128, grid=(33, 12, 1))  # 396 programs: 3 waves
+    assert ShortK() not in facts(KLOOP, 128, grid=(35, 11, 1))  # 385 programs: 2.9 waves
+    assert ManyPrograms() in facts(KLOOP, 128, grid=(35, 11, 1))
+    assert ShortK() in facts(MM, 16, grid=(24, 22, 1))  # no loop: one K tile of 16
+    assert ShortK() not in facts(NESTED, 128)
+    assert str(ShortK()) == "k<=512"
 
 
 def test_the_spec_key_is_unchanged_without_facts():

@@ -880,6 +880,72 @@ def test_one_128x128_dot_over_more_programs_than_sms_asks_for_two_per_sm():
     assert occupancy("matmul_batched", {"BM": 128, "BN": 128}) is None  # persistent (num_programs): no hint
 
 
+def _with_facts(name, consts, facts, options=None, divisible=()):
+    """An example lowered to Tile IR with the launch facts `facts` (tle/abi.py) under _example_module's "full"
+    spec (every size and stride divisible by 16), but for the strides in `divisible` (key -> 2, 4 or 8)."""
+    path = os.path.join(ROOT, "examples", f"{name}.tle")
+    kernel = check_kernel(load_program(open(path).read(), path), name, consts)
+    d = default_spec(kernel)
+    d16 = d.divisible16 | {a.key for a in all_args(kernel) if a.kind in ("dim", "stride") and a.key not in divisible}
+    spec = Spec(d16, d.unit_strides, d.inside | set(facts), frozenset(dict(divisible).items()))
+    return tle_to_tileir(ast_to_tle(kernel, spec), options)
+
+
+def test_a_short_k_dot_past_one_wave_runs_the_grid_as_a_persistent_loop():
+    """One dot on a 128x128 accumulator, ManyPrograms and ShortK: the entry takes the launch grid as three more
+    i32 parameters (at least 1 each), is marked tle.persistent for the runtime, has no occupancy hint, and runs its
+    body in a loop from the program's id to the grid's size by the number of programs, whose only carried values
+    are the written tensor's two tokens; the views are built once, before it. Program ids come from the loop's
+    variable: x = t % gx, then (t / gx) % gy and (t / gx) / gy."""
+    from tle.abi import ManyPrograms, ShortK
+    consts = {"BM": 128, "BN": 128, "BK": 64}
+    m = _with_facts("matmul", consts, {ManyPrograms(), ShortK()})
+    (entry,) = ct.entries(m)
+    assert ct.PERSISTENT_ATTR in entry.attributes and _entry_hint(m, "occupancy") is None
+    args = list(entry.regions[0].blocks[0].arguments)
+    plain = _with_facts("matmul", consts, {ManyPrograms()})
+    assert len(args) == len(list(ct.entries(plain)[0].regions[0].blocks[0].arguments)) + 3
+    assert all(str(a.type) == "!cuda_tile.tile<i32>" for a in args[-3:])
+    bounded = [op for op in ops(m, "assume") if op.operands[0] in args[-3:]]
+    assert [str(op.attributes["predicate"]) for op in bounded] == ["#cuda_tile.bounded<1, ?>"] * 3
+    top = [op.operation.name for op in entry.regions[0].blocks[0].operations]
+    loop = next(op for op in entry.regions[0].blocks[0].operations if op.operation.name == "cuda_tile.for")
+    assert top.index("cuda_tile.make_partition_view") < top.index("cuda_tile.for")  # views before the loop
+    assert top[-2:] == ["cuda_tile.for", "cuda_tile.return"]
+    assert [str(r.type) for r in loop.results] == ["!cuda_tile.token"] * 2  # c's chain (W, join(A)) only
+    lower, upper, step = list(loop.operands)[:3]
+    assert lower.owner.name == "cuda_tile.get_tile_block_id" and step.owner.name == "cuda_tile.get_num_tile_blocks"
+    assert upper.owner.name == "cuda_tile.muli"
+    assert not any(op.name == "cuda_tile.get_tile_block_id" for op in walk(loop))  # the ids are the loop's own
+    body = [op.operation for op in loop.regions[0].blocks[0].operations]
+    ids = [(op.name, str(op.attributes["signedness"])) for op in body if op.name in ("cuda_tile.remi", "cuda_tile.divi")]
+    assert ids[:4] == [("cuda_tile.divi", '"unsigned"'), ("cuda_tile.remi", '"unsigned"'),
+                       ("cuda_tile.remi", '"unsigned"'), ("cuda_tile.divi", '"unsigned"')]  # then the K loop's cdiv
+    # the occupancy rule's kernel without ShortK, a 64x128 accumulator, a persistent example, a forced choice
+    assert ct.PERSISTENT_ATTR not in ct.entries(plain)[0].attributes and _entry_hint(plain, "occupancy") == 2
+    small = _with_facts("matmul", {"BM": 64, "BN": 128, "BK": 64}, {ManyPrograms(), ShortK()})
+    assert ct.PERSISTENT_ATTR not in ct.entries(small)[0].attributes
+    # a's rows 8 bytes apart (K = 4 mod 8 in f16): no TMA, and under the loop tileiras spilled; the rule's hint
+    rows8 = _with_facts("matmul", consts, {ManyPrograms(), ShortK()}, divisible={"a.stride0": 4})
+    assert ct.PERSISTENT_ATTR not in ct.entries(rows8)[0].attributes and _entry_hint(rows8, "occupancy") == 2
+    rows16 = _with_facts("matmul", consts, {ManyPrograms(), ShortK()}, divisible={"a.stride0": 8})
+    assert ct.PERSISTENT_ATTR in ct.entries(rows16)[0].attributes
+    batched = _with_facts("matmul_batched", {"BM": 128, "BN": 128}, {ManyPrograms(), ShortK()})
+    assert ct.PERSISTENT_ATTR not in ct.entries(batched)[0].attributes  # num_programs: persistent already
+    forced = _with_facts("matmul", {"BM": 64, "BN": 64, "BK": 64}, (), lowering.TileirOptions(persistent=True))
+    assert ct.PERSISTENT_ATTR in ct.entries(forced)[0].attributes
+    off = _with_facts("matmul", consts, {ManyPrograms(), ShortK()}, lowering.TileirOptions(persistent=False))
+    assert ct.PERSISTENT_ATTR not in ct.entries(off)[0].attributes
+
+
+def test_a_kernel_with_atomics_is_not_made_persistent():
+    """examples/matmul_splitk.tle counts its programs with an atomic (the last to arrive reduces): its grid is not
+    rewritten, whatever the launch facts."""
+    from tle.abi import ManyPrograms, ShortK
+    m = _with_facts("matmul_splitk", {"BM": 128, "BN": 128, "BK": 64, "SPLIT": 2}, {ManyPrograms(), ShortK()})
+    assert ct.PERSISTENT_ATTR not in ct.entries(m)[0].attributes
+
+
 def _latencies(module):
     return [ir.IntegerAttr(op.attributes["latency"]).value if "latency" in op.attributes else None
             for op in ops(module, "load_view_tko")]

@@ -124,7 +124,7 @@ def plan(ext, kinds, sources, fixed=None, nargs=None, **kw):
     nargs = nargs if nargs is not None else sum(s >= 0 for s in sources)
     return ext.Plan(kw.pop("function", 0), kw.pop("context", 7), kw.pop("block", (128, 1, 1)), kw.pop("shared", 0),
                     0, nargs, [K[k] for k in kinds], sources, fixed, kw.pop("stream", lambda d: 0),
-                    kw.pop("on_error", lambda e: None), None, kw.pop("test", True))
+                    kw.pop("on_error", lambda e: None), None, kw.pop("test", True), **kw)
 
 
 def words(data: bytes) -> list[int]:
@@ -214,6 +214,25 @@ def test_a_registered_plan_launches_in_c(recorder):
     assert len(fallback.calls) == 2
 
 
+def test_a_plan_with_its_own_grid_launches_that_grid(recorder):
+    """A persistent kernel's plan (runtime/launch.py fast_plan) fixes one wave as its grid and the launcher's grid
+    as its last three parameters; an empty launcher grid still launches nothing."""
+    ext = recorder
+    x = torch.zeros(64)
+    plans, fallback = {}, Fallback()
+    launcher = ext.Launcher((64, 32, 2), plans, fallback, True)
+    plans[key(ext, x)] = plan(ext, ["ptr", "i32", "i32", "i32"], [0, -1, -1, -1], [0, 64, 32, 2], nargs=1,
+                              grid=(132, 1, 1))
+    before = ext.recorded()["calls"]
+    launcher(x)
+    rec = ext.recorded()
+    assert not fallback.calls and rec["calls"] == before + 1
+    assert rec["grid"] == (132, 1, 1) and words(rec["params"]) == [x.data_ptr(), 64, 32, 2]
+    empty = ext.Launcher((0, 32, 2), {key(ext, x): plans[key(ext, x)]}, fallback, True)
+    empty(x)
+    assert ext.recorded()["calls"] == before + 1
+
+
 def test_what_goes_back_to_python(recorder):
     ext = recorder
     x = torch.zeros(64)
@@ -279,8 +298,9 @@ def test_errors_from_python_propagate(recorder):
 
 
 # ---- LoadedKernel.fast_plan, without a driver ---------------------------------------------------------------------
-def fake_loaded(params, scratch=0, config=None, num_ctas=1):
+def fake_loaded(params, scratch=0, config=None, num_ctas=1, wave=None):
     k = object.__new__(launch.LoadedKernel)
+    k._wave = wave  # a persistent kernel: programs in one wave
     k.name, k.params, k.device = "k", list(params), 0
     k._num_explicit = len(params)
     k._slots = [launch._SLOT_TYPES[p]() for p in params] + [ctypes.c_uint64() for _ in range(scratch)]
@@ -302,6 +322,17 @@ def test_fast_plan_of_a_loaded_kernel(ext, monkeypatch, recorder):
     assert fake_loaded(["ptr"], num_ctas=2).fast_plan([("arg", 0)], 1) is None
     assert fake_loaded(["f32"]).fast_plan([("fixed", 1.5)], 0) is None
     assert fake_loaded(["ptr", "i32"]).fast_plan([("arg", 0)], 1) is None  # not one source per parameter
+
+
+def test_fast_plan_of_a_persistent_kernel(ext, monkeypatch):
+    """A persistent kernel's C plan is made for one grid, which it passes behind the caller's arguments; without
+    the grid (a callable one) there is no plan, and the launch stays on the Python path."""
+    monkeypatch.setattr(ext, "load_driver", lambda: None)
+    k = fake_loaded(["ptr", "i32", "i32", "i32", "i32"], wave=264)
+    x = torch.zeros(4)
+    p = k.fast_plan([("arg", 0), ("fixed", 100)], 1, (300, 7, 1))
+    assert words(ext.pack(p, (x,), True)) == [x.data_ptr(), 100, 300, 7, 1]
+    assert k.fast_plan([("arg", 0), ("fixed", 100)], 1) is None
 
 
 # ---- kernels ------------------------------------------------------------------------------------------------------
