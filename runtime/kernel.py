@@ -314,7 +314,15 @@ class Kernel:
         # The SM count only where Tile IR may compile the kernel: its ManyPrograms fact (tle/abi.py) steers only
         # that path's occupancy hint, so the native path's binaries do not split on the grid's size
         sms = _sm_count(device) if on_gpu and backend in ("tileir", "auto") else None
-        spec = self._spec(kernel, flat, self._concrete_grid(grid) if grid is not None else None, sms)
+        meta = {**kernel.constants, **dims}
+        # The grid the plan is made for, and whose facts it may use: a callable grid is worked out here from the sizes
+        # and constants the plan is keyed by, and again at each launch, where a callable that gives another grid
+        # sends the launch to that grid's own plan (so tuned kernels, whose grids are callables, get the grid facts)
+        planned = self._concrete_grid(grid) if grid is not None else None
+        from_callable = planned is None and callable(grid)
+        if from_callable:
+            planned = self._grid(grid, meta)
+        spec = self._spec(kernel, flat, planned, sms)
         num_warps = options.get("num_warps")
         num_warps = int(num_warps) if num_warps is not None else default_warps
         num_stages = options.get("num_stages")  # None: the kernel's own (tle.compiler.default_num_stages)
@@ -322,7 +330,6 @@ class Kernel:
         occupancy = _occupancy_option(options.get("occupancy"), self.name)
         entry = self._entry(kernel, constants, spec, backend, device, num_warps, num_stages, occupancy)
         self.last_backend = entry.compiled.backend
-        meta = {**kernel.constants, **dims}
         # Where each ABI argument comes from: the caller's argument (pointers, scalars) or a fixed value.
         names = [p.name for p in self.decl.params]
         sources = []
@@ -338,6 +345,24 @@ class Kernel:
         nargs = len(args)
 
         grid_of = self._grid
+        if from_callable:
+            return self._checked_grid(self._launcher_of(entry, backend, on_gpu, device, gather, grid_of, meta, nargs,
+                                                        sources, None), planned, meta)
+        return self._launcher_of(entry, backend, on_gpu, device, gather, grid_of, meta, nargs, sources, grid)
+
+    def _checked_grid(self, run, planned, meta):
+        """`run` for a plan made for the grid `planned` that a callable gave: a launch whose callable gives another
+        grid goes to that grid's plan, since this one may rest on facts of `planned` (tle/abi.py)."""
+        def checked(grid, args, kwargs):
+            g = self._grid(grid, meta)
+            if g != planned:
+                return self._planned(g, args, kwargs)(g, args, kwargs)
+            run(g, args, kwargs)
+        checked.fast = None  # the C launcher sends callable grids to the Python path
+        return checked
+
+    def _launcher_of(self, entry, backend, on_gpu, device, gather, grid_of, meta, nargs, sources, grid):
+        """The plan's launch function (with its C half as `.fast` where the C launcher can take it)."""
         if backend == "interp":
             from .interpreter import interpret
 

@@ -1144,7 +1144,9 @@ def tune(launch: _Launch) -> TuneResult:
 
     def make_trial(c):
         before = set(kernel._entries)
-        plan = kernel._plan(launch.args, {**launch.kwargs, **c}, tune=False)
+        # with the launch's grid, so that a trial runs the binary its configuration gets at that launch (the grid
+        # facts: bounds checks dropped, Tile IR's occupancy hint and persistent loop; tle/abi.py)
+        plan = kernel._plan(launch.args, {**launch.kwargs, **c}, launch.grid, tune=False)
         entries_of[_ckey(c)] = set(kernel._entries) - before
         return Trial(plan, launch.grid, launch.args, launch.kwargs, resets, launch.device)
 

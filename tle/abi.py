@@ -33,7 +33,7 @@ no grid: the runtime plans per argument shapes, so a plan never meets sizes that
 grid is numbers or a callable.
 
 One fact is about the grid alone: a kernel with a `dot` launched with more programs than the GPU has SMs (a grid
-given as numbers; ManyPrograms) may ask tileiras for more than one program per SM, which only costs where every
+the runtime planned for; ManyPrograms) may ask tileiras for more than one program per SM, which only costs where every
 program has an SM to itself (lowering/tle_to_tileir.py, `_occupancy`). Beside it, ShortK: a grid of several waves
 whose programs' one dot sums at most SHORT_K values of K each, so writing the output tile is a large part of a
 program's time; the Tile IR lowering then runs the grid as a persistent loop (`_persistent`).
@@ -220,8 +220,7 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | Non
     the FixedTiles its sizes keep inside ((index + 1) * tile <= size), the loops they make run (LoopRuns), the
     loops whose every tile they keep inside (LoopTile: stop * tile <= size) or whose first tiles only (LoopSplit),
     and, where the grid is known (3 ints), the GridTiles it keeps inside (grid[axis] * tile <= size, with at least
-    one program). A grid of None (a callable grid, worked out per launch; tlec without --grid; the tuner's trials)
-    gives all but GridTiles: they rest on the sizes alone, and every plan is made for exact sizes. ManyPrograms
+    one program). A grid of None (tlec without --grid) gives all but GridTiles: they rest on the sizes alone, and every plan is made for exact sizes. ManyPrograms
     needs the grid and the device's SM count `sms` both."""
     described = loop_facts(kernel)
     loops = {fact.ordinal: _size_expr_value(stop, sizes) for fact, _, stop in described.values()}

@@ -2,8 +2,9 @@
 grid proves grid[a] * tile <= dim (GridTile), a tile at a constant index c when the sizes prove (c + 1) * tile <=
 dim (FixedTile), a tile indexed by a loop's variable when the sizes prove stop * tile <= dim (LoopTile), and each
 keeps it otherwise. A loop over a range of sizes that the sizes prove non-empty (LoopRuns) is marked so, and its
-TTIR says so to LLVM. FixedTile, LoopTile and LoopRuns rest on the sizes alone, so they hold without a grid too (a
-callable grid, the tuner's trials, tlec --sizes without --grid).
+TTIR says so to LLVM. FixedTile, LoopTile and LoopRuns rest on the sizes alone, so they hold without a grid too
+(tlec --sizes without --grid). A callable grid is worked out when the launch is planned and proves what that grid
+proves.
 
 One behaviour per test: which accesses are candidates (grid_tiles), which facts a grid proves (spec_of), what the
 lowering drops (tle.inside in the tle dialect, the mask in TTIR), and that the runtime plans per grid.
@@ -88,7 +89,7 @@ def test_a_grid_proves_a_fact_exactly_when_its_tiles_fit():
     assert spec_of(k, values, (5, 1, 1)).inside == frozenset()  # the fifth tile is outside
     assert spec_of(k, dict(values, N=1000), (4, 1, 1)).inside == frozenset()  # the fourth is partly outside
     assert spec_of(k, values, (0, 1, 1)).inside == frozenset()  # no programs: nothing to prove
-    assert spec_of(k, values).inside == frozenset()  # no grid known (a callable grid, tlec without --grid)
+    assert spec_of(k, values).inside == frozenset()  # no grid known (tlec without --grid)
 
 
 MM = """
@@ -109,7 +110,7 @@ def test_more_programs_than_sms_is_a_fact_of_kernels_with_a_dot():
     assert ManyPrograms() in spec_of(k, values, (12, 12, 1), sms=132).inside  # 144 programs
     assert ManyPrograms() not in spec_of(k, values, (12, 11, 1), sms=132).inside  # 132: one wave
     assert ManyPrograms() not in spec_of(k, values, (12, 12, 1)).inside  # no SM count (tlec, the CPU)
-    assert ManyPrograms() not in spec_of(k, values, None, sms=132).inside  # a callable grid
+    assert ManyPrograms() not in spec_of(k, values, None, sms=132).inside  # no grid (tlec)
     v = kernel_of(VADD)
     vvalues = {"x": _Aligned(), "o": _Aligned(), "N": 1 << 20, "x.stride0": 1, "o.stride0": 1}
     assert ManyPrograms() not in spec_of(v, vvalues, (4096, 1, 1), sms=132).inside  # no dot
@@ -345,6 +346,27 @@ def test_the_runtime_plans_per_grid_and_stays_right(grid):
     (entry_key,) = k._entries
     spec = entry_key[1]
     assert spec.inside == ({GridTile(0, "N", 256)} if grid == (4,) else frozenset())
+
+
+def test_a_callable_grid_proves_the_facts_of_the_grid_it_gives_and_is_checked_at_each_launch():
+    """A callable grid is worked out when the launch is planned, so a tuned kernel's grid proves its facts too; a
+    callable that later gives another grid for the same arguments (it reads something else) is sent to that grid's
+    own plan, and the answer stays right (on the interpreter, with a poisoned output)."""
+    torch = pytest.importorskip("torch")
+    from tle.runtime.kernel import Kernel
+    from tle.check import load_program as lp
+    k = Kernel(lp(VADD, "k.tle"), "vadd", "test")
+    x = torch.randn(1024)
+    extra = [0]
+    grid = lambda meta: (meta["N"] // 256 + extra[0],)  # noqa: E731
+    for more in (0, 0, 1):
+        extra[0] = more
+        o = torch.full((1024,), float("nan"))
+        k.launch(grid, x, o)
+        assert torch.equal(o, x + 1.0), more
+    assert sorted(key[1] for key in k._plans if key[1] is not None) == [(5, 1, 1)]
+    specs = sorted((e[1].inside for e in k._entries), key=len)
+    assert specs == [frozenset(), frozenset({GridTile(0, "N", 256)})]
 
 
 def test_x_times_w_transposed_keeps_its_wgmmas_in_flight():
