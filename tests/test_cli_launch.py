@@ -53,6 +53,8 @@ def test_a_grid_that_fits_marks_the_row_inside(rows, capsys):
     (["--grid", "4"], "--grid needs --sizes"),
     (["--sizes", "M=4", "--grid", "1,2,3,4"], "--grid 1,2,3,4: expected 1 to 3 positive integers"),
     (["--sizes", "M=4", "--generic"], "--generic assumes nothing about the arguments"),
+    (["--sizes", "M=4", "--sms", "132"], "--sms needs --grid"),
+    (["--sizes", "M=4", "--grid", "4", "--sms", "0"], "--sms needs --grid and a positive count"),
 ])
 def test_launches_tlec_cannot_describe_are_command_line_errors(rows, capsys, argv, message):
     with pytest.raises(SystemExit) as exit_:

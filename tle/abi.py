@@ -401,12 +401,13 @@ def default_spec(kernel: Kernel) -> Spec:
     return Spec(frozenset(d16), frozenset(unit))
 
 
-def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None) -> Spec:
-    """What tlec assumes for a launch its command line describes (--sizes, --grid) on contiguous tensors:
+def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None, sms: int | None = None) -> Spec:
+    """What tlec assumes for a launch its command line describes (--sizes, --grid, --sms) on contiguous tensors:
     default_spec's pointers and unit strides, each given dim's divisibility (by 16, else by 8, 4 or 2), each
     stride's where the dims after it are all given (a contiguous tensor's stride is their product), and the launch
-    facts over the given dims (launch_facts: with `grid`, 3 ints, the grid's too). Sizes of dims the kernel does not
-    have are ignored (tlec checks them against every kernel it compiles)."""
+    facts over the given dims (launch_facts: with `grid`, 3 ints, the grid's too, and with the SM count `sms` those
+    of the grid's size). Sizes of dims the kernel does not have are ignored (tlec checks them against every kernel
+    it compiles)."""
     d = default_spec(kernel)
     given = {name: v for name, v in sizes.items() if name in kernel.dims}
     for p in kernel.params:
@@ -418,7 +419,7 @@ def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None) -> Spec:
                     given[f"{p.name}.stride{axis}"] = math.prod(after)
     d16 = set(d.divisible16) | {k for k, v in given.items() if v % 16 == 0}
     part = {(k, div) for k, v in given.items() if (div := partial_divisor(v))}
-    return Spec(frozenset(d16), d.unit_strides, launch_facts(kernel, grid, sizes), frozenset(part))
+    return Spec(frozenset(d16), d.unit_strides, launch_facts(kernel, grid, sizes, sms), frozenset(part))
 
 
 def generic_spec(kernel: Kernel) -> Spec:

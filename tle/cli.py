@@ -1,6 +1,7 @@
 """tlec: the tle command-line compiler.
 
-    tlec FILE [--kernel NAME] [-D NAME=VALUE ...] [--emit=STAGE] [--arch sm_90] [--sizes M=..] [--grid X] [-o OUT]
+    tlec FILE [--kernel NAME] [-D NAME=VALUE ...] [--emit=STAGE] [--arch sm_90] [--sizes M=..] [--grid X] [--sms N]
+              [-o OUT]
     tlec tune FILE --kernel NAME --shape M=4096,N=4096,K=4096 --dtype f16 -P BM=64,128 --grid 'cdiv(M,BM),cdiv(N,BN)'
               [--budget-s 120] [--export F] [--import F]        (autotuning: runtime/tuning.py, docs/tuning.md)
 
@@ -34,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
                "  tlec examples/softmax.tle --emit=tileir\n"
                "  tlec examples/softmax.tle --emit=cubin --backend=tileir -o softmax.cubin\n"
                "  tlec examples/layernorm.tle --emit=ttir --sizes M=4096,N=1024 --grid 4096   (no row check)\n"
+               "  tlec examples/matmul.tle --emit=tileir --sizes M=4096,N=4096,K=128 --grid 32,32 --sms 132\n"
+               "      (the persistent loop a launch of 1024 programs with a short K gets on an H200)\n"
                "environment: TLE_DEBUG=1..4 (stage times, IR after each stage, tracebacks).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="the .tle source file ('-' reads standard input)")
@@ -71,6 +74,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--grid", metavar="X[,Y[,Z]]",
                    help="with --sizes, compile as a launch on this grid would: tiles indexed by program_id that "
                         "the grid keeps inside their tensor lose their bounds checks (docs/language.md)")
+    p.add_argument("--sms", type=int, default=None, metavar="N",
+                   help="with --grid, the GPU's SM count (132 on the H100 SXM and H200): the facts about the grid's "
+                        "size then hold as they would at run time, so the Tile IR path shows the occupancy hint or "
+                        "the persistent loop that launch gets (docs/tileir.md, \"Performance\")")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="write the output here (default: text to standard output; a binary stage to KERNEL.cubin or "
                         "KERNEL.tilebc)")
@@ -98,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     constants = dict(parse_define(d, parser) for d in args.defines)
     args.sizes, args.grid = _parse_launch(args.sizes, args.grid, args.generic, parser)
+    if args.sms is not None and (args.grid is None or args.sms < 1):
+        parser.error("--sms needs --grid and a positive count: it says how many waves the grid's programs make")
     arch = args.arch
     if not (arch.startswith("sm_") and arch[3:].isdigit()):
         parser.error(f"--arch {arch}: expected sm_NN, e.g. sm_90")
@@ -179,7 +188,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
         if args.generic:
             spec = generic_spec(check_kernel(program, name, own))
         elif args.sizes:
-            spec = launch_spec(checked[name], args.sizes, args.grid)
+            spec = launch_spec(checked[name], args.sizes, args.grid, args.sms)
         try:
             out = compile_kernel(program, name, own, spec, backend=args.backend, arch=args.arch, stop=args.emit,
                                  num_warps=args.num_warps, num_stages=args.num_stages, occupancy=args.occupancy)
@@ -270,6 +279,10 @@ def _report_tileiras(name: str, out, arch: str) -> None:
         under = f"under the lowering's occupancy hint of {hint} programs per SM" if hint else "without a hint"
         print(f"tlec: kernel '{name}': tileiras spilled {spilled} bytes per thread {under}, so the cubin was "
               f"compiled with {f'a hint of {kept}' if kept else 'no hint'} (--emit=tileir shows the first)",
+              file=sys.stderr)
+    if extra.get("persistent"):
+        print(f"tlec: kernel '{name}': runs its grid as a persistent loop: the runtime starts one wave of programs, "
+              "each walking the grid's programs in order (a short K over several waves: docs/tileir.md)",
               file=sys.stderr)
     if extra.get("one_program"):
         print(f"tlec: kernel '{name}': without a hint tileiras gave {extra['one_program']} registers per thread, one "
