@@ -11,11 +11,11 @@ in this process with bench.time_events (CUDA events around single launches; --ti
 of a graph of back-to-back launches), inputs rotated through enough copies that 240 MB separate two uses of one, so
 the weight is never in the 60 MB L2, shape by shape, every workspace
 allocated once outside the timing. Phase 3 retimes the best two per shape with other pipeline depths and warps,
-with the Triton twin at each configuration, and their two-launch forms.
+with the Triton twin at each configuration (swapped for swap), and the fused ones' two-launch forms.
 Variants: fused = matmul_splitk (one launch; native CUDA path only when SPLIT > 1), swap = the same with SWAP=true
 (C^T = B^T A^T: the weight tile is the dot's 64-row side, so BM < 64 still gets Hopper's wgmma), two =
-matmul_splitk_partial + splitk_reduce (two launches, either path), ref = the Triton twin of fused, ref2 = its
-two-launch form. --variants keeps some of fused, swap, tileir, swap-tileir (default: all but the swap ones).
+matmul_splitk_partial + splitk_reduce (two launches, either path), ref = the Triton twin of fused, refswap = of
+swap (the twin's SWAP), ref2 = its two-launch form. --variants keeps some of fused, swap, tileir, swap-tileir (default: all but the swap ones).
 """
 from __future__ import annotations
 
@@ -145,9 +145,10 @@ class Runner:
             mod = self.module()
             mod.matmul_splitk_partial[self.grid](a, b, self.part, backend=backend, **self.consts, **opts)
             mod.splitk_reduce[self.rgrid](self.part, c, RM=16, RN=256, SPLIT=split, backend=backend)
-        elif variant == "ref":
+        elif variant in ("ref", "refswap"):
             import triton_ref
-            triton_ref.matmul_splitk(a, b, c, self.part, self.count, **self.consts, **self.opts)
+            triton_ref.matmul_splitk(a, b, c, self.part, self.count, SWAP=variant == "refswap", **self.consts,
+                                     **self.opts)
         elif variant == "ref2":
             import triton_ref
             triton_ref.matmul_splitk(a, b, c, self.part, self.count, FUSED=False, **self.consts, **self.opts)
@@ -370,15 +371,15 @@ def main():
         with open(report_path, "w") as f:
             json.dump(log, f, indent=1, default=str)
 
-    # phase 3: the best two fused (and swap) configurations per shape with other depths and warps, and the fused
-    # ones' twins
+    # phase 3: the best two fused (and swap) configurations per shape with other depths and warps, each with its
+    # twin (the swapped twin for swap)
     tasks = []
     for shape, res in results.items():
         best2 = [r for v in ("fused", "swap")
                  for r in sorted((r for r in res["times"] if r[0] == f"{v}:{native}" and r[2]), key=lambda r: r[2])[:2]]
         for impl0, cfg, _ in best2:
             bm, bn, bk, split, w, s = cfg
-            twin = ("ref",) if impl0.startswith("fused") else ()
+            twin = ("ref",) if impl0.startswith("fused") else ("refswap",)
             for impl in twin:
                 tasks.append({"impl": impl, "cfg": tuple(cfg), "shape": shape, "device": device, "dtype": dtype})
             for w2, s2 in {(w, s - 1), (w, s + 1), (8 if w == 4 else 4, s), (w, s + 2)}:
@@ -386,7 +387,7 @@ def main():
                     for impl in (impl0, *twin):
                         tasks.append({"impl": impl, "cfg": (bm, bn, bk, split, w2, s2), "shape": shape,
                                       "device": device, "dtype": dtype})
-            if split > 1 and twin:
+            if split > 1 and impl0.startswith("fused"):
                 for impl in (f"two:{native}", "ref2"):
                     tasks.append({"impl": impl, "cfg": tuple(cfg), "shape": shape, "device": device, "dtype": dtype})
     if tasks and elapsed() < args.deadline_s * 0.8:
@@ -413,7 +414,8 @@ def main():
     # summary: per shape, torch, the best fused (native path), its twin at the same configuration, the best Tile IR
     print("\nsummary (us; x = torch / that; % = bytes / time against the copy ceiling):")
     print(f"{'shape':18s} {'torch':>7s} {'floor':>7s} | {'best fused:triton':42s} | {'ref same cfg':>12s} | "
-          f"{'best two:triton':>15s} | {'best tileir':>26s} | {'best swap (either path)':>42s}")
+          f"{'best two:triton':>15s} | {'best tileir':>26s} | {'best swap (either path)':>42s} | "
+          f"{'refswap same cfg':>16s}")
     for shape, res in results.items():
         def best(pred):
             rows = sorted((r for r in res["times"] if r[2] and pred(r)), key=lambda r: r[2])
@@ -423,6 +425,7 @@ def main():
         two = best(lambda r: r[0] == f"two:{native}")
         tir = best(lambda r: r[0].endswith(":tileir") and not r[0].startswith("swap"))
         sw = best(lambda r: r[0].startswith("swap:"))
+        refsw = best(lambda r: r[0] == "refswap" and sw and sw[0] == f"swap:{native}" and r[1] == sw[1])
         tt = res["torch"]
         pct = (lambda us: f"{100 * res['bytes'] / (us * 1e-6) / copy_Bps:3.0f}%") if copy_Bps else (lambda us: "")
         cell = lambda r: f"{r[2]:7.1f} x{tt / r[2]:4.2f} {pct(r[2])}"  # noqa: E731
@@ -430,7 +433,8 @@ def main():
               f"{(cell(f) + ' ' + cfg_text(f[1])) if f else '-':42s} | {(f'{ref[2]:7.1f}') if ref else '-':>12s} | "
               f"{(f'{two[2]:7.1f}') if two else '-':>15s} | "
               f"{(cell(tir) + ' ' + tir[0].split(':')[0] + ' ' + cfg_text(tir[1])[:-6]) if tir else '-':>26s} | "
-              f"{(cell(sw) + ' ' + sw[0].split(':')[1] + ' ' + cfg_text(sw[1])) if sw else '-':>42s}")
+              f"{(cell(sw) + ' ' + sw[0].split(':')[1] + ' ' + cfg_text(sw[1])) if sw else '-':>42s} | "
+              f"{(f'{refsw[2]:7.1f}') if refsw else '-':>16s}")
     log["elapsed_s"] = elapsed()
     with open(report_path, "w") as f:
         json.dump(log, f, indent=1, default=str)
