@@ -6,7 +6,9 @@
 The arguments are the Binary's explicit parameters in order: a torch CUDA tensor, an int address or None for "ptr";
 Python ints for integer types; floats for float types. What a backend adds behind them (Triton 3.6 appends a
 global-scratch and a profile-scratch pointer to every kernel) is described by `binary.extra["scratch"]` and filled
-in here. The block size is `binary.num_threads`, never guessed: Tile IR cubins fail to launch with any other.
+in here, and so is the launch grid of a persistent Tile IR kernel (`binary.extra["persistent"]`: it takes the grid
+as three i32 parameters after the caller's, and is started as one wave of programs that walk that grid). The
+block size is `binary.num_threads`, never guessed: Tile IR cubins fail to launch with any other.
 
 The host path is kept lean, because kernel launch latency is a tle goal: the `void*[]` array that cuLaunchKernel
 reads and one ctypes slot per parameter are built once per LoadedKernel; a launch writes the values into the
