@@ -15,7 +15,8 @@ with the Triton twin at each configuration (swapped for swap), and the fused one
 Variants: fused = matmul_splitk (one launch; native CUDA path only when SPLIT > 1), swap = the same with SWAP=true
 (C^T = B^T A^T: the weight tile is the dot's 64-row side, so BM < 64 still gets Hopper's wgmma), two =
 matmul_splitk_partial + splitk_reduce (two launches, either path), ref = the Triton twin of fused, refswap = of
-swap (the twin's SWAP), ref2 = its two-launch form. --variants keeps some of fused, swap, tileir, swap-tileir (default: all but the swap ones).
+swap (the twin's SWAP), ref2 = its two-launch form. --variants keeps some of fused, swap, tileir, swap-tileir
+(default: all but the swap ones).
 """
 from __future__ import annotations
 

@@ -220,8 +220,9 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | Non
     the FixedTiles its sizes keep inside ((index + 1) * tile <= size), the loops they make run (LoopRuns), the
     loops whose every tile they keep inside (LoopTile: stop * tile <= size) or whose first tiles only (LoopSplit),
     and, where the grid is known (3 ints), the GridTiles it keeps inside (grid[axis] * tile <= size, with at least
-    one program). A grid of None (tlec without --grid) gives all but GridTiles: they rest on the sizes alone, and every plan is made for exact sizes. ManyPrograms
-    needs the grid and the device's SM count `sms` both."""
+    one program). A grid of None (tlec without --grid) gives all but GridTiles: they rest on the sizes alone, and
+    every plan is made for exact sizes. ManyPrograms and ShortK need the grid and the device's SM count `sms`
+    both."""
     described = loop_facts(kernel)
     loops = {fact.ordinal: _size_expr_value(stop, sizes) for fact, _, stop in described.values()}
 

@@ -1,8 +1,9 @@
 """Persistent launches on the Tile IR path: a kernel with one 128x128 dot and a short K (tle/abi.py ShortK)
-launched on a grid of at least 3 waves runs it as a loop (lowering/tle_to_tileir.py persistent_loop), and the runtime starts
-one wave of programs with the grid behind the arguments (runtime/launch.py; the C launcher's plans too). Each
-result is checked against torch, each output lies in a NaN-filled buffer (a tile left unwritten, or written twice
-in the wrong place, shows), and each grid is launched three times, so the C launcher's plan runs too."""
+launched on a grid of at least 3 waves runs it as a loop (lowering/tle_to_tileir.py persistent_loop), and the
+runtime starts one wave of programs with the grid behind the arguments (runtime/launch.py; the C launcher's plans
+too). Each result is checked against torch, each output lies in a NaN-filled buffer (a tile left unwritten, or
+written twice in the wrong place, shows), and each grid is launched three times, so the C launcher's plan runs
+too."""
 import os
 
 import pytest

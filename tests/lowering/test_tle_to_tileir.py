@@ -918,7 +918,8 @@ def test_a_short_k_dot_past_one_wave_runs_the_grid_as_a_persistent_loop():
     assert upper.owner.name == "cuda_tile.muli"
     assert not any(op.name == "cuda_tile.get_tile_block_id" for op in walk(loop))  # the ids are the loop's own
     body = [op.operation for op in loop.regions[0].blocks[0].operations]
-    ids = [(op.name, str(op.attributes["signedness"])) for op in body if op.name in ("cuda_tile.remi", "cuda_tile.divi")]
+    ids = [(op.name, str(op.attributes["signedness"])) for op in body
+           if op.name in ("cuda_tile.remi", "cuda_tile.divi")]
     assert ids[:4] == [("cuda_tile.divi", '"unsigned"'), ("cuda_tile.remi", '"unsigned"'),
                        ("cuda_tile.remi", '"unsigned"'), ("cuda_tile.divi", '"unsigned"')]  # then the K loop's cdiv
     # the occupancy rule's kernel without ShortK, a 64x128 accumulator, a persistent example, a forced choice
