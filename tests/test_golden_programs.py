@@ -752,6 +752,21 @@ entry(file="pipeline_dot_loop.tle", kernel="scaled_mm", make=_scaled_mm_make,
            "each tile's rounding, hence 2K in the dot tolerance")
 
 
+# persistent_grid.tle ------------------------------------------------------------------------------------------------
+def _mm16_make(c, k, g):
+    m, n, kk = c["M"], c["N"], c["K"]
+    return {"a": randn((m, kk), g, torch.float16), "b": randn((kk, n), g, torch.float16),
+            "c": poison((m, n), torch.float16)}
+
+
+entry(file="persistent_grid.tle", kernel="matmul", make=_mm16_make,
+      grid=lambda c, k: (cdiv(c["M"], 128), cdiv(c["N"], 128)),
+      ref=lambda a, c, k: {"c": a["a"].double() @ a["b"].double()},
+      tol={"c": dot_half(128)}, cases=[{"M": 256, "N": 384, "K": 128}, {"M": 200, "N": 130, "K": 100}],
+      note="c in f16 (its rounding is within dot_half); 2x3 whole tiles, then ragged M, N and K. Launches this "
+           "small get one program per tile; tests/gpu/test_persistent_gpu.py runs the persistent loop")
+
+
 # persistent_tma.tle -------------------------------------------------------------------------------------------------
 entry(file="persistent_tma.tle", kernel="mm", make=_mm_make, consts=[{}, {"TMA": False}],
       grid=lambda c, k: (c["programs"],),
