@@ -397,8 +397,7 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int, many
     if len(accumulators) >= 2 and _worker_warps(held, largest_tile) is None:
         small = _SMALL_DOTS_VALUES_PER_THREAD * 4 * 32
         return 4 if max(held) <= small and largest_tile <= small else 2
-    if many_programs and len(accumulators) == 1 and \
-            _TWO_PER_SM_MIN_ACC <= math.prod(accumulators[0][1]) < _LATENCY_MIN_ACC:
+    if many_programs and _one_128x128_dot(accumulators):
         return 2
     sixteen = bool(io_elems) and all(e in ("f16", "bf16", "i16") for e in io_elems)
     if accumulators or not sixteen:
@@ -418,6 +417,12 @@ _LATENCY_MIN_ACC = 128 * 256
 _TWO_PER_SM_MIN_ACC = 128 * 128  # _occupancy: a one-dot kernel's accumulator from here up to _LATENCY_MIN_ACC
 
 
+def _one_128x128_dot(accumulators) -> bool:
+    """One dot, on an accumulator of _TWO_PER_SM_MIN_ACC values up to (not including) _LATENCY_MIN_ACC: the kernels
+    the occupancy-2 rule and the persistent loop were measured on."""
+    return len(accumulators) == 1 and _TWO_PER_SM_MIN_ACC <= math.prod(accumulators[0][1]) < _LATENCY_MIN_ACC
+
+
 def _persistent(func, ops, accumulators) -> bool:
     """Run the launch grid as a persistent loop (persistent_loop)? For a kernel with one dot on a 128x128
     accumulator (_TWO_PER_SM_MIN_ACC up to _LATENCY_MIN_ACC) launched on a grid of 3 waves or more with at most 512
@@ -434,22 +439,28 @@ def _persistent(func, ops, accumulators) -> bool:
     Atomics are left alone: a kernel that counts its programs (split-K's last-arriving reducer) is no product of
     independent tiles."""
     attrs = func.attributes
-    return "tle.many_programs" in attrs and "tle.short_k" in attrs and len(accumulators) == 1 and \
-        _TWO_PER_SM_MIN_ACC <= math.prod(accumulators[0][1]) < _LATENCY_MIN_ACC and \
+    return "tle.many_programs" in attrs and "tle.short_k" in attrs and _one_128x128_dot(accumulators) and \
         not any(op.name in ("tle.num_programs", "tle.atomic") for op in ops) and _tma_views(func, ops)
+
+
+def _arg_divisibility(func) -> list[int]:
+    """Per argument of the tle kernel, the power of two its `tle.divisibility` says divides it (1 without one)."""
+    args = func.regions[0].blocks[0].arguments
+    if "arg_attrs" not in func.attributes:
+        return [1] * len(args)
+    dicts = [ir.DictAttr(a) for a in ir.ArrayAttr(func.attributes["arg_attrs"])]
+    return [ir.IntegerAttr(d["tle.divisibility"]).value if "tle.divisibility" in d else 1 for d in dicts]
 
 
 def _tma_views(func, ops) -> bool:
     """Does every view of the kernel have what TMA needs of its tensor: a 16-byte aligned base, and every stride
     but a unit one (folded to the constant 1) a multiple of 16 bytes, as the arguments' tle.divisibility says?"""
-    attrs = list(ir.ArrayAttr(func.attributes["arg_attrs"])) if "arg_attrs" in func.attributes else []
+    of_arg = _arg_divisibility(func)
 
     def divisibility(v) -> int:
         if not isinstance(v.owner, ir.Block):
             return constant_int(v) or 1
-        n = ir.BlockArgument(v).arg_number
-        attr = ir.DictAttr(attrs[n]) if n < len(attrs) else None
-        return ir.IntegerAttr(attr["tle.divisibility"]).value if attr and "tle.divisibility" in attr else 1
+        return of_arg[ir.BlockArgument(v).arg_number]
 
     for op in ops:
         if op.name != "tle.make_view":
@@ -633,16 +644,12 @@ class _Kernel:
 
     def assume_facts(self, args, values):
         """The specialisation facts as `assume` ops; returns the value to use for each argument."""
-        attrs = list(ir.ArrayAttr(self.func.attributes["arg_attrs"])) if "arg_attrs" in self.func.attributes \
-            else [None] * len(args)
         shape_args = set()
         for op in self.ops:
             if op.name == "tle.make_view":
                 shape_args.update(v for v in list(op.operands)[1:] if isinstance(v.owner, ir.Block))
         out = []
-        for arg, value, attr in zip(args, values, attrs):
-            div = ir.IntegerAttr(ir.DictAttr(attr)["tle.divisibility"]).value \
-                if attr is not None and "tle.divisibility" in ir.DictAttr(attr) else 1
+        for arg, value, div in zip(args, values, _arg_divisibility(self.func)):
             kind, _, _ = tle_type(arg.type)
             if kind.startswith("ptr:"):
                 if div % 16 == 0:
