@@ -345,24 +345,6 @@ class Kernel:
         nargs = len(args)
 
         grid_of = self._grid
-        if from_callable:
-            return self._checked_grid(self._launcher_of(entry, backend, on_gpu, device, gather, grid_of, meta, nargs,
-                                                        sources, None), planned, meta)
-        return self._launcher_of(entry, backend, on_gpu, device, gather, grid_of, meta, nargs, sources, grid)
-
-    def _checked_grid(self, run, planned, meta):
-        """`run` for a plan made for the grid `planned` that a callable gave: a launch whose callable gives another
-        grid goes to that grid's plan, since this one may rest on facts of `planned` (tle/abi.py)."""
-        def checked(grid, args, kwargs):
-            g = self._grid(grid, meta)
-            if g != planned:
-                return self._planned(g, args, kwargs)(g, args, kwargs)
-            run(g, args, kwargs)
-        checked.fast = None  # the C launcher sends callable grids to the Python path
-        return checked
-
-    def _launcher_of(self, entry, backend, on_gpu, device, gather, grid_of, meta, nargs, sources, grid):
-        """The plan's launch function (with its C half as `.fast` where the C launcher can take it)."""
         if backend == "interp":
             from .interpreter import interpret
 
@@ -377,27 +359,38 @@ class Kernel:
                 else:
                     interpret(entry.runner, grid_of(grid, meta), ordered)
             run.fast = None
-            return run
+        else:
+            import torch
+            runner, index = entry.runner, device.index
 
-        import torch
-        runner, index = entry.runner, device.index
-
-        def run(grid, args, kwargs):
-            ordered = gather(args, kwargs)
-            g = grid_of(grid, meta)
-            if torch.cuda.current_device() == index:
-                runner.launch(g, ordered)
-            else:
-                with torch.cuda.device(index):
+            def run(grid, args, kwargs):
+                ordered = gather(args, kwargs)
+                g = grid_of(grid, meta)
+                if torch.cuda.current_device() == index:
                     runner.launch(g, ordered)
-        run.fast = None
-        if all(i is None or i < nargs for i, _, _ in sources):  # parameters passed by name stay in Python
-            try:
-                run.fast = runner.fast_plan([("arg", i) if i is not None else ("fixed", v) for i, _, v in sources],
-                                            nargs, self._concrete_grid(grid))
-            except Exception as exc:  # noqa: BLE001 - only costs speed
-                debug.note(f"kernel '{self.name}': no C launch plan ({type(exc).__name__}: {exc})")
-        return run
+                else:
+                    with torch.cuda.device(index):
+                        runner.launch(g, ordered)
+            run.fast = None
+            # the C launcher takes grids given as numbers only, so a callable grid's plan gets no C half
+            if not from_callable and all(i is None or i < nargs for i, _, _ in sources):  # names stay in Python
+                try:
+                    run.fast = runner.fast_plan(
+                        [("arg", i) if i is not None else ("fixed", v) for i, _, v in sources], nargs, planned)
+                except Exception as exc:  # noqa: BLE001 - only costs speed
+                    debug.note(f"kernel '{self.name}': no C launch plan ({type(exc).__name__}: {exc})")
+        return self._checked_grid(run, planned, meta) if from_callable else run
+
+    def _checked_grid(self, run, planned, meta):
+        """`run` for a plan made for the grid `planned` that a callable gave: a launch whose callable gives another
+        grid goes to that grid's plan, since this one may rest on facts of `planned` (tle/abi.py)."""
+        def checked(grid, args, kwargs):
+            g = self._grid(grid, meta)
+            if g != planned:
+                return self._planned(g, args, kwargs)(g, args, kwargs)
+            run(g, args, kwargs)
+        checked.fast = None
+        return checked
 
     def _choose_backend(self, backend: str, on_gpu: bool) -> str:
         """CPU tensors run on the interpreter; on the GPU, "auto" is routed per kernel by the compiler."""
