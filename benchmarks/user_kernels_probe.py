@@ -10,8 +10,8 @@ tl.rand: tle's rand is the same Philox, bit for bit). Columns:
 tle on the native path with no launch options (tle.compiler.default_num_warps: 4 unless its dots or tiles are big),
 tle native with the reference's options, tle on Tile IR, the Triton reference, torch (and, for some kernels,
 `tle:tuned` through the tuning database, or bmm's `tle:persistent`: examples/matmul_batched.tle). Timing:
-bench.time_events (a spin kernel, then events around one launch), inputs rotated through enough copies to keep them out of L2,
-implementations in a rotating order over --rounds rounds, median of the rounds.
+bench.time_events (a spin kernel, then events around one launch), inputs rotated through enough copies to keep them
+out of L2, implementations in a rotating order over --rounds rounds, median of the rounds.
 
     python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu,embedding,
                                                     vocab_softmax,linear_nt,bmm,add_rmsnorm,rope,rope_pairs,

@@ -33,8 +33,8 @@ no grid: the runtime plans per argument shapes, so a plan never meets sizes that
 grid is numbers or a callable.
 
 One fact is about the grid alone: a kernel with a `dot` launched with more programs than the GPU has SMs (a grid
-the runtime planned for; ManyPrograms) may ask tileiras for more than one program per SM, which only costs where every
-program has an SM to itself (lowering/tle_to_tileir.py, `_occupancy`). Beside it, ShortK: a grid of several waves
+the runtime planned for; ManyPrograms) may ask tileiras for more than one program per SM, which only costs where
+every program has an SM to itself (lowering/tle_to_tileir.py, `_occupancy`). Beside it, ShortK: a grid of several waves
 whose programs' one dot sums at most SHORT_K values of K each, so writing the output tile is a large part of a
 program's time; the Tile IR lowering then runs the grid as a persistent loop (`_persistent`).
 """
