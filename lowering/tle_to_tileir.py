@@ -415,31 +415,38 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int, many
 _DOT_LOAD_LATENCY = 6
 _LATENCY_MIN_ACC = 128 * 256
 _TWO_PER_SM_MIN_ACC = 128 * 128  # _occupancy: a one-dot kernel's accumulator from here up to _LATENCY_MIN_ACC
+# _persistent: a one-dot kernel's accumulator from _TWO_PER_SM_MIN_ACC up to this, 128x256 included. H200, f16,
+# matmul with a K of 128-512 over 4-16 waves (benchmarks/RESULTS.md "Persistent on Tile IR: the 128x256 tiles"):
+# 128x256 and 256x128 tiles 1.12-1.32x faster persistent, 0.92-1.01x cuBLAS; 64x128 went either way (0.89-1.39x).
+_PERSISTENT_MAX_ACC = 128 * 256
 
 
 def _one_128x128_dot(accumulators) -> bool:
     """One dot, on an accumulator of _TWO_PER_SM_MIN_ACC values up to (not including) _LATENCY_MIN_ACC: the kernels
-    the occupancy-2 rule and the persistent loop were measured on."""
+    the occupancy-2 rule was measured on."""
     return len(accumulators) == 1 and _TWO_PER_SM_MIN_ACC <= math.prod(accumulators[0][1]) < _LATENCY_MIN_ACC
 
 
 def _persistent(func, ops, accumulators) -> bool:
-    """Run the launch grid as a persistent loop (persistent_loop)? For a kernel with one dot on a 128x128
-    accumulator (_TWO_PER_SM_MIN_ACC up to _LATENCY_MIN_ACC) launched on a grid of 3 waves or more with at most 512
-    values of K per program (`tle.many_programs` and `tle.short_k`: tle/abi.py ShortK), whose views are all TMA's
-    (_tma_views), with no atomics and no num_programs of its own. With a short K a program's time goes largely to
-    writing its output tile, and one program per tile leaves that write with nothing beside it but what the
+    """Run the launch grid as a persistent loop (persistent_loop)? For a kernel with one dot on a 128x128 to
+    128x256 accumulator (_TWO_PER_SM_MIN_ACC to _PERSISTENT_MAX_ACC) launched on a grid of 3 waves or more with at
+    most 512 values of K per program (`tle.many_programs` and `tle.short_k`: tle/abi.py ShortK), whose views are all
+    TMA's (_tma_views), with no atomics and no num_programs of its own. With a short K a program's time goes largely
+    to writing its output tile, and one program per tile leaves that write with nothing beside it but what the
     occupancy hint gives; a program that walks the tiles overlaps one tile's store with the next tile's loads.
     H200, Tile IR, 128x128x64 tiles, against one program per tile with the occupancy hint 2 (benchmarks/RESULTS.md
     "Persistent on Tile IR"; us, cuBLAS in brackets): bmm 8x4096x4096x128 144.3 -> 99.4 (91.9), 16x2048x2048x64
     62.9 -> 44.5 (44.7), matmul 4096x4096x128 22.1 -> 17.0 (17.9), 4096x4096x512 37.0 -> 33.4 (33.0); on grids of
-    3 to 6 waves 1.06-1.29x; under 2 waves 0.95-1.00x. At K = 1024 it went either way (0.93-1.10x), and from
-    K = 2048 on it lost (0.90-0.98x): the tensor cores set the pace there. Where a stride keeps TMA off (a ragged
-    K of 333 or 257 in 16-bit elements) tileiras spilled 1.3 KB per thread in the loop and it lost 0.53-0.59x.
-    Atomics are left alone: a kernel that counts its programs (split-K's last-arriving reducer) is no product of
-    independent tiles."""
+    3 to 6 waves 1.06-1.29x; under 2 waves 0.95-1.00x. 128x256 and 256x128 tiles (no hint either way), K of 128 to
+    512: 1.12-1.32x, e.g. 4096x4096x128 23.0 -> 18.3 (18.3), 8192x8192x256 90.0 -> 73.3 (67.5). At K = 1024 it
+    went either way (0.93-1.10x), and from K = 2048 on it lost (0.90-0.98x): the tensor cores set the pace there.
+    Where a stride keeps TMA off (a ragged K of 333 or 257 in 16-bit elements) tileiras spilled 1.3 KB per thread
+    in the loop and it lost 0.53-0.59x. Atomics are left alone: a kernel that counts its programs (split-K's
+    last-arriving reducer) is no product of independent tiles."""
     attrs = func.attributes
-    return "tle.many_programs" in attrs and "tle.short_k" in attrs and _one_128x128_dot(accumulators) and \
+    one_dot = len(accumulators) == 1 and \
+        _TWO_PER_SM_MIN_ACC <= math.prod(accumulators[0][1]) <= _PERSISTENT_MAX_ACC
+    return "tle.many_programs" in attrs and "tle.short_k" in attrs and one_dot and \
         not any(op.name in ("tle.num_programs", "tle.atomic") for op in ops) and _tma_views(func, ops)
 
 

@@ -1,4 +1,4 @@
-"""Persistent launches on the Tile IR path: a kernel with one 128x128 dot and a short K (tle/abi.py ShortK)
+"""Persistent launches on the Tile IR path: a kernel with one 128x128 to 128x256 dot and a short K (tle/abi.py ShortK)
 launched on a grid of at least 3 waves runs it as a loop (lowering/tle_to_tileir.py persistent_loop), and the
 runtime starts one wave of programs with the grid behind the arguments (runtime/launch.py; the C launcher's plans
 too). Each result is checked against torch, each output lies in a NaN-filled buffer (a tile left unwritten, or
@@ -41,18 +41,21 @@ def check(c, want, what):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m, n, k, dtype", [(4096, 4096, 128, torch.float16), (4000, 3000, 320, torch.bfloat16),
-                                            (4096, 4096, 512, torch.float16)])
-def test_a_short_k_matmul_over_several_waves_runs_persistent(m, n, k, dtype):
+@pytest.mark.parametrize("m, n, k, dtype, bm, bn", [(4096, 4096, 128, torch.float16, 128, 128),
+                                                    (4000, 3000, 320, torch.bfloat16, 128, 128),
+                                                    (4096, 4096, 512, torch.float16, 128, 128),
+                                                    (4096, 4096, 256, torch.float16, 128, 256),
+                                                    (8192, 4000, 320, torch.bfloat16, 256, 128)])
+def test_a_short_k_matmul_over_several_waves_runs_persistent(m, n, k, dtype, bm, bn):
     kern = tle.compile(os.path.join(ROOT, "examples", "matmul.tle"), backend="tileir").matmul
     a = torch.randn(m, k, device="cuda", dtype=dtype)
     b = torch.randn(k, n, device="cuda", dtype=dtype)
     want = a.float() @ b.float()
     T = "f16" if dtype == torch.float16 else "bf16"
-    grid = (cdiv(m, 128), cdiv(n, 128))
+    grid = (cdiv(m, bm), cdiv(n, bn))
     for i in range(3):
         c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
-        kern[grid](a, b, c, BM=128, BN=128, BK=64, T=T)
+        kern[grid](a, b, c, BM=bm, BN=bn, BK=64, T=T)
         torch.cuda.synchronize()
         check(c, want, (m, n, k, i))
     (compiled,) = binaries(kern)
@@ -61,13 +64,12 @@ def test_a_short_k_matmul_over_several_waves_runs_persistent(m, n, k, dtype):
     # the same binary under another grid of several waves: its own plan passes its own grid
     c = torch.full((m - 640, n), float("nan"), device="cuda", dtype=dtype)
     for _ in range(2):
-        kern[(cdiv(m - 640, 128), grid[1])](a[:m - 640], b, c, BM=128, BN=128, BK=64, T=T)
+        kern[(cdiv(m - 640, bm), grid[1])](a[:m - 640], b, c, BM=bm, BN=bn, BK=64, T=T)
     torch.cuda.synchronize()
     check(c, want[:m - 640], "fewer rows")
     # a callable grid (as tuned kernels have) proves the facts of the grid it gives: persistent too
     c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
-    kern[lambda meta: (cdiv(meta["M"], meta["BM"]), cdiv(meta["N"], meta["BN"]))](a, b, c, BM=128, BN=128, BK=64,
-                                                                                   T=T)
+    kern[lambda meta: (cdiv(meta["M"], meta["BM"]), cdiv(meta["N"], meta["BN"]))](a, b, c, BM=bm, BN=bn, BK=64, T=T)
     torch.cuda.synchronize()
     check(c, want, "callable grid")
     assert all(x.binary.extra.get("persistent") for x in binaries(kern))

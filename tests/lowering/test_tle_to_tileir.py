@@ -892,11 +892,11 @@ def _with_facts(name, consts, facts, options=None, divisible=()):
 
 
 def test_a_short_k_dot_past_one_wave_runs_the_grid_as_a_persistent_loop():
-    """One dot on a 128x128 accumulator, ManyPrograms and ShortK: the entry takes the launch grid as three more
-    i32 parameters (at least 1 each), is marked tle.persistent for the runtime, has no occupancy hint, and runs its
-    body in a loop from the program's id to the grid's size by the number of programs, whose only carried values
-    are the written tensor's two tokens; the views are built once, before it. Program ids come from the loop's
-    variable: x = t % gx, then (t / gx) % gy and (t / gx) / gy."""
+    """One dot on a 128x128 (up to 128x256) accumulator, ManyPrograms and ShortK: the entry takes the launch grid
+    as three more i32 parameters (at least 1 each), is marked tle.persistent for the runtime, has no occupancy hint,
+    and runs its body in a loop from the program's id to the grid's size by the number of programs, whose only
+    carried values are the written tensor's two tokens; the views are built once, before it. Program ids come from
+    the loop's variable: x = t % gx, then (t / gx) % gy and (t / gx) / gy."""
     from tle.abi import ManyPrograms, ShortK
     consts = {"BM": 128, "BN": 128, "BK": 64}
     m = _with_facts("matmul", consts, {ManyPrograms(), ShortK()})
@@ -922,10 +922,16 @@ def test_a_short_k_dot_past_one_wave_runs_the_grid_as_a_persistent_loop():
            if op.name in ("cuda_tile.remi", "cuda_tile.divi")]
     assert ids[:4] == [("cuda_tile.divi", '"unsigned"'), ("cuda_tile.remi", '"unsigned"'),
                        ("cuda_tile.remi", '"unsigned"'), ("cuda_tile.divi", '"unsigned"')]  # then the K loop's cdiv
-    # the occupancy rule's kernel without ShortK, a 64x128 accumulator, a persistent example, a forced choice
+    # the occupancy rule's kernel without ShortK, a 64x128 accumulator, 128x256 and 256x128 ones (persistent) and
+    # a 256x256 one (not), a persistent example, a forced choice
     assert ct.PERSISTENT_ATTR not in ct.entries(plain)[0].attributes and _entry_hint(plain, "occupancy") == 2
     small = _with_facts("matmul", {"BM": 64, "BN": 128, "BK": 64}, {ManyPrograms(), ShortK()})
     assert ct.PERSISTENT_ATTR not in ct.entries(small)[0].attributes
+    for bm, bn in ((128, 256), (256, 128)):  # the largest accumulator the rule takes, and one past it
+        wide = _with_facts("matmul", {"BM": bm, "BN": bn, "BK": 64}, {ManyPrograms(), ShortK()})
+        assert ct.PERSISTENT_ATTR in ct.entries(wide)[0].attributes and _entry_hint(wide, "occupancy") is None
+    huge = _with_facts("matmul", {"BM": 256, "BN": 256, "BK": 64}, {ManyPrograms(), ShortK()})
+    assert ct.PERSISTENT_ATTR not in ct.entries(huge)[0].attributes
     # a's rows 8 bytes apart (K = 4 mod 8 in f16): no TMA, and under the loop tileiras spilled; the rule's hint
     rows8 = _with_facts("matmul", consts, {ManyPrograms(), ShortK()}, divisible={"a.stride0": 4})
     assert ct.PERSISTENT_ATTR not in ct.entries(rows8)[0].attributes and _entry_hint(rows8, "occupancy") == 2
