@@ -1381,6 +1381,15 @@ def decode_graph_table(records: list, impl_names: list) -> str:
     return "\n".join(lines)
 
 
+def ratio_below(x: float, goal: float) -> str:
+    """A ratio listed as missing `goal`, with as many decimals (2 to 4) as it takes not to print as the goal or
+    above: 1.197 missing 1.2 is "1.197x", where "1.20x" would read as met."""
+    for digits in (2, 3, 4):
+        if float(text := f"{x:.{digits}f}") < goal:
+            break
+    return text + "x"
+
+
 def targets_summary(records: list, tle_names: list, ctx: Context) -> str:
     """Issue 5's targets, checked on what this run measured."""
     out = []
@@ -1400,7 +1409,9 @@ def targets_summary(records: list, tle_names: list, ctx: Context) -> str:
             return max(rec["impls"][n].get("spread", 0.0) for n in ("tle:triton", "triton_ref"))
         below = [(r, b / a) for r, a, b in pairs if b / a < 1.0]
         beyond = [(r, x) for r, x in below if x < 1.0 - noise(r)]
-        name = lambda r, x: f"{r['kernel']} {'x'.join(map(str, r['shape']))} {r['dtype']} {x:.2f}x"  # noqa: E731
+
+        def name(r, x):
+            return f"{r['kernel']} {'x'.join(map(str, r['shape']))} {r['dtype']} {ratio_below(x, 1.0)}"
         out.append(f"tle:triton >= 1.0x triton_ref: {len(pairs) - len(below)}/{len(pairs)} cases; "
                    f"{len(pairs) - len(beyond)}/{len(pairs)} within the run's noise (ratio >= 1 - the two's "
                    "round-to-round spread)"
@@ -1435,8 +1446,8 @@ def targets_summary(records: list, tle_names: list, ctx: Context) -> str:
                 return ""
             return (f" (torch / weight read = {b / floor:.2f}x; the read alone takes {floor:.1f} us"
                     + (f"; torch / HBM bound = {b / bound:.2f}x" if bound else "") + ")")
-        miss = [f"{'x'.join(map(str, r['shape']))} {r['dtype']} {b / a:.2f}x{cap(r, b)}" for r, a, b in rows
-                if b / a < goal]
+        miss = [f"{'x'.join(map(str, r['shape']))} {r['dtype']} {ratio_below(b / a, goal)}{cap(r, b)}"
+                for r, a, b in rows if b / a < goal]
         reachable = [r for r, a, b in rows if r.get("weight_read_us") and b / r["weight_read_us"] >= goal]
         possible = [r for r, a, b in rows if r.get("hbm_bound_us") and b / r["hbm_bound_us"] >= goal]
         floors = ""

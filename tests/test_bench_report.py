@@ -30,6 +30,17 @@ def test_decode_target_is_counted_under_both_timers():
     assert "1x4096x4096 bf16 1.04x" in graph  # 12.0 / 11.5, the one below
 
 
+def test_a_ratio_just_below_its_target_does_not_print_as_met():
+    """16x4096x4096 f16 ran 13.8 against torch's 16.6 us in the twenty-sixth session's full run (1.197x): listed as
+    below 1.2x, it printed "1.20x". Such a ratio gets the decimals it takes to read below the goal."""
+    assert bench.ratio_below(1.197, 1.2) == "1.197x" and bench.ratio_below(1.17, 1.2) == "1.17x"
+    assert bench.ratio_below(0.9996, 1.0) == "0.9996x" and bench.ratio_below(0.98, 1.0) == "0.98x"
+    text = bench.targets_summary([decode_record(13.83, 16.55, 11.0, 13.5)], ["tle:triton"],
+                                 bench.Context(device="cuda", timing=True))
+    events = next(line for line in text.splitlines() if "decode matmul" in line)
+    assert "0/1" in events and "1x4096x4096 bf16 1.197x" in events
+
+
 def test_decode_graph_table_lists_each_case_with_its_floors():
     table = bench.decode_graph_table([decode_record(13.6, 15.3, 11.0, 13.5)], ["tle:triton", "triton_ref", "torch"])
     head, _, row = table.splitlines()
