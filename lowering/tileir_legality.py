@@ -107,6 +107,8 @@ def _wide_scan(elements: int) -> str:
 # A column sum (a reduction along axis 0 of 256x128 or 128x256 tiles, 16384 x 4096) ran 1.5-2.7x faster on Tile IR
 # than on the native path at 8 or 16 warps, so the rule asks for the last axis. Above 32768 both paths spill and
 # neither wins (at 65536-element tiles Tile IR ran 0.31x to 3.0x the native path's time), so the rule stops there.
+# The band is the one tle/compiler.py gives 32 warps (FULL_SM_TILE); a lowering module does not import the driver,
+# so test_a_reduction_over_16385_to_32768_elements_takes_the_native_path checks that the two name the same kernels.
 WIDE_REDUCTION_ELEMENTS = (8 * 32 * 64, 32 * 32 * 32)
 
 

@@ -99,7 +99,7 @@ MAX_DEFAULT_WARPS = 16
 # as 16 do. Kernels that loop over such tiles (a row streamed in tiles of 32768: 32 won 4 of 12 and lost up to 17%)
 # or reduce along another axis (a column sum: 1.3-1.8x slower on 32) keep 16.
 FULL_SM_WARPS = 32
-FULL_SM_TILE = FULL_SM_WARPS * 32 * 32
+FULL_SM_TILE = FULL_SM_WARPS * 32 * 32  # lowering/tileir_legality.py's WIDE_REDUCTION_ELEMENTS: the same band (tested)
 
 
 def default_num_warps(kernel: Kernel) -> int:

@@ -1184,10 +1184,15 @@ kernel k<R: int = 1, BLOCK: int = 32768>(x: tensor<bf16>[M, N], y: tensor<bf16>[
 def test_a_reduction_over_16385_to_32768_elements_takes_the_native_path(rows, block, named):
     """Softmax over rows of 20000 and 32000 in one tile ran up to 1.4x slower on Tile IR (8 worker warps at most)
     than on the native path's 32 warps; at 65536 elements both spill and neither wins, so the band stops at 32768.
-    The count is the reduction's operand: a [2, 16384] tile is 32768 elements."""
+    The count is the reduction's operand: a [2, 16384] tile is 32768 elements. The band is the one where the native
+    path gives such a kernel 32 warps (tle/compiler.py, FULL_SM_TILE), written again in the legality check, which
+    cannot import the driver: the two must name the same kernels."""
+    from tle.compiler import FULL_SM_WARPS, default_num_warps
     from tle.lowering.tileir_legality import tileir_slower
     src = WIDE_REDUCTION.replace("R: int = 1, BLOCK: int = 32768", f"R: int = {rows}, BLOCK: int = {block}")
-    found = tileir_slower(build(src, "k", file="k.tle")[2])
+    kernel, _, module = build(src, "k", file="k.tle")
+    assert (default_num_warps(kernel) == FULL_SM_WARPS) == named
+    found = tileir_slower(module)
     if not named:
         assert found == []
     else:
