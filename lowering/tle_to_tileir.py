@@ -417,7 +417,7 @@ _LATENCY_MIN_ACC = 128 * 256
 _TWO_PER_SM_MIN_ACC = 128 * 128  # _occupancy: a one-dot kernel's accumulator from here up to _LATENCY_MIN_ACC
 # _persistent: a one-dot kernel's accumulator from _TWO_PER_SM_MIN_ACC up to this, 128x256 included. H200, f16,
 # matmul with a K of 128-512 over 4-16 waves (benchmarks/RESULTS.md "Persistent on Tile IR: the 128x256 tiles"):
-# 128x256 and 256x128 tiles 1.12-1.32x faster persistent, 0.92-1.01x cuBLAS; 64x128 went either way (0.89-1.39x).
+# 128x256 and 256x128 tiles 1.12-1.32x faster persistent, 0.90-1.01x cuBLAS; 64x128 went either way (0.89-1.39x).
 _PERSISTENT_MAX_ACC = 128 * 256
 
 
