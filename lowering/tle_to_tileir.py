@@ -78,7 +78,7 @@ Performance choices (TileirOptions; each was measured on the H200, docs/tileir.m
   with two or more dots on accumulators 4 warps hold (attention: 0.69-0.72x -> 0.94-1.01x of the native path), 4
   where each dot keeps at most 32 accumulator values per thread and no tile is larger (64x64 attention tiles: 0.63x
   -> 1.02x).
-- A kernel with one dot on a 128x128 accumulator, a short K and a grid of several waves (the launch facts
+- A kernel with one dot on a 128x128 to 128x256 accumulator, a short K and a grid of several waves (the launch facts
   tle.many_programs and tle.short_k, TMA-aligned tensors, no atomics) runs its grid as a persistent loop
   (_persistent, persistent_loop): one wave of programs, each walking the grid's programs, so one tile's store
   overlaps the next tile's loads (bmm 8x4096x4096x128: 144 -> 99 us, cuBLAS 92).
