@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from ..diagnostics import Span, TleError, span_of_location
 from ..dialects.mlir import ir, nested_ops
-from .tle_to_tileir import F8, HALF, LOWERED_OPS, carried_partner, tle_type, tle_to_tileir
+from .tle_to_tileir import F8, HALF, LOWERED_OPS, carried_partner, gathered_operand, tle_type, tle_to_tileir
 
 __all__ = ["Blocker", "tileir_blockers", "tileir_slower", "tileiras_archs"]
 
@@ -140,7 +140,7 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
                     out.append(Blocker(span_of_location(op.location), _wide_scan(elements)))
             if op.name != "tle.dot":
                 continue
-            if any(_gathered(v) for v in list(op.operands)[:2]):
+            if any(gathered_operand(v) for v in list(op.operands)[:2]):
                 out.append(Blocker(span_of_location(op.location), _GATHERED_OPERAND))
             elif carried_partner(op) is not None:
                 out.append(Blocker(span_of_location(op.location), _SCALED_PRODUCT))
@@ -163,24 +163,6 @@ def _pair_reduction(op) -> bool:
     shape = tle_type(op.operands[0].type)[1] or ()
     return shape[ir.IntegerAttr(op.attributes["axis"]).value] == 2
 
-
-def _gathered(v: "ir.Value") -> bool:
-    """Does v come from a tle.gather of as many elements as v, through the ops that compute it in registers (not
-    through a load's indices)? A small gathered tile broadcast over a loaded one (a per-row scale) does not count:
-    the operand's bulk still comes through a load tileiras can pipeline."""
-    size = math.prod(tle_type(v.type)[1] or (1,))
-    todo, seen = [v], []
-    while todo:
-        x = todo.pop()
-        owner = x.owner
-        if isinstance(owner, ir.Block) or any(x == s for s in seen):
-            continue
-        seen.append(x)
-        if owner.name == "tle.gather" and math.prod(tle_type(x.type)[1] or (1,)) >= size:
-            return True
-        if owner.name not in ("tle.load", "arith.constant", "tle.make_view"):
-            todo.extend(owner.operands)
-    return False
 
 
 # ---- tools and architectures ----------------------------------------------------------------------------------------

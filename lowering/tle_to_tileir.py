@@ -77,7 +77,8 @@ Performance choices (TileirOptions; each was measured on the H200, docs/tileir.m
   f32 rows lose with it (rmsnorm f32 -6%, 8192-wide f32 rows -45%), so they get none. 2 CTAs per SM for a kernel
   with two or more dots on accumulators 4 warps hold (attention: 0.69-0.72x -> 0.94-1.01x of the native path), 4
   where each dot keeps at most 32 accumulator values per thread and no tile is larger (64x64 attention tiles: 0.63x
-  -> 1.02x).
+  -> 1.02x). 2 CTAs per SM also for one dot on a 64x64 to 128x128 accumulator launched past one wave of programs
+  (tle.many_programs: 1.02-1.71x on 55 of 62 matmuls with 64x64 to 64x128 tiles, 0.89-0.99x on the rest).
 - A kernel with one dot on a 128x128 to 128x256 accumulator, a short K and a grid of several waves (the launch facts
   tle.many_programs and tle.short_k, TMA-aligned tensors, no atomics) runs its grid as a persistent loop
   (_persistent, persistent_loop): one wave of programs, each walking the grid's programs, so one tile's store
@@ -367,6 +368,25 @@ def carried_partner(dot) -> "ir.Value | None":
     return None
 
 
+def gathered_operand(v: "ir.Value") -> bool:
+    """Does v (a dot operand) come from a tle.gather of as many elements as v, through the ops that compute it in
+    registers (not through a load's indices)? A small gathered tile broadcast over a loaded one (a per-row scale) does not count:
+    the operand's bulk still comes through a load tileiras can pipeline."""
+    size = math.prod(tle_type(v.type)[1] or (1,))
+    todo, seen = [v], []
+    while todo:
+        x = todo.pop()
+        owner = x.owner
+        if isinstance(owner, ir.Block) or any(x == s for s in seen):
+            continue
+        seen.append(x)
+        if owner.name == "tle.gather" and math.prod(tle_type(x.type)[1] or (1,)) >= size:
+            return True
+        if owner.name not in ("tle.load", "arith.constant", "tle.make_view"):
+            todo.extend(owner.operands)
+    return False
+
+
 def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int, many_programs: bool = False) -> int | None:
     """The occupancy hint.
 
@@ -382,8 +402,8 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int, many
       flight. That is 8 CTAs of 4 warps for a largest tile 4 warps hold without extra warps, and 4 CTAs of the 8
       worker warps _worker_warps gives a tile up to twice that (docs/tileir.md, "Performance": layernorm bf16
       8192x4096 0.81x -> 0.99x of Triton, 16384x8192 0.73x -> 0.96x). f32 rows and larger tiles lose with it.
-    - A kernel with one dot whose accumulator holds 128x128 values (at least _TWO_PER_SM_MIN_ACC, below the
-      _LATENCY_MIN_ACC of the big tiles), launched with more programs than SMs (`tle.many_programs`): 2 CTAs per
+    - A kernel with one dot whose accumulator holds 64x64 to 128x128 values (at least _TWO_PER_SM_MIN_ACC, below
+      the _LATENCY_MIN_ACC of the big tiles), launched with more programs than SMs (`tle.many_programs`): 2 CTAs per
       SM. Without a hint tileiras plans one CTA per SM with a deep pipeline (196,760 bytes of shared memory for a
       128x128x64 bmm), so a CTA's epilogue has no other CTA's loads and products beside it. H200, Tile IR,
       128x128x64 tiles, one program per tile, no hint -> 2 (twenty-fourth session, benchmarks/RESULTS.md
@@ -392,12 +412,18 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int, many
       32x1024^3 1.03-1.07x; int8 linear 1.07x at 4096^3 and 0.98x at 8192x14336x4096; tf32 matmul 1.10-1.12x.
       With fewer programs than SMs it lost (1024^3, 64 programs: 0.84x; 128x14336x4096, 112 programs: 0.89x): a
       program with an SM to itself only loses pipeline depth. 128x256 tiles (linear_nt, six cases) were level
-      either way (0.99-1.04x).
+      either way (0.99-1.04x). Smaller accumulators, 64x64 up to 128x128 values, take the same hint (twenty-seventh
+      session, benchmarks/RESULTS.md "Occupancy 2 for one dot on 64x64 to 64x128 tiles"): without it tileiras
+      planned a 64x128x64 matmul on 255 registers and 204,992 bytes of shared memory, one CTA per SM, and ran it
+      at 0.5-0.8x cuBLAS. Over 62 f16/bf16 matmuls with 64x128, 128x64 and 64x64 tiles, BK 32-128, K 128-4096 and
+      1.1 to 30 waves, the hint ran 1.02-1.71x faster on 55 and lost on 7: six with 64x128 or 128x64 tiles and
+      K = 4096 on grids of 1.1 and 2.5 waves (0.89-0.97x), and 4096^3 on 128x64x64 tiles (0.99x). Occupancy 4 won
+      more on 64x64x64 tiles but cost up to 1.7x on 64x64x32 ones, so 2.
     - Otherwise none (a single matmul's pipelined K loop keeps the tensor cores busy on its own)."""
     if len(accumulators) >= 2 and _worker_warps(held, largest_tile) is None:
         small = _SMALL_DOTS_VALUES_PER_THREAD * 4 * 32
         return 4 if max(held) <= small and largest_tile <= small else 2
-    if many_programs and _one_128x128_dot(accumulators):
+    if many_programs and _one_two_per_sm_dot(accumulators):
         return 2
     sixteen = bool(io_elems) and all(e in ("f16", "bf16", "i16") for e in io_elems)
     if accumulators or not sixteen:
@@ -414,22 +440,24 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int, many
 # only on the big tiles.
 _DOT_LOAD_LATENCY = 6
 _LATENCY_MIN_ACC = 128 * 256
-_TWO_PER_SM_MIN_ACC = 128 * 128  # _occupancy: a one-dot kernel's accumulator from here up to _LATENCY_MIN_ACC
-# _persistent: a one-dot kernel's accumulator from _TWO_PER_SM_MIN_ACC up to this, 128x256 included. H200, f16,
-# matmul with a K of 128-512 over 4-16 waves (benchmarks/RESULTS.md "Persistent on Tile IR: the 128x256 tiles"):
-# 128x256 and 256x128 tiles 1.12-1.32x faster persistent, 0.90-1.01x cuBLAS; 64x128 went either way (0.89-1.39x).
+_TWO_PER_SM_MIN_ACC = 64 * 64  # _occupancy: a one-dot kernel's accumulator from here up to _LATENCY_MIN_ACC
+# _persistent: a one-dot kernel's accumulator from _PERSISTENT_MIN_ACC up to _PERSISTENT_MAX_ACC, 128x256 included.
+# H200, f16, matmul with a K of 128-512 over 4-16 waves (benchmarks/RESULTS.md "Persistent on Tile IR: the 128x256
+# tiles"): 128x256 and 256x128 tiles 1.12-1.32x faster persistent, 0.90-1.01x cuBLAS; 64x128 went either way
+# (0.89-1.45x, twice), so smaller accumulators take the occupancy hint instead.
+_PERSISTENT_MIN_ACC = 128 * 128
 _PERSISTENT_MAX_ACC = 128 * 256
 
 
-def _one_128x128_dot(accumulators) -> bool:
-    """One dot, on an accumulator of _TWO_PER_SM_MIN_ACC values up to (not including) _LATENCY_MIN_ACC: the kernels
-    the occupancy-2 rule was measured on."""
+def _one_two_per_sm_dot(accumulators) -> bool:
+    """One dot, on an accumulator of _TWO_PER_SM_MIN_ACC (64x64) values up to (not including) _LATENCY_MIN_ACC
+    (128x256): the kernels the occupancy-2 rule was measured on."""
     return len(accumulators) == 1 and _TWO_PER_SM_MIN_ACC <= math.prod(accumulators[0][1]) < _LATENCY_MIN_ACC
 
 
 def _persistent(func, ops, accumulators) -> bool:
     """Run the launch grid as a persistent loop (persistent_loop)? For a kernel with one dot on a 128x128 to
-    128x256 accumulator (_TWO_PER_SM_MIN_ACC to _PERSISTENT_MAX_ACC) launched on a grid of 3 waves or more with at
+    128x256 accumulator (_PERSISTENT_MIN_ACC to _PERSISTENT_MAX_ACC) launched on a grid of 3 waves or more with at
     most 512 values of K per program (`tle.many_programs` and `tle.short_k`: tle/abi.py ShortK), whose views are all
     TMA's (_tma_views), with no atomics and no num_programs of its own. With a short K a program's time goes largely
     to writing its output tile, and one program per tile leaves that write with nothing beside it but what the
@@ -445,7 +473,7 @@ def _persistent(func, ops, accumulators) -> bool:
     last-arriving reducer) is no product of independent tiles."""
     attrs = func.attributes
     one_dot = len(accumulators) == 1 and \
-        _TWO_PER_SM_MIN_ACC <= math.prod(accumulators[0][1]) <= _PERSISTENT_MAX_ACC
+        _PERSISTENT_MIN_ACC <= math.prod(accumulators[0][1]) <= _PERSISTENT_MAX_ACC
     return "tle.many_programs" in attrs and "tle.short_k" in attrs and one_dot and \
         not any(op.name in ("tle.num_programs", "tle.atomic") for op in ops) and _tma_views(func, ops)
 
@@ -563,8 +591,11 @@ class _Kernel:
             # a persistent kernel (it strides over its tiles by num_programs, or this lowering makes it so) is left
             # alone: 264 programs of the persistent bmm (examples/matmul_batched.tle) at 2 per SM ran 2.8-3.0x
             # slower than 132 without a hint
+            # nor a dot on gathered rows (a mixture-of-experts GEMM): its forced Tile IR form ran 1.35x slower
+            # with 2 per SM (docs/tileir.md, "Performance"), and "auto" takes the native path for it anyway
             many = "tle.many_programs" in self.func.attributes and not self.persistent and \
-                not any(op.name == "tle.num_programs" for op in self.ops)
+                not any(op.name == "tle.num_programs" for op in self.ops) and \
+                not any(gathered_operand(v) for op in dots for v in list(op.operands)[:2])
             occupancy = _occupancy(accumulators, held, io, largest, many)
         self.occupancy = occupancy
         self.num_cta_in_cga = None if options.num_cta_in_cga == "auto" else options.num_cta_in_cga

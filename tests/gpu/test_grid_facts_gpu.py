@@ -77,19 +77,20 @@ def test_layernorm_rows_past_the_end_stay_masked(backend):
 
 
 @pytest.mark.gpu
-def test_a_128x128_matmul_past_one_wave_asks_tileiras_for_two_programs_per_sm():
-    """examples/matmul.tle at 128x128x64 on Tile IR: a grid of more programs than SMs proves ManyPrograms and the
-    binary carries the occupancy hint 2 (lowering/tle_to_tileir.py _occupancy); a grid of one wave or less, and
-    the native path, do not split on it. Both results are right. K = 2048, past ShortK (a shorter K runs the grid
-    as a persistent loop instead: test_persistent_gpu.py)."""
+@pytest.mark.parametrize("bm,bn", [(128, 128), (64, 128), (64, 64)])
+def test_a_one_dot_matmul_past_one_wave_asks_tileiras_for_two_programs_per_sm(bm, bn):
+    """examples/matmul.tle at 128x128x64, 64x128x64 and 64x64x64 on Tile IR: a grid of more programs than SMs
+    proves ManyPrograms and the binary carries the occupancy hint 2 (lowering/tle_to_tileir.py _occupancy); a grid
+    of one wave or less, and the native path, do not split on it. Both results are right. K = 2048, past ShortK (a
+    shorter K runs a 128x128 grid as a persistent loop instead: test_persistent_gpu.py)."""
     k = tle.compile(os.path.join(ROOT, "examples", "matmul.tle")).matmul
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for m in (128 * 2 * sms, 128 * 4):  # 2 x sms x 1 programs, then 4
+    for m in (bm * 2 * sms, bm * 4):  # 2 x sms x 1 programs, then 4
         a = torch.randn(m, 2048, device="cuda", dtype=torch.float16)
-        b = torch.randn(2048, 128, device="cuda", dtype=torch.float16)
+        b = torch.randn(2048, bn, device="cuda", dtype=torch.float16)
         for backend in ("tileir", "triton"):
-            c = torch.full((m, 128), float("nan"), device="cuda", dtype=torch.float16)
-            k[(m // 128, 1)](a, b, c, BM=128, BN=128, BK=64, backend=backend)
+            c = torch.full((m, bn), float("nan"), device="cuda", dtype=torch.float16)
+            k[(m // bm, 1)](a, b, c, BM=bm, BN=bn, BK=64, backend=backend)
             torch.cuda.synchronize()
             want = a.float() @ b.float()
             assert (c.float() - want).norm() / want.norm() < 1e-2, (m, backend)

@@ -858,10 +858,10 @@ def test_occupancy_hints():
     assert _entry_hint(forced, "occupancy") is None
 
 
-def test_one_128x128_dot_over_more_programs_than_sms_asks_for_two_per_sm():
-    """A kernel with one dot on a 128x128 accumulator gets 2 CTAs per SM when its launch has more programs than
-    SMs (the ManyPrograms fact, tle.many_programs), and no hint without it; smaller and 128x256 accumulators,
-    kernels that stride by num_programs (persistent) and a fact-less launch get none."""
+def test_one_64x64_to_128x128_dot_over_more_programs_than_sms_asks_for_two_per_sm():
+    """A kernel with one dot on a 64x64 to 128x128 accumulator gets 2 CTAs per SM when its launch has more
+    programs than SMs (the ManyPrograms fact, tle.many_programs), and no hint without it; smaller (32x64) and
+    128x256 accumulators, kernels that stride by num_programs (persistent) and a fact-less launch get none."""
     from tle.abi import ManyPrograms
 
     def occupancy(name, consts, many=True):
@@ -875,7 +875,11 @@ def test_one_128x128_dot_over_more_programs_than_sms_asks_for_two_per_sm():
         return _entry_hint(tle_to_tileir(tle_module), "occupancy")
     assert occupancy("matmul", {"BM": 128, "BN": 128, "BK": 64}) == 2
     assert occupancy("matmul", {"BM": 128, "BN": 128, "BK": 64}, many=False) is None
-    assert occupancy("matmul", {"BM": 64, "BN": 128, "BK": 64}) is None
+    assert occupancy("matmul", {"BM": 64, "BN": 128, "BK": 64}) == 2
+    assert occupancy("matmul", {"BM": 128, "BN": 64, "BK": 128}) == 2
+    assert occupancy("matmul", {"BM": 64, "BN": 64, "BK": 32}) == 2  # 4096 values: the smallest the rule takes
+    assert occupancy("matmul", {"BM": 64, "BN": 64, "BK": 64}, many=False) is None
+    assert occupancy("matmul", {"BM": 32, "BN": 64, "BK": 64}) is None  # 2048 values: not measured
     assert occupancy("matmul", {"BM": 128, "BN": 256, "BK": 64}) is None  # the latency hint's tiles
     assert occupancy("matmul_batched", {"BM": 128, "BN": 128}) is None  # persistent (num_programs): no hint
 
@@ -926,7 +930,7 @@ def test_a_short_k_dot_past_one_wave_runs_the_grid_as_a_persistent_loop():
     # a 256x256 one (not), a persistent example, a forced choice
     assert ct.PERSISTENT_ATTR not in ct.entries(plain)[0].attributes and _entry_hint(plain, "occupancy") == 2
     small = _with_facts("matmul", {"BM": 64, "BN": 128, "BK": 64}, {ManyPrograms(), ShortK()})
-    assert ct.PERSISTENT_ATTR not in ct.entries(small)[0].attributes
+    assert ct.PERSISTENT_ATTR not in ct.entries(small)[0].attributes and _entry_hint(small, "occupancy") == 2
     for bm, bn in ((128, 256), (256, 128)):  # the largest accumulator the rule takes, and one past it
         wide = _with_facts("matmul", {"BM": bm, "BN": bn, "BK": 64}, {ManyPrograms(), ShortK()})
         assert ct.PERSISTENT_ATTR in ct.entries(wide)[0].attributes and _entry_hint(wide, "occupancy") is None
@@ -1134,6 +1138,22 @@ kernel k<N: int = 16>(x: tensor<f32>[L], y: tensor<f32>[L]) {
     store(y, sort(t), at=0)
 }
 """
+
+
+def test_a_dot_on_gathered_rows_gets_no_occupancy_hint_past_one_wave():
+    """The MoE GEMM (64x64 accumulator, rows gathered) forced onto Tile IR: with ManyPrograms the occupancy rule
+    would ask for 2 per SM, which ran it 1.35x slower (docs/tileir.md, "Performance"); it gets none. The same
+    kernel with its rows loaded as a tile gets 2."""
+    from tle.abi import ManyPrograms
+
+    def occupancy(src):
+        kernel = check_kernel(load_program(src, "k.tle"), "k", {})
+        d = default_spec(kernel)
+        spec = Spec(d.divisible16, d.unit_strides, d.inside | {ManyPrograms()}, d.divisible)
+        return _entry_hint(tle_to_tileir(ast_to_tle(kernel, spec)), "occupancy")
+    assert occupancy(MOE) is None
+    assert occupancy(MOE.replace("let a = gather(x, [tok, cols], mask=(tok < M) & (cols < K))",
+                                 "let a = load(x, tile=[BM, BK], at=[program_id(0), k])")) == 2
 
 
 @pytest.mark.parametrize("n,named", [(8, False), (16, True), (1024, True)])
