@@ -74,6 +74,20 @@ _GATHERED_OPERAND = ("a dot operand is gathered through pointers, and tileiras d
                      "the tensor cores: a mixture-of-experts GEMM ran 3.1x slower than on the native path (H200)")
 _SCALED_PRODUCT = ("a dot's product is scaled before it joins a loop-carried accumulator, which tileiras runs 1.6x "
                    "slower than the native path (a block-scaled FP8 GEMM, H200)")
+# A dot accumulator of more than 128x256 values: tileiras runs a CTA on at most 8 worker warps, whose threads then
+# hold more than 128 accumulator values each beside the operands, and spill. Measured on the H200 (twenty-seventh
+# session; benchmarks/RESULTS.md "Occupancy 2 for one dot on 64x64 to 64x128 tiles"), examples/matmul.tle at 256x256
+# (tlec -v: 168 registers on 384 threads, 1,968 bytes of stack) against the native path's 8 warps: 4096x4096x128
+# 114.8 against 66.6 us, 4096x4096x512 400.5 against 196.0, 8192x8192x1024 f16 3180.9 against 1532.3.
+WIDE_ACCUMULATOR = 128 * 256
+
+
+def _wide_accumulator(shape) -> str:
+    return (f"a dot accumulates {'x'.join(map(str, shape))} values, more than the {WIDE_ACCUMULATOR} (128x256) that "
+            "tileiras' 8 worker warps hold without spilling: 256x256 matmuls ran 1.7-2.1x slower than on the native "
+            "path (H200)")
+
+
 # Measured on the CPU (fifteenth session): tle's Tile IR compile against its native compile. At run time the Tile
 # IR code is the faster (a top-8 of 256 for 65536 tokens: 58.5 against 66.3 us, H200, twenty-third session); the
 # twenty-second session's faster-compiling form of the networks' steps ran 1.55x slower and was dropped
@@ -144,6 +158,8 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
                 out.append(Blocker(span_of_location(op.location), _GATHERED_OPERAND))
             elif carried_partner(op) is not None:
                 out.append(Blocker(span_of_location(op.location), _SCALED_PRODUCT))
+            elif math.prod(acc := tle_type(op.operands[2].type)[1] or (1,)) > WIDE_ACCUMULATOR:
+                out.append(Blocker(span_of_location(op.location), _wide_accumulator(acc)))
     return out
 
 

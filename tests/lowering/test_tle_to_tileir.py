@@ -1095,6 +1095,10 @@ def test_the_architecture_list_comes_from_tileiras():
     assert {"sm_80", "sm_90", "sm_100", "sm_120"} <= set(archs)
 
 
+# examples/matmul.tle as kernel k: its dot is on line 10
+MATMUL = open(os.path.join(ROOT, "examples", "matmul.tle"), encoding="utf-8").read().replace("kernel matmul<",
+                                                                                        "kernel k<")
+
 MOE = """
 kernel k<BM: int = 64, BN: int = 64, BK: int = 64>(x: tensor<bf16>[M, K], ids: tensor<i32>[P],
         experts: tensor<i32>[B], w: tensor<bf16>[E, N, K], y: tensor<f32>[M, N]) {
@@ -1121,6 +1125,8 @@ kernel k<BM: int = 64, BN: int = 64, BK: int = 64>(x: tensor<bf16>[M, K], ids: t
     (BLOCK_SCALED, "scaled before it joins", 6),                   # the block-scaled FP8 GEMM: 1.6x
     (BLOCK_SCALED.replace("acc += part *", "acc = part *"), None, 0),
     (DOT_ADD, None, 0),                                            # acc += dot(a, b): folded, one mmaf
+    (MATMUL.replace("BM: int = 128, BN: int = 128", "BM: int = 256, BN: int = 256"), "256x256 values", 10),
+    (MATMUL.replace("BM: int = 128, BN: int = 128", "BM: int = 128, BN: int = 256"), None, 0),  # 8 warps hold it
 ])
 def test_kernels_tile_ir_runs_much_slower_are_named(src, rule, line):
     from tle.lowering.tileir_legality import tileir_slower
