@@ -77,8 +77,8 @@ Performance choices (TileirOptions; each was measured on the H200, docs/tileir.m
   f32 rows lose with it (rmsnorm f32 -6%, 8192-wide f32 rows -45%), so they get none. 2 CTAs per SM for a kernel
   with two or more dots on accumulators 4 warps hold (attention: 0.69-0.72x -> 0.94-1.01x of the native path), 4
   where each dot keeps at most 32 accumulator values per thread and no tile is larger (64x64 attention tiles: 0.63x
-  -> 1.02x). 2 CTAs per SM also for one dot on a 64x64 to 128x128 accumulator launched past one wave of programs
-  (tle.many_programs: 1.02-1.71x on 55 of 62 matmuls with 64x64 to 64x128 tiles, 0.89-0.99x on the rest).
+  -> 1.02x). 2 CTAs per SM also for one dot on a 32x32 to 128x128 accumulator launched past one wave of programs
+  (tle.many_programs: 1.02-1.71x on 67 of 74 matmuls with 32x32 to 64x128 tiles, 0.89-0.99x on the rest).
 - A kernel with one dot on a 128x128 to 128x256 accumulator, a short K and a grid of several waves (the launch facts
   tle.many_programs and tle.short_k, TMA-aligned tensors, no atomics) runs its grid as a persistent loop
   (_persistent, persistent_loop): one wave of programs, each walking the grid's programs, so one tile's store
@@ -370,8 +370,8 @@ def carried_partner(dot) -> "ir.Value | None":
 
 def gathered_operand(v: "ir.Value") -> bool:
     """Does v (a dot operand) come from a tle.gather of as many elements as v, through the ops that compute it in
-    registers (not through a load's indices)? A small gathered tile broadcast over a loaded one (a per-row scale) does not count:
-    the operand's bulk still comes through a load tileiras can pipeline."""
+    registers (not through a load's indices)? A small gathered tile broadcast over a loaded one (a per-row scale)
+    does not count: the operand's bulk still comes through a load tileiras can pipeline."""
     size = math.prod(tle_type(v.type)[1] or (1,))
     todo, seen = [v], []
     while todo:
@@ -402,7 +402,7 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int, many
       flight. That is 8 CTAs of 4 warps for a largest tile 4 warps hold without extra warps, and 4 CTAs of the 8
       worker warps _worker_warps gives a tile up to twice that (docs/tileir.md, "Performance": layernorm bf16
       8192x4096 0.81x -> 0.99x of Triton, 16384x8192 0.73x -> 0.96x). f32 rows and larger tiles lose with it.
-    - A kernel with one dot whose accumulator holds 64x64 to 128x128 values (at least _TWO_PER_SM_MIN_ACC, below
+    - A kernel with one dot whose accumulator holds 32x32 to 128x128 values (at least _TWO_PER_SM_MIN_ACC, below
       the _LATENCY_MIN_ACC of the big tiles), launched with more programs than SMs (`tle.many_programs`): 2 CTAs per
       SM. Without a hint tileiras plans one CTA per SM with a deep pipeline (196,760 bytes of shared memory for a
       128x128x64 bmm), so a CTA's epilogue has no other CTA's loads and products beside it. H200, Tile IR,
@@ -418,7 +418,14 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int, many
       at 0.5-0.8x cuBLAS. Over 62 f16/bf16 matmuls with 64x128, 128x64 and 64x64 tiles, BK 32-128, K 128-4096 and
       1.1 to 30 waves, the hint ran 1.02-1.71x faster on 55 and lost on 7: six with 64x128 or 128x64 tiles and
       K = 4096 on grids of 1.1 and 2.5 waves (0.89-0.97x), and 4096^3 on 128x64x64 tiles (0.99x). Occupancy 4 won
-      more on 64x64x64 tiles but cost up to 1.7x on 64x64x32 ones, so 2.
+      more on 64x64x64 tiles but cost up to 1.7x on 64x64x32 ones, so 2. Down to 32x32 values (the same session,
+      `benchmarks/matmul_tiles_probe.py`, f16, 32x64, 64x32, 16x128 and 32x32 tiles at 4096x4096x512, 4096^3 and
+      2048x1024x2048, 8 to 124 waves): 1.03-1.63x on all 12; occupancy 4 took up to 2.2x occupancy 2's time on
+      32x32. The native path ran these tiny tiles faster still (Tile IR with the hint took 1.05-1.55x its time),
+      but a decode product with such tiles and fewer programs than SMs (no hint) ran fastest on Tile IR
+      (benchmarks/RESULTS.md, "Decode: the weight tile on the dot's left"), so no route follows from the size
+      alone. Not measured: grids near one wave at these sizes, and memory-bound products (decode's split-K) past
+      one wave.
     - Otherwise none (a single matmul's pipelined K loop keeps the tensor cores busy on its own)."""
     if len(accumulators) >= 2 and _worker_warps(held, largest_tile) is None:
         small = _SMALL_DOTS_VALUES_PER_THREAD * 4 * 32
@@ -440,7 +447,7 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int, many
 # only on the big tiles.
 _DOT_LOAD_LATENCY = 6
 _LATENCY_MIN_ACC = 128 * 256
-_TWO_PER_SM_MIN_ACC = 64 * 64  # _occupancy: a one-dot kernel's accumulator from here up to _LATENCY_MIN_ACC
+_TWO_PER_SM_MIN_ACC = 32 * 32  # _occupancy: a one-dot kernel's accumulator from here up to _LATENCY_MIN_ACC
 # _persistent: a one-dot kernel's accumulator from _PERSISTENT_MIN_ACC up to _PERSISTENT_MAX_ACC, 128x256 included.
 # H200, f16, matmul with a K of 128-512 over 4-16 waves (benchmarks/RESULTS.md "Persistent on Tile IR: the 128x256
 # tiles"): 128x256 and 256x128 tiles 1.12-1.32x faster persistent, 0.90-1.01x cuBLAS; 64x128 went either way
@@ -450,7 +457,7 @@ _PERSISTENT_MAX_ACC = 128 * 256
 
 
 def _one_two_per_sm_dot(accumulators) -> bool:
-    """One dot, on an accumulator of _TWO_PER_SM_MIN_ACC (64x64) values up to (not including) _LATENCY_MIN_ACC
+    """One dot, on an accumulator of _TWO_PER_SM_MIN_ACC (32x32) values up to (not including) _LATENCY_MIN_ACC
     (128x256): the kernels the occupancy-2 rule was measured on."""
     return len(accumulators) == 1 and _TWO_PER_SM_MIN_ACC <= math.prod(accumulators[0][1]) < _LATENCY_MIN_ACC
 

@@ -77,9 +77,9 @@ def test_layernorm_rows_past_the_end_stay_masked(backend):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("bm,bn", [(128, 128), (64, 128), (64, 64)])
+@pytest.mark.parametrize("bm,bn", [(128, 128), (64, 128), (64, 64), (32, 64)])
 def test_a_one_dot_matmul_past_one_wave_asks_tileiras_for_two_programs_per_sm(bm, bn):
-    """examples/matmul.tle at 128x128x64, 64x128x64 and 64x64x64 on Tile IR: a grid of more programs than SMs
+    """examples/matmul.tle at 128x128x64, 64x128x64, 64x64x64 and 32x64x64 on Tile IR: a grid of more programs than SMs
     proves ManyPrograms and the binary carries the occupancy hint 2 (lowering/tle_to_tileir.py _occupancy); a grid
     of one wave or less, and the native path, do not split on it. Both results are right. K = 2048, past ShortK (a
     shorter K runs a 128x128 grid as a persistent loop instead: test_persistent_gpu.py)."""

@@ -858,9 +858,9 @@ def test_occupancy_hints():
     assert _entry_hint(forced, "occupancy") is None
 
 
-def test_one_64x64_to_128x128_dot_over_more_programs_than_sms_asks_for_two_per_sm():
-    """A kernel with one dot on a 64x64 to 128x128 accumulator gets 2 CTAs per SM when its launch has more
-    programs than SMs (the ManyPrograms fact, tle.many_programs), and no hint without it; smaller (32x64) and
+def test_one_32x32_to_128x128_dot_over_more_programs_than_sms_asks_for_two_per_sm():
+    """A kernel with one dot on a 32x32 to 128x128 accumulator gets 2 CTAs per SM when its launch has more
+    programs than SMs (the ManyPrograms fact, tle.many_programs), and no hint without it; smaller (16x32) and
     128x256 accumulators, kernels that stride by num_programs (persistent) and a fact-less launch get none."""
     from tle.abi import ManyPrograms
 
@@ -877,9 +877,11 @@ def test_one_64x64_to_128x128_dot_over_more_programs_than_sms_asks_for_two_per_s
     assert occupancy("matmul", {"BM": 128, "BN": 128, "BK": 64}, many=False) is None
     assert occupancy("matmul", {"BM": 64, "BN": 128, "BK": 64}) == 2
     assert occupancy("matmul", {"BM": 128, "BN": 64, "BK": 128}) == 2
-    assert occupancy("matmul", {"BM": 64, "BN": 64, "BK": 32}) == 2  # 4096 values: the smallest the rule takes
+    assert occupancy("matmul", {"BM": 64, "BN": 64, "BK": 32}) == 2
+    assert occupancy("matmul", {"BM": 32, "BN": 64, "BK": 64}) == 2
+    assert occupancy("matmul", {"BM": 32, "BN": 32, "BK": 64}) == 2  # 1024 values: the smallest the rule takes
     assert occupancy("matmul", {"BM": 64, "BN": 64, "BK": 64}, many=False) is None
-    assert occupancy("matmul", {"BM": 32, "BN": 64, "BK": 64}) is None  # 2048 values: not measured
+    assert occupancy("matmul", {"BM": 16, "BN": 32, "BK": 64}) is None  # 512 values: not measured
     assert occupancy("matmul", {"BM": 128, "BN": 256, "BK": 64}) is None  # the latency hint's tiles
     assert occupancy("matmul_batched", {"BM": 128, "BN": 128}) is None  # persistent (num_programs): no hint
 
