@@ -323,6 +323,9 @@ def _fill(block: ir.Block, body: Callable, args, terminator: Callable, loc) -> N
 # persistent loop and takes the grid (x, y, z) as three i32 parameters after its own (lowering/tle_to_tileir.py
 # persistent_loop). targets/tileir.py records it in the Binary, whose launcher then starts one wave of programs.
 PERSISTENT_ATTR = "tle.persistent"
+# A string attribute of tle's own on an entry (not encoded either): why the lowering chose the entry's occupancy
+# hint, in words; targets/tileir.py records it in the Binary for `tlec -v`.
+OCCUPANCY_WHY_ATTR = "tle.occupancy_why"
 
 
 def entry(name: str, arg_types: Sequence[ir.Type], *, occupancy: int | None = None,

@@ -387,8 +387,9 @@ def gathered_operand(v: "ir.Value") -> bool:
     return False
 
 
-def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int, many_programs: bool = False) -> int | None:
-    """The occupancy hint.
+def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int,
+               many_programs: bool = False) -> tuple[int | None, str]:
+    """(The occupancy hint, why, in words for `tlec -v`; "" with no hint).
 
     - A kernel with two or more dots, none of whose accumulators needs 8 worker warps (attention: Q K^T, then P V,
       with a softmax between them that the tensor cores wait for): 2 CTAs per SM, so one CTA's softmax runs under
@@ -429,14 +430,21 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int, many
     - Otherwise none (a single matmul's pipelined K loop keeps the tensor cores busy on its own)."""
     if len(accumulators) >= 2 and _worker_warps(held, largest_tile) is None:
         small = _SMALL_DOTS_VALUES_PER_THREAD * 4 * 32
-        return 4 if max(held) <= small and largest_tile <= small else 2
+        if max(held) <= small and largest_tile <= small:
+            return 4, (f"{len(accumulators)} dots, none holding more than {_SMALL_DOTS_VALUES_PER_THREAD} values a "
+                       "thread on 4 warps: one program's softmax runs under the others' dots")
+        return 2, f"{len(accumulators)} dots on 4 warps: one program's softmax runs under the other's dots"
     if many_programs and _one_two_per_sm_dot(accumulators):
-        return 2
+        shape = "x".join(map(str, accumulators[0][1]))
+        return 2, (f"one dot on a {shape} accumulator, launched with more programs than SMs: a program's epilogue "
+                   "runs beside another's loads and products")
     sixteen = bool(io_elems) and all(e in ("f16", "bf16", "i16") for e in io_elems)
     if accumulators or not sixteen:
-        return None
+        return None, ""
     four_warps = _TILE_VALUES_PER_THREAD * 4 * 32
-    return 8 if largest_tile <= four_warps else (4 if largest_tile <= 2 * four_warps else None)
+    hint = 8 if largest_tile <= four_warps else (4 if largest_tile <= 2 * four_warps else None)
+    return hint, (f"no dot, every tile loaded and stored in 16 bits, the largest of {largest_tile} elements: 32 warps "
+                  "per SM keep more rows in flight" if hint else "")
 
 
 # The latency hint on the view loads of a kernel with a dot whose accumulator has 128x256 values or more. Measured
@@ -592,6 +600,7 @@ class _Kernel:
         persistent = options.persistent
         self.persistent = _persistent(self.func, self.ops, accumulators) if persistent == "auto" else bool(persistent)
         occupancy = options.occupancy
+        self.occupancy_why = ""  # the lowering's reason for its own hint (tlec -v); none for a hint it was given
         if occupancy == "auto":
             io = [tle_type(op.results[0].type if op.name == "tle.load" else op.operands[1].type)[0]
                   for op in self.ops if op.name in ("tle.load", "tle.store")]
@@ -603,7 +612,7 @@ class _Kernel:
             many = "tle.many_programs" in self.func.attributes and not self.persistent and \
                 not any(op.name == "tle.num_programs" for op in self.ops) and \
                 not any(gathered_operand(v) for op in dots for v in list(op.operands)[:2])
-            occupancy = _occupancy(accumulators, held, io, largest, many)
+            occupancy, self.occupancy_why = _occupancy(accumulators, held, io, largest, many)
         self.occupancy = occupancy
         self.num_cta_in_cga = None if options.num_cta_in_cga == "auto" else options.num_cta_in_cga
         latency = options.load_latency
@@ -652,6 +661,8 @@ class _Kernel:
                 values = list(entry.arguments)
                 for arg, value in zip(args, self.assume_facts(args, values[:len(args)])):
                     self.set(arg, value)
+                if self.occupancy_why:
+                    op.attributes[ct.OCCUPANCY_WHY_ATTR] = ir.StringAttr.get(self.occupancy_why)
                 if self.persistent:
                     op.attributes[ct.PERSISTENT_ATTR] = ir.UnitAttr.get()
                     self.persistent_loop(values[len(args):])

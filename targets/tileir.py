@@ -718,7 +718,10 @@ def compile_tileir(module: ir.Module, arch: str = "sm_90", *, opt_level: int = 3
         extra={"reqntid": list(attrs.reqntid), "static_shared_mem": attrs.static_shared,
                "registers": attrs.registers, "stack_bytes": attrs.stack,
                "tileiras_version": _version_of(tool), "opt_level": opt_level,
-               **({"persistent": True} if ct.PERSISTENT_ATTR in kernel.attributes else {})},
+               **({"persistent": True} if ct.PERSISTENT_ATTR in kernel.attributes else {}),
+               **({"occupancy_why": (ir.IntegerAttr(kernel.attributes["occupancy"]).value,
+                                     ir.StringAttr(kernel.attributes[ct.OCCUPANCY_WHY_ATTR]).value)}
+                  if ct.OCCUPANCY_WHY_ATTR in kernel.attributes else {})},
     )
 
 

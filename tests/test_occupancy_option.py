@@ -281,3 +281,20 @@ def test_tlec_v_says_one_program_per_sm_was_retried(tmp_path, capsys):
                  "--grid", "4096", "-v", "-o", str(tmp_path / "c.cubin")]) == 0
     err = capsys.readouterr().err
     assert "2 programs per SM" in err and "one program per SM, so the cubin was compiled with a hint of 2" in err
+
+
+def test_tlec_v_says_why_the_lowering_chose_its_hint(tmp_path, capsys):
+    """The lowering's own hint comes with its reason (lowering/tle_to_tileir.py _occupancy), recorded on the entry
+    and in the Binary; a hint the caller gave, and a kernel with none, print no such line."""
+    import os
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "matmul.tle")
+    launch = [path, "-D", "BM=32", "-D", "BN=64", "--backend", "tileir", "--sizes", "M=4096,N=4096,K=1024",
+              "--grid", "128,64", "--sms", "132", "-v", "-o", str(tmp_path / "m.cubin")]
+    assert main(launch) == 0
+    err = capsys.readouterr().err
+    assert "occupancy hint 2, the lowering's choice: one dot on a 32x64 accumulator, launched with more programs " \
+           "than SMs" in err and "--occupancy N to choose" in err
+    assert main(launch + ["--occupancy", "3"]) == 0
+    assert "the lowering's choice" not in capsys.readouterr().err
+    assert main([path, "--backend", "tileir", "-v", "-o", str(tmp_path / "m3.cubin")]) == 0  # no grid: no fact
+    assert "the lowering's choice" not in capsys.readouterr().err

@@ -274,6 +274,10 @@ def _report_tileiras(name: str, out, arch: str) -> None:
     print(f"tlec: kernel '{name}': tileiras: {registers} registers per thread, {threads} threads, {shared} bytes "
           f"of shared memory, {spilled}" + _resident(registers, threads, shared, arch,
                                                     "--occupancy N asks tileiras to fit N"), file=sys.stderr)
+    if extra.get("occupancy_why"):
+        hint, why = extra["occupancy_why"]
+        print(f"tlec: kernel '{name}': occupancy hint {hint}, the lowering's choice: {why} (docs/tileir.md, "
+              "\"Performance\"; --occupancy N to choose)", file=sys.stderr)
     if extra.get("spilled_under"):
         hint, spilled, kept = extra["spilled_under"]
         under = f"under the lowering's occupancy hint of {hint} programs per SM" if hint else "without a hint"
