@@ -83,9 +83,9 @@ WIDE_ACCUMULATOR = 128 * 256
 
 
 def _wide_accumulator(shape) -> str:
-    return (f"a dot accumulates {'x'.join(map(str, shape))} values, more than the {WIDE_ACCUMULATOR} (128x256) that "
-            "tileiras' 8 worker warps hold without spilling: 256x256 matmuls ran 1.7-2.1x slower than on the native "
-            "path (H200)")
+    return (f"a dot's accumulator holds {'x'.join(map(str, shape))} values, more than the {WIDE_ACCUMULATOR} "
+            "(128x256) that tileiras' 8 worker warps hold without spilling: 256x256 matmuls ran 1.7-2.1x slower than "
+            "on the native path (H200)")
 
 
 # Measured on the CPU (fifteenth session): tle's Tile IR compile against its native compile. At run time the Tile

@@ -413,7 +413,7 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int,
       32x1024^3 1.03-1.07x; int8 linear 1.07x at 4096^3 and 0.98x at 8192x14336x4096; tf32 matmul 1.10-1.12x.
       With fewer programs than SMs it lost (1024^3, 64 programs: 0.84x; 128x14336x4096, 112 programs: 0.89x): a
       program with an SM to itself only loses pipeline depth. 128x256 tiles (linear_nt, six cases) were level
-      either way (0.99-1.04x). Smaller accumulators, 64x64 up to 128x128 values, take the same hint (twenty-seventh
+      either way (0.99-1.04x). Smaller accumulators, down to 32x32 values, take the same hint (twenty-seventh
       session, benchmarks/RESULTS.md "Occupancy 2 for one dot on 64x64 to 64x128 tiles"): without it tileiras
       planned a 64x128x64 matmul on 255 registers and 204,992 bytes of shared memory, one CTA per SM, and ran it
       at 0.5-0.8x cuBLAS. Over 62 f16/bf16 matmuls with 64x128, 128x64 and 64x64 tiles, BK 32-128, K 128-4096 and
@@ -432,8 +432,10 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int,
         small = _SMALL_DOTS_VALUES_PER_THREAD * 4 * 32
         if max(held) <= small and largest_tile <= small:
             return 4, (f"{len(accumulators)} dots, none holding more than {_SMALL_DOTS_VALUES_PER_THREAD} values a "
-                       "thread on 4 warps: one program's softmax runs under the others' dots")
-        return 2, f"{len(accumulators)} dots on 4 warps: one program's softmax runs under the other's dots"
+                       "thread on 4 warps: while one program works between its dots (attention's softmax), the "
+                       "others' dots run")
+        return 2, (f"{len(accumulators)} dots on accumulators 4 warps hold: while one program works between its dots "
+                   "(attention's softmax), the other's dots run")
     if many_programs and _one_two_per_sm_dot(accumulators):
         shape = "x".join(map(str, accumulators[0][1]))
         return 2, (f"one dot on a {shape} accumulator, launched with more programs than SMs: a program's epilogue "
