@@ -466,10 +466,15 @@ _PERSISTENT_MIN_ACC = 128 * 128
 _PERSISTENT_MAX_ACC = 128 * 256
 
 
+def _one_dot_values(accumulators) -> int:
+    """The values of the accumulator of a kernel with exactly one dot; 0 for any other kernel."""
+    return math.prod(accumulators[0][1]) if len(accumulators) == 1 else 0
+
+
 def _one_two_per_sm_dot(accumulators) -> bool:
     """One dot, on an accumulator of _TWO_PER_SM_MIN_ACC (32x32) values up to (not including) _LATENCY_MIN_ACC
     (128x256): the kernels the occupancy-2 rule was measured on."""
-    return len(accumulators) == 1 and _TWO_PER_SM_MIN_ACC <= math.prod(accumulators[0][1]) < _LATENCY_MIN_ACC
+    return _TWO_PER_SM_MIN_ACC <= _one_dot_values(accumulators) < _LATENCY_MIN_ACC
 
 
 def _persistent(func, ops, accumulators) -> bool:
@@ -489,8 +494,7 @@ def _persistent(func, ops, accumulators) -> bool:
     in the loop and it lost 0.53-0.59x. Atomics are left alone: a kernel that counts its programs (split-K's
     last-arriving reducer) is no product of independent tiles."""
     attrs = func.attributes
-    one_dot = len(accumulators) == 1 and \
-        _PERSISTENT_MIN_ACC <= math.prod(accumulators[0][1]) <= _PERSISTENT_MAX_ACC
+    one_dot = _PERSISTENT_MIN_ACC <= _one_dot_values(accumulators) <= _PERSISTENT_MAX_ACC
     return "tle.many_programs" in attrs and "tle.short_k" in attrs and one_dot and \
         not any(op.name in ("tle.num_programs", "tle.atomic") for op in ops) and _tma_views(func, ops)
 
