@@ -12,8 +12,8 @@ Conventions (the lowerings and the interpreter rely on them):
 - A kernel is a `func.func` with the unit attribute `tle.kernel` and `tle.mesh = ["x", "y", "z"]`: the launch
   grid is a mesh whose named axes `tle.program_id` / `tle.num_programs` read.
   `tle.many_programs` (a unit attribute) says the launch has more programs than the GPU has SMs (tle/abi.py
-  ManyPrograms); `tle.short_k`, that the kernel's one dot sums at most 512 values of K per program under the
-  launch's sizes (ShortK).
+  ManyPrograms); `tle.many_waves`, more than twice as many (ManyWaves); `tle.short_k`, that the kernel's one dot
+  sums at most 512 values of K per program under the launch's sizes (ShortK).
 - A tensor parameter arrives as `!tle.ptr<elem>` plus i32 sizes and strides; `tle.make_view` joins them into a
   `!tle.view<elem, rank>` that loads and stores address. Arguments may carry `tle.divisibility = d : i32`
   (the runtime proved the value divisible by d: 16, or for a dim or stride also 8, 4 or 2; for a pointer, 16:

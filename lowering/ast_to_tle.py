@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from ..abi import LoopSplit, LoopTile, ManyPrograms, ShortK, Spec, abi, access_facts, loop_facts
+from ..abi import LoopSplit, LoopTile, ManyPrograms, ManyWaves, ShortK, Spec, abi, access_facts, loop_facts
 from .. import typed as T
 from ..dialects.mlir import ir, new_context
 from ..dialects.tle import constant_int, load_tle
@@ -144,6 +144,8 @@ class _KernelBuilder:
         }
         if ManyPrograms() in self.spec.inside:
             attrs["tle.many_programs"] = ir.UnitAttr.get()
+        if ManyWaves() in self.spec.inside:
+            attrs["tle.many_waves"] = ir.UnitAttr.get()
         if ShortK() in self.spec.inside:
             attrs["tle.short_k"] = ir.UnitAttr.get()
         func = self.op("func.func", [], [], attrs, self.k.span, regions=1)

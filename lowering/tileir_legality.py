@@ -88,6 +88,32 @@ def _wide_accumulator(shape) -> str:
             "on the native path (H200)")
 
 
+# One dot of at most 64x64x32 multiply-adds per K step (a 64x64 accumulator with K tiles of 32, 32x64 or 16x128
+# with 64, 16x64 with 128), on a launch of more than two waves (tle.many_waves; tle/abi.py ManyWaves). Measured on
+# the H200 (twenty-eighth session; benchmarks/RESULTS.md "Small dot tiles past two waves"), examples/matmul.tle on
+# Tile IR with the lowering's hints (occupancy 2) against the native path's defaults, f16 and bf16, square products
+# of 512 to 8192 and decode-like ones (M of 16 to 128 against 4096x4096 to 28672x4096): the native path was faster
+# on 54 of 55 such launches, by 1.01-1.65x (e.g. 2048x2048x1024 at 64x64x32: 41.2 against 25.4 us), and slower on
+# one (64x14336x4096 at 16x64x128: 76.2 against 67.9). On launches of up to two waves Tile IR won 8 of 9 (by
+# 1.02-1.31x: decode grids under one wave, where Tile IR's split-K kernels are the fastest, stay there), and on
+# bigger steps (64x64x64, 64x128x32, 16x128x128) neither path won throughout.
+SMALL_DOT_MACS = 64 * 64 * 32
+
+
+def _multiply_adds(dot) -> int:
+    """A tle.dot's multiply-adds per call: its accumulator's values times its K (a's last axis)."""
+    a_shape = tle_type(dot.operands[0].type)[1] or (1,)
+    return math.prod(tle_type(dot.operands[2].type)[1] or (1,)) * a_shape[-1]
+
+
+def _small_dot(dot) -> str:
+    acc = tle_type(dot.operands[2].type)[1] or (1,)
+    k = (tle_type(dot.operands[0].type)[1] or (1,))[-1]
+    return (f"the kernel's one dot takes {'x'.join(map(str, acc))}x{k} multiply-adds a step, no more than 64x64x32, "
+            "on a launch of more than two waves: matmuls with steps this small ran 1.01-1.65x faster on the native "
+            "path (54 of 55 launches, H200)")
+
+
 # Measured on the CPU (fifteenth session): tle's Tile IR compile against its native compile. At run time the Tile
 # IR code is the faster (a top-8 of 256 for 65536 tokens: 58.5 against 66.3 us, H200, twenty-third session); the
 # twenty-second session's faster-compiling form of the networks' steps ran 1.55x slower and was dropped
@@ -147,6 +173,10 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
             wide = [(op, n) for op in ops for n in [_last_axis_reduction(op)] if lo < n <= hi]
             if wide:
                 out.append(Blocker(span_of_location(wide[0][0].location), _wide_reduction(wide[0][1])))
+        dots = [op for op in ops if op.name == "tle.dot"]
+        if "tle.many_waves" in top.operation.attributes and len(dots) == 1 and \
+                _multiply_adds(dots[0]) <= SMALL_DOT_MACS:
+            out.append(Blocker(span_of_location(dots[0].location), _small_dot(dots[0])))
         for op in ops:
             if op.name == "tle.scan":
                 elements = math.prod(tle_type(op.operands[0].type)[1] or (1,))

@@ -36,7 +36,9 @@ One fact is about the grid alone: a kernel with a `dot` launched with more progr
 the runtime planned for; ManyPrograms) may ask tileiras for more than one program per SM, which only costs where
 every program has an SM to itself (lowering/tle_to_tileir.py, `_occupancy`). Beside it, ShortK: a grid of several waves
 whose programs' one dot sums at most SHORT_K values of K each, so writing the output tile is a large part of a
-program's time; the Tile IR lowering then runs the grid as a persistent loop (`_persistent`).
+program's time; the Tile IR lowering then runs the grid as a persistent loop (`_persistent`). And ManyWaves: more
+than two waves, where a dot on small tiles runs faster on the native path (lowering/tileir_legality.py,
+`tileir_slower`).
 """
 from __future__ import annotations
 
@@ -64,7 +66,7 @@ class Spec:
     divisible16: frozenset = frozenset()  # AbiArg keys
     unit_strides: frozenset = frozenset()  # stride keys equal to 1
     inside: frozenset = frozenset()  # launch facts that hold: GridTile, FixedTile, LoopTile, LoopRuns, LoopSplit,
-    #                                 ManyPrograms, ShortK
+    #                                 ManyPrograms, ManyWaves, ShortK
     divisible: frozenset = frozenset()  # (dim or stride key, 2 | 4 | 8): its largest power-of-two divisor under 16
 
     def key(self) -> str:
@@ -117,6 +119,20 @@ class ManyPrograms:
 
     def __str__(self) -> str:
         return "waves>1"
+
+
+# Measured on the H200 (twenty-eighth session; benchmarks/RESULTS.md "Small dot tiles past two waves"): one dot of at
+# most 64x64x32 multiply-adds per K step ran faster on the native path than on Tile IR on 54 of 55 launches of more
+# than two waves (1.01-1.65x), and slower on most launches of up to two (Tile IR 1.02-1.31x faster on 8 of 9).
+MANY_WAVES = 2
+
+
+@dataclass(frozen=True, order=True)
+class ManyWaves:
+    """With ManyPrograms: the grid has more than MANY_WAVES times as many programs as the GPU has SMs."""
+
+    def __str__(self) -> str:
+        return f"waves>{MANY_WAVES}"
 
 
 # ShortK's bounds: K values per program, and waves of programs. On the H200 (Tile IR, 128x128x64 tiles,
@@ -221,8 +237,8 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | Non
     loops whose every tile they keep inside (LoopTile: stop * tile <= size) or whose first tiles only (LoopSplit),
     and, where the grid is known (3 ints), the GridTiles it keeps inside (grid[axis] * tile <= size, with at least
     one program). A grid of None (tlec without --grid) gives all but GridTiles: they rest on the sizes alone, and
-    every plan is made for exact sizes. ManyPrograms and ShortK need the grid and the device's SM count `sms`
-    both."""
+    every plan is made for exact sizes. ManyPrograms, ManyWaves and ShortK need the grid and the device's SM
+    count `sms` both."""
     described = loop_facts(kernel)
     loops = {fact.ordinal: _size_expr_value(stop, sizes) for fact, _, stop in described.values()}
 
@@ -239,6 +255,8 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | Non
     facts = {f for f in candidates if holds(f)}
     if grid is not None and sms and math.prod(grid) > sms and next(dots(kernel.body), None) is not None:
         facts.add(ManyPrograms())
+        if math.prod(grid) > MANY_WAVES * sms:
+            facts.add(ManyWaves())
         if math.prod(grid) >= SHORT_K_WAVES * sms and (k := k_per_program(kernel, described, loops)) is not None \
                 and k <= SHORT_K:
             facts.add(ShortK())

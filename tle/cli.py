@@ -77,7 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sms", type=int, default=None, metavar="N",
                    help="with --grid, the GPU's SM count (132 on the H100 SXM and H200): the facts about the grid's "
                         "size then hold as they would at run time, so the Tile IR path shows the occupancy hint or "
-                        "the persistent loop that launch gets (docs/tileir.md, \"Performance\")")
+                        "the persistent loop that launch gets, and --backend=auto the path it takes "
+                        "(docs/tileir.md, \"Performance\")")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="write the output here (default: text to standard output; a binary stage to KERNEL.cubin or "
                         "KERNEL.tilebc)")

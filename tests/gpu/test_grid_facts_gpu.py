@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tle
-from tle.abi import GridTile, ManyPrograms
+from tle.abi import GridTile, ManyPrograms, ManyWaves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GUARD = 4096
@@ -99,3 +99,25 @@ def test_a_one_dot_matmul_past_one_wave_asks_tileiras_for_two_programs_per_sm(bm
     assert sorted(tileir) == [False, True]
     assert "occupancy = 2" in tileir[True] and "occupancy =" not in tileir[False]
     assert not any(ManyPrograms() in fs for fs in plan_facts(k, "triton"))
+
+
+@pytest.mark.gpu
+def test_auto_takes_the_native_path_for_a_small_dot_step_past_two_waves():
+    """examples/matmul.tle at 32x64x64 with backend="auto": a grid of more than twice as many programs as SMs proves
+    ManyWaves and runs on the native path (lowering/tileir_legality.py tileir_slower); a grid of two waves keeps the
+    Tile IR path with its occupancy hint. Both results are right."""
+    k = tle.compile(os.path.join(ROOT, "examples", "matmul.tle")).matmul
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    chosen = {}
+    for programs in (2 * sms, 2 * sms + 1):
+        a = torch.randn(32 * programs, 512, device="cuda", dtype=torch.float16)
+        b = torch.randn(512, 64, device="cuda", dtype=torch.float16)
+        c = torch.full((32 * programs, 64), float("nan"), device="cuda", dtype=torch.float16)
+        k[(programs, 1)](a, b, c, BM=32, BN=64, BK=64)
+        torch.cuda.synchronize()
+        want = a.float() @ b.float()
+        assert (c.float() - want).norm() / want.norm() < 1e-2, programs
+        chosen[programs] = k.last_backend
+    assert chosen == {2 * sms: "tileir", 2 * sms + 1: "triton"}
+    assert [ManyWaves() in fs for fs in plan_facts(k, "triton")] == [True]
+    assert [ManyWaves() in fs for fs in plan_facts(k, "tileir")] == [False]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tle.abi import (FixedTile, GridTile, LoopRuns, LoopSplit, LoopTile, ManyPrograms, ShortK, Spec, default_spec,
+from tle.abi import (FixedTile, GridTile, LoopRuns, LoopSplit, LoopTile, ManyPrograms, ManyWaves, ShortK, Spec, default_spec,
                      grid_tiles, loop_facts, spec_of)
 from tle.check import check_kernel, load_program
 from tle.lowering.ast_to_tle import ast_to_tle
@@ -115,6 +115,23 @@ def test_more_programs_than_sms_is_a_fact_of_kernels_with_a_dot():
     vvalues = {"x": _Aligned(), "o": _Aligned(), "N": 1 << 20, "x.stride0": 1, "o.stride0": 1}
     assert ManyPrograms() not in spec_of(v, vvalues, (4096, 1, 1), sms=132).inside  # no dot
     assert spec_of(k, values, (12, 12, 1), sms=132).key().endswith("waves>1")
+
+
+def test_more_than_two_waves_is_a_fact_beside_many_programs():
+    """ManyWaves: more than twice as many programs as SMs (where auto sends a dot on small tiles to the native
+    path), proved with ManyPrograms only: for a kernel with a dot, given a grid and an SM count."""
+    k = kernel_of(MM)
+    values = {"a": _Aligned(), "b": _Aligned(), "c": _Aligned(), "M": 64 * 24, "K": 16, "N": 64 * 12,
+              "a.stride0": 16, "a.stride1": 1, "b.stride0": 64 * 12, "b.stride1": 1, "c.stride0": 64 * 12,
+              "c.stride1": 1}
+    assert {ManyPrograms(), ManyWaves()} <= spec_of(k, values, (23, 12, 1), sms=132).inside  # 276 programs
+    past_one = spec_of(k, values, (22, 12, 1), sms=132).inside  # 264: two waves exactly
+    assert ManyPrograms() in past_one and ManyWaves() not in past_one
+    assert ManyWaves() not in spec_of(k, values, (23, 12, 1)).inside  # no SM count
+    v = kernel_of(VADD)
+    vvalues = {"x": _Aligned(), "o": _Aligned(), "N": 1 << 20, "x.stride0": 1, "o.stride0": 1}
+    assert ManyWaves() not in spec_of(v, vvalues, (4096, 1, 1), sms=132).inside  # no dot
+    assert spec_of(k, values, (23, 12, 1), sms=132).key().endswith("waves>1,waves>2")
 
 
 KLOOP = """

@@ -1140,6 +1140,45 @@ def test_kernels_tile_ir_runs_much_slower_are_named(src, rule, line):
         assert rule in b.reason and "H200" in b.reason and b.span.line == line
 
 
+@pytest.mark.parametrize("tiles,waves,named", [
+    ((64, 64, 32), 3, True), ((32, 64, 64), 3, True), ((16, 128, 64), 3, True), ((16, 64, 128), 3, True),
+    ((32, 32, 64), 3, True),
+    ((64, 64, 32), 2, False),   # up to two waves Tile IR won 8 of 9: decode grids stay there
+    ((64, 64, 64), 3, False),   # bigger steps: neither path won throughout
+    ((64, 128, 32), 3, False),
+])
+def test_a_small_dot_step_past_two_waves_takes_the_native_path(tiles, waves, named):
+    """One dot of at most 64x64x32 multiply-adds a step, on a launch of more than two waves (ManyWaves, beside
+    ManyPrograms): the native path ran 54 of 55 such matmuls faster (1.01-1.65x, H200), so auto takes it, naming the
+    dot; up to two waves and on bigger steps the kernel keeps the Tile IR path."""
+    from tle.abi import ManyPrograms, ManyWaves
+    from tle.lowering.tileir_legality import tileir_slower
+    bm, bn, bk = tiles
+    kernel = check_kernel(load_program(MATMUL, "k.tle"), "k", {"BM": bm, "BN": bn, "BK": bk})
+    d = default_spec(kernel)
+    facts = {ManyPrograms()} | ({ManyWaves()} if waves > 2 else set())
+    module = ast_to_tle(kernel, Spec(d.divisible16, d.unit_strides, d.inside | facts, d.divisible))
+    assert ["tle.many_waves" in op.attributes for op in module.body.operations] == [waves > 2]
+    found = tileir_slower(module)
+    if not named:
+        assert found == []
+    else:
+        (b,) = found
+        assert f"takes {bm}x{bn}x{bk} multiply-adds a step" in b.reason and "more than two waves" in b.reason
+        assert "H200" in b.reason and b.span.line == 10
+
+
+def test_a_small_dot_step_beside_another_dot_keeps_the_tileir_path():
+    """The rule was measured on one-dot kernels; attention's two small dots past two waves keep Tile IR."""
+    from tle.abi import ManyPrograms, ManyWaves
+    from tle.lowering.tileir_legality import tileir_slower
+    path = os.path.join(ROOT, "examples", "attention.tle")
+    kernel = check_kernel(load_program(open(path).read(), path), "attention", {"BM": 64, "BN": 32, "D": 32})
+    d = default_spec(kernel)
+    spec = Spec(d.divisible16, d.unit_strides, d.inside | {ManyPrograms(), ManyWaves()}, d.divisible)
+    assert tileir_slower(ast_to_tle(kernel, spec)) == []
+
+
 SORT = """
 kernel k<N: int = 16>(x: tensor<f32>[L], y: tensor<f32>[L]) {
     let t = load(x, tile=[N], at=0)
