@@ -114,6 +114,20 @@ def _small_dot(dot) -> str:
             "path (54 of 55 launches, H200)")
 
 
+# One dot of at most 64x64x64 multiply-adds a step (16x64x128, 32x64x128, 16x128x128: split-K's decode tiles) in a
+# kernel with atomics, on a launch of more programs than SMs (tle.many_programs). Measured on the H200 (twenty-eighth
+# session; benchmarks/RESULTS.md "Split-K with atomics past one wave"), bf16, M of 1 to 32 against 4096x4096 to
+# 28672x4096 weights, Tile IR with its occupancy hint against the native path's defaults: examples/matmul_splitk.tle
+# (the last program to arrive at a tile's counter sums the partials) 10 of 10 launches of 224 to 3584 programs
+# faster natively (1.01-1.23x), and a split-K that atomic_adds its f32 partial tile into C 12 of 12 (1.03-1.90x).
+# Under one wave the two went either way (Tile IR 1.14-1.45x faster on 2 of 4 atomic_add launches), and decode's
+# one-wave grids stay on Tile IR.
+SPLIT_K_MACS = 64 * 64 * 64
+_SPLIT_K_ATOMICS = ("an atomic in a kernel whose one dot takes at most 64x64x64 multiply-adds a step (split-K's "
+                    "tiles), on a launch of more programs than SMs: such split-K matmuls ran 1.01-1.90x faster on the "
+                    "native path (22 of 22 launches, H200)")
+
+
 # Measured on the CPU (fifteenth session): tle's Tile IR compile against its native compile. At run time the Tile
 # IR code is the faster (a top-8 of 256 for 65536 tokens: 58.5 against 66.3 us, H200, twenty-third session); the
 # twenty-second session's faster-compiling form of the networks' steps ran 1.55x slower and was dropped
@@ -174,9 +188,13 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
             if wide:
                 out.append(Blocker(span_of_location(wide[0][0].location), _wide_reduction(wide[0][1])))
         dots = [op for op in ops if op.name == "tle.dot"]
+        atomics = [op for op in ops if op.name == "tle.atomic"]
         if "tle.many_waves" in top.operation.attributes and len(dots) == 1 and \
                 _multiply_adds(dots[0]) <= SMALL_DOT_MACS:
             out.append(Blocker(span_of_location(dots[0].location), _small_dot(dots[0])))
+        elif "tle.many_programs" in top.operation.attributes and len(dots) == 1 and atomics and \
+                _multiply_adds(dots[0]) <= SPLIT_K_MACS:
+            out.append(Blocker(span_of_location(atomics[0].location), _SPLIT_K_ATOMICS))
         for op in ops:
             if op.name == "tle.scan":
                 elements = math.prod(tle_type(op.operands[0].type)[1] or (1,))

@@ -368,6 +368,29 @@ def carried_partner(dot) -> "ir.Value | None":
     return None
 
 
+def _computed_from(v: "ir.Value", op_name: str) -> bool:
+    """Is v computed from a result of an `op_name` op (through any ops, not through block arguments)?"""
+    todo, seen = [v], []
+    while todo:
+        x = todo.pop()
+        owner = x.owner
+        if isinstance(owner, ir.Block) or any(x == s for s in seen):
+            continue
+        seen.append(x)
+        if owner.name == op_name:
+            return True
+        todo.extend(owner.operands)
+    return False
+
+
+def walks_tiles(ops) -> bool:
+    """Does the kernel walk its tiles itself: a for loop whose bounds or step come from num_programs
+    (`for t in range(program_id(0), tiles, num_programs(0))`, a persistent kernel)? A num_programs that only
+    numbers a program's tile (split-K's `pm * num_programs(0) + pn`) does not count."""
+    return any(op.name == "scf.for" and any(_computed_from(v, "tle.num_programs") for v in list(op.operands)[:3])
+               for op in ops)
+
+
 def gathered_operand(v: "ir.Value") -> bool:
     """Does v (a dot operand) come from a tle.gather of as many elements as v, through the ops that compute it in
     registers (not through a load's indices)? A small gathered tile broadcast over a loaded one (a per-row scale)
@@ -424,9 +447,11 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int,
       2048x1024x2048, 8 to 124 waves): 1.03-1.63x on all 12; occupancy 4 took up to 2.2x occupancy 2's time on
       32x32. The native path ran these tiny tiles faster still (Tile IR with the hint took 1.05-1.55x its time),
       but a decode product with such tiles and fewer programs than SMs (no hint) ran fastest on Tile IR
-      (benchmarks/RESULTS.md, "Decode: the weight tile on the dot's left"), so no route follows from the size
-      alone. Not measured: grids near one wave at these sizes, and memory-bound products (decode's split-K) past
-      one wave.
+      (benchmarks/RESULTS.md, "Decode: the weight tile on the dot's left"). The twenty-eighth session measured
+      where: past two waves the native path won 54 of 55 launches with steps of 64x64x32 multiply-adds or fewer,
+      and split-K with atomics lost on Tile IR past one wave, so `auto` takes the native path for both
+      (lowering/tileir_legality.py, `tileir_slower`); this hint serves launches of up to two waves and
+      backend="tileir".
     - Otherwise none (a single matmul's pipelined K loop keeps the tensor cores busy on its own)."""
     if len(accumulators) >= 2 and _worker_warps(held, largest_tile) is None:
         small = _SMALL_DOTS_VALUES_PER_THREAD * 4 * 32
@@ -612,11 +637,13 @@ class _Kernel:
                   for op in self.ops if op.name in ("tle.load", "tle.store")]
             # a persistent kernel (it strides over its tiles by num_programs, or this lowering makes it so) is left
             # alone: 264 programs of the persistent bmm (examples/matmul_batched.tle) at 2 per SM ran 2.8-3.0x
-            # slower than 132 without a hint
+            # slower than 132 without a hint. A kernel that only numbers its tile by num_programs is not one: the
+            # one-launch split-K (examples/matmul_splitk.tle, 16x64x128 and 32x64x128 tiles, 256 to 3584 programs)
+            # ran 1.0-1.24x faster with 2 per SM (twenty-eighth session, benchmarks/RESULTS.md)
             # nor a dot on gathered rows (a mixture-of-experts GEMM): its forced Tile IR form ran 1.35x slower
             # with 2 per SM (docs/tileir.md, "Performance"), and "auto" takes the native path for it anyway
             many = "tle.many_programs" in self.func.attributes and not self.persistent and \
-                not any(op.name == "tle.num_programs" for op in self.ops) and \
+                not walks_tiles(self.ops) and \
                 not any(gathered_operand(v) for op in dots for v in list(op.operands)[:2])
             occupancy, self.occupancy_why = _occupancy(accumulators, held, io, largest, many)
         self.occupancy = occupancy
