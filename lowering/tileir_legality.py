@@ -93,9 +93,10 @@ def _wide_accumulator(shape) -> str:
 # the H200 (twenty-eighth session; benchmarks/RESULTS.md "Small dot tiles past two waves"), examples/matmul.tle on
 # Tile IR with the lowering's hints (occupancy 2) against the native path's defaults, f16 and bf16, square products
 # of 512 to 8192 and decode-like ones (M of 16 to 128 against 4096x4096 to 28672x4096): the native path was faster
-# on 54 of 55 such launches, by 1.01-1.65x (e.g. 2048x2048x1024 at 64x64x32: 41.2 against 25.4 us), and slower on
-# one (64x14336x4096 at 16x64x128: 76.2 against 67.9). On launches of up to two waves Tile IR won 8 of 9 (by
-# 1.02-1.31x: decode grids under one wave, where Tile IR's split-K kernels are the fastest, stay there), and on
+# on 44 of 45 such launches, by 1.01-1.62x (e.g. 2048x2048x1024 at 64x64x32: 41.2 against 25.4 us), and slower on
+# one (64x14336x4096 at 16x64x128: 76.2 against 67.9); the twenty-seventh session's 17 (4 to 124 waves) were all
+# faster natively, by 1.05-1.65x. On launches of up to two waves Tile IR won 16 of 18 (by 1.02-1.75x: decode
+# grids under one wave, where Tile IR's split-K kernels are the fastest, stay there), and on
 # bigger steps (64x64x64, 64x128x32, 16x128x128) neither path won throughout.
 SMALL_DOT_MACS = 64 * 64 * 32
 
@@ -111,7 +112,7 @@ def _small_dot(dot) -> str:
     k = (tle_type(dot.operands[0].type)[1] or (1,))[-1]
     return (f"the kernel's one dot takes {'x'.join(map(str, acc))}x{k} multiply-adds a step, no more than 64x64x32, "
             "on a launch of more than two waves: matmuls with steps this small ran 1.01-1.65x faster on the native "
-            "path (54 of 55 launches, H200)")
+            "path (61 of 62 launches, H200)")
 
 
 # One dot of at most 64x64x64 multiply-adds a step (16x64x128, 32x64x128, 16x128x128: split-K's decode tiles) in a

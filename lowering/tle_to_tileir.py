@@ -448,7 +448,7 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int,
       32x32. The native path ran these tiny tiles faster still (Tile IR with the hint took 1.05-1.55x its time),
       but a decode product with such tiles and fewer programs than SMs (no hint) ran fastest on Tile IR
       (benchmarks/RESULTS.md, "Decode: the weight tile on the dot's left"). The twenty-eighth session measured
-      where: past two waves the native path won 54 of 55 launches with steps of 64x64x32 multiply-adds or fewer,
+      where: past two waves the native path won 61 of 62 launches with steps of 64x64x32 multiply-adds or fewer,
       and split-K with atomics lost on Tile IR past one wave, so `auto` takes the native path for both
       (lowering/tileir_legality.py, `tileir_slower`); this hint serves launches of up to two waves and
       backend="tileir".
@@ -638,8 +638,9 @@ class _Kernel:
             # a persistent kernel (it strides over its tiles by num_programs, or this lowering makes it so) is left
             # alone: 264 programs of the persistent bmm (examples/matmul_batched.tle) at 2 per SM ran 2.8-3.0x
             # slower than 132 without a hint. A kernel that only numbers its tile by num_programs is not one: the
-            # one-launch split-K (examples/matmul_splitk.tle, 16x64x128 and 32x64x128 tiles, 256 to 3584 programs)
-            # ran 1.0-1.24x faster with 2 per SM (twenty-eighth session, benchmarks/RESULTS.md)
+            # one-launch split-K (examples/matmul_splitk.tle, 16x64x128 and 32x64x128 tiles, 224 to 3584 programs)
+            # ran faster with 2 per SM on 11 of 12 launches, by up to 1.24x (twenty-eighth session,
+            # benchmarks/RESULTS.md "Split-K with atomics past one wave")
             # nor a dot on gathered rows (a mixture-of-experts GEMM): its forced Tile IR form ran 1.35x slower
             # with 2 per SM (docs/tileir.md, "Performance"), and "auto" takes the native path for it anyway
             many = "tle.many_programs" in self.func.attributes and not self.persistent and \

@@ -122,8 +122,8 @@ class ManyPrograms:
 
 
 # Measured on the H200 (twenty-eighth session; benchmarks/RESULTS.md "Small dot tiles past two waves"): one dot of at
-# most 64x64x32 multiply-adds per K step ran faster on the native path than on Tile IR on 54 of 55 launches of more
-# than two waves (1.01-1.65x), and slower on most launches of up to two (Tile IR 1.02-1.31x faster on 8 of 9).
+# most 64x64x32 multiply-adds per K step ran faster on the native path than on Tile IR on 61 of 62 launches of more
+# than two waves (1.01-1.65x), and slower on most launches of up to two (Tile IR 1.02-1.75x faster on 16 of 18).
 MANY_WAVES = 2
 
 
