@@ -368,8 +368,9 @@ def carried_partner(dot) -> "ir.Value | None":
     return None
 
 
-def _computed_from(v: "ir.Value", op_name: str) -> bool:
-    """Is v computed from a result of an `op_name` op (through any ops, not through block arguments)?"""
+def _upstream(v: "ir.Value", through=lambda op: True):
+    """(value, the op that made it) for v and each value it is computed from, walking back through the ops `through`
+    accepts (never through block arguments: loop-carried values and kernel parameters end the walk)."""
     todo, seen = [v], []
     while todo:
         x = todo.pop()
@@ -377,17 +378,17 @@ def _computed_from(v: "ir.Value", op_name: str) -> bool:
         if isinstance(owner, ir.Block) or any(x == s for s in seen):
             continue
         seen.append(x)
-        if owner.name == op_name:
-            return True
-        todo.extend(owner.operands)
-    return False
+        yield x, owner
+        if through(owner):
+            todo.extend(owner.operands)
 
 
 def walks_tiles(ops) -> bool:
     """Does the kernel walk its tiles itself: a for loop whose bounds or step come from num_programs
     (`for t in range(program_id(0), tiles, num_programs(0))`, a persistent kernel)? A num_programs that only
     numbers a program's tile (split-K's `pm * num_programs(0) + pn`) does not count."""
-    return any(op.name == "scf.for" and any(_computed_from(v, "tle.num_programs") for v in list(op.operands)[:3])
+    return any(op.name == "scf.for" and any(owner.name == "tle.num_programs" for v in list(op.operands)[:3]
+                                            for _, owner in _upstream(v))
                for op in ops)
 
 
@@ -396,18 +397,10 @@ def gathered_operand(v: "ir.Value") -> bool:
     registers (not through a load's indices)? A small gathered tile broadcast over a loaded one (a per-row scale)
     does not count: the operand's bulk still comes through a load tileiras can pipeline."""
     size = math.prod(tle_type(v.type)[1] or (1,))
-    todo, seen = [v], []
-    while todo:
-        x = todo.pop()
-        owner = x.owner
-        if isinstance(owner, ir.Block) or any(x == s for s in seen):
-            continue
-        seen.append(x)
-        if owner.name == "tle.gather" and math.prod(tle_type(x.type)[1] or (1,)) >= size:
-            return True
-        if owner.name not in ("tle.load", "arith.constant", "tle.make_view"):
-            todo.extend(owner.operands)
-    return False
+    def in_registers(op) -> bool:
+        return op.name not in ("tle.load", "arith.constant", "tle.make_view")
+    return any(owner.name == "tle.gather" and math.prod(tle_type(x.type)[1] or (1,)) >= size
+               for x, owner in _upstream(v, in_registers))
 
 
 def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int,

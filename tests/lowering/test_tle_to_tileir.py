@@ -1142,6 +1142,13 @@ def test_kernels_tile_ir_runs_much_slower_are_named(src, rule, line):
         assert rule in b.reason and "H200" in b.reason and b.span.line == line
 
 
+def _tle_with_facts(src, name, consts, facts):
+    """The tle module of kernel `name` in `src` under its default spec plus the launch facts `facts`."""
+    kernel = check_kernel(load_program(src, "k.tle"), name, consts)
+    d = default_spec(kernel)
+    return ast_to_tle(kernel, Spec(d.divisible16, d.unit_strides, d.inside | set(facts), d.divisible))
+
+
 @pytest.mark.parametrize("tiles,waves,named", [
     ((64, 64, 32), 3, True), ((32, 64, 64), 3, True), ((16, 128, 64), 3, True), ((16, 64, 128), 3, True),
     ((32, 32, 64), 3, True),
@@ -1156,10 +1163,8 @@ def test_a_small_dot_step_past_two_waves_takes_the_native_path(tiles, waves, nam
     from tle.abi import ManyPrograms, ManyWaves
     from tle.lowering.tileir_legality import tileir_slower
     bm, bn, bk = tiles
-    kernel = check_kernel(load_program(MATMUL, "k.tle"), "k", {"BM": bm, "BN": bn, "BK": bk})
-    d = default_spec(kernel)
     facts = {ManyPrograms()} | ({ManyWaves()} if waves > 2 else set())
-    module = ast_to_tle(kernel, Spec(d.divisible16, d.unit_strides, d.inside | facts, d.divisible))
+    module = _tle_with_facts(MATMUL, "k", {"BM": bm, "BN": bn, "BK": bk}, facts)
     assert ["tle.many_waves" in op.attributes for op in module.body.operations] == [waves > 2]
     found = tileir_slower(module)
     if not named:
@@ -1200,11 +1205,7 @@ def test_split_k_with_atomics_past_one_wave_takes_the_native_path(src, name, con
     auto takes the native path and names the atomic."""
     from tle.abi import ManyPrograms
     from tle.lowering.tileir_legality import tileir_slower
-    kernel = check_kernel(load_program(src, "k.tle"), name, consts)
-    d = default_spec(kernel)
-    module = ast_to_tle(kernel, Spec(d.divisible16, d.unit_strides, d.inside | ({ManyPrograms()} if many else set()),
-                                     d.divisible))
-    found = tileir_slower(module)
+    found = tileir_slower(_tle_with_facts(src, name, consts, {ManyPrograms()} if many else set()))
     if line is None:
         assert found == []
     else:
@@ -1216,11 +1217,9 @@ def test_a_small_dot_step_beside_another_dot_keeps_the_tileir_path():
     """The rule was measured on one-dot kernels; attention's two small dots past two waves keep Tile IR."""
     from tle.abi import ManyPrograms, ManyWaves
     from tle.lowering.tileir_legality import tileir_slower
-    path = os.path.join(ROOT, "examples", "attention.tle")
-    kernel = check_kernel(load_program(open(path).read(), path), "attention", {"BM": 64, "BN": 32, "D": 32})
-    d = default_spec(kernel)
-    spec = Spec(d.divisible16, d.unit_strides, d.inside | {ManyPrograms(), ManyWaves()}, d.divisible)
-    assert tileir_slower(ast_to_tle(kernel, spec)) == []
+    src = open(os.path.join(ROOT, "examples", "attention.tle"), encoding="utf-8").read()
+    module = _tle_with_facts(src, "attention", {"BM": 64, "BN": 32, "D": 32}, {ManyPrograms(), ManyWaves()})
+    assert tileir_slower(module) == []
 
 
 SORT = """
