@@ -2,6 +2,8 @@
 errors for launches it cannot describe (exit 2, a one-line message)."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tle.cli import main
@@ -66,3 +68,21 @@ def test_launches_tlec_cannot_describe_are_command_line_errors(rows, capsys, arg
 def test_a_size_for_no_dim_of_the_kernel_names_the_dims(rows, capsys):
     assert main([rows, "--emit=tle", "--sizes", "K=64"]) == 2
     assert "--sizes K: no kernel compiled from" in capsys.readouterr().err
+
+
+MATMUL = os.path.join(os.path.dirname(__file__), "..", "examples", "matmul.tle")
+MATMUL_64x64x32 = ["-D", "BM=64", "-D", "BN=64", "-D", "BK=32", "--sizes", "M=1024,N=1280,K=1024", "--sms", "132"]
+
+
+def test_more_than_two_waves_marks_the_kernel(capsys):
+    """--grid and --sms prove ManyWaves as the runtime would: 320 programs on 132 SMs, not 256."""
+    assert "tle.many_waves" in emit(capsys, MATMUL, "--emit=tle", *MATMUL_64x64x32, "--grid", "16,20")
+    assert "tle.many_waves" not in emit(capsys, MATMUL, "--emit=tle", *MATMUL_64x64x32, "--grid", "16,16")
+
+
+def test_auto_names_the_small_dot_step_it_leaves_tile_ir_for(capsys, tmp_path):
+    """tlec -v on a launch of more than two waves of 64x64x32 matmul tiles: the native path, and why, at the dot."""
+    assert main([MATMUL, "-v", *MATMUL_64x64x32, "--grid", "16,20", "-o", str(tmp_path / "mm.cubin")]) == 0
+    err = capsys.readouterr().err
+    assert "on the native CUDA path (Triton): the kernel's one dot takes 64x64x32 multiply-adds a step" in err
+    assert "matmul.tle:10:15" in err
