@@ -91,8 +91,8 @@ def _wide_accumulator(shape) -> str:
 # One dot of at most 64x64x32 multiply-adds per K step (a 64x64 accumulator with K tiles of 32, 32x64 or 16x128
 # with 64, 16x64 with 128), on a launch of more than two waves (tle.many_waves; tle/abi.py ManyWaves). Measured on
 # the H200 (twenty-eighth session; benchmarks/RESULTS.md "Small dot tiles past two waves"), examples/matmul.tle on
-# Tile IR with the lowering's hints (occupancy 2) against the native path's defaults, f16 and bf16, square products
-# of 512 to 8192 and decode-like ones (M of 16 to 128 against 4096x4096 to 28672x4096): the native path was faster
+# Tile IR with the lowering's hints (occupancy 2) against the native path's defaults, f16 and bf16, square-ish
+# products of 512 to 2048 (the twenty-seventh session's up to 8192) and decode-like ones (M of 16 to 128 against 4096x4096 to 28672x4096): the native path was faster
 # on 44 of 45 such launches, by 1.01-1.62x (e.g. 2048x2048x1024 at 64x64x32: 41.2 against 25.4 us), and slower on
 # one (64x14336x4096 at 16x64x128: 76.2 against 67.9); the twenty-seventh session's 17 (4 to 124 waves) were all
 # faster natively, by 1.05-1.65x. On launches of up to two waves Tile IR won 16 of 18 (by 1.02-1.75x: decode
@@ -110,7 +110,7 @@ def _multiply_adds(dot) -> int:
 def _small_dot(dot) -> str:
     acc = tle_type(dot.operands[2].type)[1] or (1,)
     k = (tle_type(dot.operands[0].type)[1] or (1,))[-1]
-    return (f"the kernel's one dot takes {'x'.join(map(str, acc))}x{k} multiply-adds a step, no more than 64x64x32, "
+    return (f"the kernel's one dot takes {'x'.join(map(str, acc))}x{k} multiply-adds a step (64x64x32 or fewer) "
             "on a launch of more than two waves: matmuls with steps this small ran 1.01-1.65x faster on the native "
             "path (61 of 62 launches, H200)")
 
