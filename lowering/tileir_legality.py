@@ -92,12 +92,13 @@ def _wide_accumulator(shape) -> str:
 # with 64, 16x64 with 128), on a launch of more than two waves (tle.many_waves; tle/abi.py ManyWaves). Measured on
 # the H200 (twenty-eighth session; benchmarks/RESULTS.md "Small dot tiles past two waves"), examples/matmul.tle on
 # Tile IR with the lowering's hints (occupancy 2) against the native path's defaults, f16 and bf16, square-ish
-# products of 512 to 2048 (the twenty-seventh session's up to 8192) and decode-like ones (M of 16 to 128 against 4096x4096 to 28672x4096): the native path was faster
-# on 44 of 45 such launches, by 1.01-1.62x (e.g. 2048x2048x1024 at 64x64x32: 41.2 against 25.4 us), and slower on
-# one (64x14336x4096 at 16x64x128: 76.2 against 67.9); the twenty-seventh session's 17 (4 to 124 waves) were all
-# faster natively, by 1.05-1.65x. On launches of up to two waves Tile IR won 16 of 18 (by 1.02-1.75x: decode
-# grids under one wave, where Tile IR's split-K kernels are the fastest, stay there), and on
-# bigger steps (64x64x64, 64x128x32, 16x128x128) neither path won throughout.
+# products of 512 to 2048 (the twenty-seventh session's up to 8192) and decode-like ones (M of 16 to 128 against
+# 4096x4096 to 28672x4096): the native path was faster on 44 of 45 such launches, by 1.01-1.62x (e.g.
+# 2048x2048x1024 at 64x64x32: 41.2 against 25.4 us), and slower on one (64x14336x4096 at 16x64x128: 76.2 against
+# 67.9); the twenty-seventh session's 17 (4 to 124 waves) were all faster natively, by 1.05-1.65x. On launches of
+# up to two waves Tile IR won 16 of 18 (by 1.02-1.75x: decode grids under one wave, where Tile IR's split-K
+# kernels are the fastest, stay there), and on bigger steps (64x64x64, 64x128x32, 16x128x128) neither path won
+# throughout.
 SMALL_DOT_MACS = 64 * 64 * 32
 
 
