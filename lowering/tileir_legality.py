@@ -102,15 +102,18 @@ def _wide_accumulator(shape) -> str:
 SMALL_DOT_MACS = 64 * 64 * 32
 
 
+def _dot_step(dot) -> tuple[tuple, int]:
+    """A tle.dot's accumulator shape and its K (a's last axis): one call does prod(shape) * K multiply-adds."""
+    return tle_type(dot.operands[2].type)[1] or (1,), (tle_type(dot.operands[0].type)[1] or (1,))[-1]
+
+
 def _multiply_adds(dot) -> int:
-    """A tle.dot's multiply-adds per call: its accumulator's values times its K (a's last axis)."""
-    a_shape = tle_type(dot.operands[0].type)[1] or (1,)
-    return math.prod(tle_type(dot.operands[2].type)[1] or (1,)) * a_shape[-1]
+    acc, k = _dot_step(dot)
+    return math.prod(acc) * k
 
 
 def _small_dot(dot) -> str:
-    acc = tle_type(dot.operands[2].type)[1] or (1,)
-    k = (tle_type(dot.operands[0].type)[1] or (1,))[-1]
+    acc, k = _dot_step(dot)
     return (f"the kernel's one dot takes {'x'.join(map(str, acc))}x{k} multiply-adds a step (64x64x32 or fewer) "
             "on a launch of more than two waves: matmuls with steps this small ran 1.01-1.65x faster on the native "
             "path (61 of 62 launches, H200)")
@@ -208,7 +211,7 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
                 out.append(Blocker(span_of_location(op.location), _GATHERED_OPERAND))
             elif carried_partner(op) is not None:
                 out.append(Blocker(span_of_location(op.location), _SCALED_PRODUCT))
-            elif math.prod(acc := tle_type(op.operands[2].type)[1] or (1,)) > WIDE_ACCUMULATOR:
+            elif math.prod(acc := _dot_step(op)[0]) > WIDE_ACCUMULATOR:
                 out.append(Blocker(span_of_location(op.location), _wide_accumulator(acc)))
     return out
 
