@@ -210,7 +210,7 @@ def matmul_config(m, n, k):
 # (twenty-second session): Tile IR at M = 1-32 on 4096x4096 took 13.3 us where its unswapped best took 13.8-15.1,
 # and the native path at 32x4096x4096 and 128x14336x4096 14.0 and 33.9 where it took 15.4 and 38.8.
 DECODE_CONFIGS = {
-    (1, 4096, 4096): ((16, 64, 64, 4, 4, 4, False), (16, 64, 64, 1, True)),
+    (1, 4096, 4096): ((16, 64, 64, 4, 4, 4, False), (16, 64, 128, 1, True)),
     (16, 4096, 4096): ((16, 64, 256, 2, 4, 3, True), (16, 64, 256, 1, True)),
     (32, 4096, 4096): ((32, 64, 64, 2, 4, 7, True), (32, 64, 256, 1, True)),
     (64, 4096, 4096): ((64, 32, 128, 1, 4, 7, False), (64, 32, 256, 1, False)),

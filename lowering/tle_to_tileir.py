@@ -66,8 +66,9 @@ Performance choices (TileirOptions; each was measured on the H200, docs/tileir.m
   too: TMA cannot move them, so a view load would take that branchy path (a block-scaled FP8 product's two f32
   scale tiles: 331 -> 288 us at 4096^3).
 - View loads of a kernel with a dot on a 128x256 accumulator or larger say `latency = 6` (_load_latency): tileiras
-  then pipelines the K loop deeper (matmul 4096^3-8192^3: 0.93-0.99x -> 0.97-1.02x of cuBLAS); smaller tiles get
-  no hint, which is what they ran best with.
+  then pipelines the K loop deeper (matmul 4096^3-8192^3: 0.93-0.99x -> 0.97-1.02x of cuBLAS). A kernel with one
+  dot on a thin accumulator (at most 64x32: the decode matmul with its weight tile on the dot's left) says
+  `latency = 4` (16x4096x4096 bf16: 13.7 -> 12.8 us); other tiles get no hint, which is what they ran best with.
 - The entry's num_worker_warps hint (_worker_warps): 8 warps for a dot accumulator of more than 128 values per
   thread on 4 warps (128x256 f32: otherwise hundreds of spilled registers, 45 instead of 717 TFLOP/s; a dot added
   into a loop-carried tile counts both, _held_registers), and for a kernel without a dot whose largest tile has
@@ -549,11 +550,31 @@ def _tma_views(func, ops) -> bool:
     return True
 
 
+# The latency hint on the view loads of a kernel with one dot on a thin accumulator: at most 64 rows and at most 32
+# columns (wgmma's N), so each K step is a small product and the loop streams its operands. Such is the decode
+# matmul with the weight tile on the dot's left (examples/matmul_splitk.tle SWAP=true: a [BN, BM] = [64, 16] or
+# [64, 32] accumulator). H200, twenty-ninth session (benchmarks/RESULTS.md "Decode: latency 4 on thin
+# accumulators"; us, no hint -> 4): 16x4096x4096 bf16 at 16x64x256 swapped 13.7 -> 12.8, 1x4096x4096 at 16x64x128
+# swapped 14.9 -> 12.8, 32x4096x4096 at 32x64x128 swapped 15.2 -> 13.8, 16x4096x14336 at 16x64x256 swapped 32.8
+# -> 31.4; level (within 0.2 us) on [64, 16] with K tiles of 64, on the unswapped [64, 32] and [16, 32] tiles, and
+# on a [64, 32] grid of 512 programs. 3 won some and lost others by up to 13% ([16, 32]: 13.8 -> 15.2), 5 and up
+# lost. Wider or taller accumulators keep no hint: [128, 32] lost 5% with 4 (128x4096x4096: 16.7 -> 17.5), [16,
+# 128] 2% (16x14336x4096), [16, 64] over 7 waves 4%.
+_THIN_LOAD_LATENCY = 4
+_THIN_MAX_ROWS, _THIN_MAX_COLS = 64, 32
+
+
 def _load_latency(accumulators) -> int | None:
     """The view loads' latency hint: _DOT_LOAD_LATENCY for a kernel with an accumulator of _LATENCY_MIN_ACC values
-    or more, else none (tileiras infers one)."""
-    big = any(math.prod(shape) >= _LATENCY_MIN_ACC for _, shape, _ in accumulators)
-    return _DOT_LOAD_LATENCY if big else None
+    or more, _THIN_LOAD_LATENCY for one with exactly one dot on a thin accumulator (at most _THIN_MAX_ROWS x
+    _THIN_MAX_COLS), else none (tileiras infers one)."""
+    if any(math.prod(shape) >= _LATENCY_MIN_ACC for _, shape, _ in accumulators):
+        return _DOT_LOAD_LATENCY
+    if len(accumulators) == 1:
+        rows, cols = accumulators[0][1][-2:]
+        if rows <= _THIN_MAX_ROWS and cols <= _THIN_MAX_COLS:
+            return _THIN_LOAD_LATENCY
+    return None
 
 
 @dataclass

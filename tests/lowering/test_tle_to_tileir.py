@@ -966,13 +966,22 @@ def _latencies(module):
             for op in ops(module, "load_view_tko")]
 
 
-def test_load_latency_hint_only_on_big_dot_tiles():
+def test_load_latency_hint_on_big_and_thin_dot_tiles():
     """docs/tileir.md, Performance: `latency = 6` on the view loads of a kernel with an accumulator of 128x256 values
-    or more (tileiras pipelines the K loop deeper); smaller dots, and kernels without one, get no hint."""
+    or more (tileiras pipelines the K loop deeper), `latency = 4` for one dot on an accumulator of at most 64 rows
+    and 32 columns (a decode product streaming its operands); other dots, and kernels without one, get no hint."""
     assert _latencies(_example_module("matmul", {"BM": 128, "BN": 256, "BK": 64})) == [6, 6]
     assert _latencies(_example_module("matmul", {"BM": 256, "BN": 128, "BK": 32})) == [6, 6]
     assert _latencies(_example_module("matmul", {"BM": 128, "BN": 128, "BK": 64})) == [None, None]
-    assert _latencies(_example_module("matmul", {"BM": 16, "BN": 32, "BK": 128})) == [None, None]
+    assert _latencies(_example_module("matmul", {"BM": 16, "BN": 32, "BK": 128})) == [4, 4]
+    assert _latencies(_example_module("matmul", {"BM": 64, "BN": 32, "BK": 128})) == [4, 4]
+    assert _latencies(_example_module("matmul", {"BM": 128, "BN": 32, "BK": 64})) == [None, None]  # 128 rows
+    assert _latencies(_example_module("matmul", {"BM": 16, "BN": 64, "BK": 64})) == [None, None]  # 64 columns
+    # the decode kernel with the weight tile on the dot's left: a [BN, BM] = [64, 16] accumulator
+    swapped = _example_module("matmul_splitk", {"BM": 16, "BN": 64, "BK": 256, "SPLIT": 1, "SWAP": True})
+    assert set(_latencies(swapped)) == {4}
+    unswapped = _example_module("matmul_splitk", {"BM": 16, "BN": 64, "BK": 256, "SPLIT": 1})
+    assert set(_latencies(unswapped)) == {None}
     assert _latencies(_example_module("attention", {"D": 64})) == [None] * 5  # q, then k and v in each of two loops
     m = _example_module("softmax", {"BLOCK": 4096, "T": "bf16"}, options=OLD_CHOICES)  # view loads, no dot
     assert _latencies(m) == [None]
