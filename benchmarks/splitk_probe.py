@@ -15,7 +15,7 @@ BAD if wrong, and then not timed):
   (tileiras' own plan), and on the native path (`backend="triton"`, its default warps and stages);
 - `atomic:...`: the same three for ATOMIC_SPLIT_K. Its C is f32 and must start at zeros: the check zeroes it, the
   timing does not (the sums grow; the atomics cost the same);
-- `auto`: the backend `backend="auto"` ran each kernel on (`t` = triton, `i` = tileir; counter first). Its rules
+- `auto`: the backends `backend="auto"` ran the two kernels on (counter/atomic). Its rules
   are lowering/tileir_legality.py `tileir_slower`: an atomic in a kernel whose one dot takes at most 64x64x64
   multiply-adds a step, on a launch of more programs than SMs, takes the native path.
 benchmarks/RESULTS.md, "Split-K with atomics past one wave", has the runs behind that rule.
@@ -112,7 +112,7 @@ def main() -> int:
         torch_us = bench.time_events(lambda i: torch.mm(*pairs[i], out=outs[i]), nsets, 30, 200)["us"]
         for cfg in configs(args.configs):
             sets = [launches(counter_mod, atomic_mod, a, b, m, n, cfg, dt) for a, b in pairs]
-            cells, route = {}, ""
+            cells, route = {}, []
             for kernel, kmod, kname in (("counter", counter_mod, "matmul_splitk"),
                                         ("atomic", atomic_mod, "matmul_splitk_atomic")):
                 for variant, options in VARIANTS.items():
@@ -126,12 +126,12 @@ def main() -> int:
                 launch, _, reset = sets[0][kernel]
                 reset()
                 launch({"backend": "auto"})
-                route += getattr(kmod, kname).last_backend[0]
+                route.append(getattr(kmod, kname).last_backend)
             bm, bn, bk, split = cfg
             programs = -(-n // bn) * split * -(-m // bm)
-            rows.append((shape, f"{bm}x{bn}x{bk}/{split}", programs, torch_us, cells, route))
+            rows.append((shape, f"{bm}x{bn}x{bk}/{split}", programs, torch_us, cells, "/".join(route)))
             print(rows[-1], flush=True)
-    print(f"\n{sms} SMs; us; auto = the backends `auto` ran the counter and atomic kernels on (t = triton, i = tileir)")
+    print(f"\n{sms} SMs; us; auto = the backends `auto` ran the counter and atomic kernels on")
     print(f"{'shape':14s} {'config':13s} {'programs':>8s} {'torch':>7s} " + " ".join(f"{x:>14s}" for x in names)
           + "  auto")
     for shape, cfg, programs, torch_us, cells, route in rows:
