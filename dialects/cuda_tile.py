@@ -326,6 +326,8 @@ PERSISTENT_ATTR = "tle.persistent"
 # A string attribute of tle's own on an entry (not encoded either): why the lowering chose the entry's occupancy
 # hint, in words; targets/tileir.py records it in the Binary for `tlec -v`.
 OCCUPANCY_WHY_ATTR = "tle.occupancy_why"
+# The same for the `latency` hint the lowering put on the entry's view loads: the hint and its reason, in words.
+LATENCY_WHY_ATTR = "tle.latency_why"
 
 
 def entry(name: str, arg_types: Sequence[ir.Type], *, occupancy: int | None = None,

@@ -564,17 +564,22 @@ _THIN_LOAD_LATENCY = 4
 _THIN_MAX_ROWS, _THIN_MAX_COLS = 64, 32
 
 
-def _load_latency(accumulators) -> int | None:
-    """The view loads' latency hint: _DOT_LOAD_LATENCY for a kernel with an accumulator of _LATENCY_MIN_ACC values
-    or more, _THIN_LOAD_LATENCY for one with exactly one dot on a thin accumulator (at most _THIN_MAX_ROWS x
-    _THIN_MAX_COLS), else none (tileiras infers one)."""
-    if any(math.prod(shape) >= _LATENCY_MIN_ACC for _, shape, _ in accumulators):
-        return _DOT_LOAD_LATENCY
+def _load_latency(accumulators) -> tuple[int | None, str]:
+    """The view loads' latency hint and why (for tlec -v): _DOT_LOAD_LATENCY for a kernel with an accumulator of
+    _LATENCY_MIN_ACC values or more, _THIN_LOAD_LATENCY for one with exactly one dot on a thin accumulator (at most
+    _THIN_MAX_ROWS x _THIN_MAX_COLS), else none (tileiras infers one)."""
+    big = [shape for _, shape, _ in accumulators if math.prod(shape) >= _LATENCY_MIN_ACC]
+    if big:
+        return _DOT_LOAD_LATENCY, (f"latency hint {_DOT_LOAD_LATENCY} on every view load, the lowering's choice: a "
+                                   f"dot on a {'x'.join(map(str, big[0]))} accumulator (128x256 or more), whose K "
+                                   "loop tileiras then pipelines deeper")
     if len(accumulators) == 1:
         rows, cols = accumulators[0][1][-2:]
         if rows <= _THIN_MAX_ROWS and cols <= _THIN_MAX_COLS:
-            return _THIN_LOAD_LATENCY
-    return None
+            return _THIN_LOAD_LATENCY, (f"latency hint {_THIN_LOAD_LATENCY} on every view load, the lowering's "
+                                        f"choice: one dot on a {rows}x{cols} accumulator (at most "
+                                        f"{_THIN_MAX_ROWS}x{_THIN_MAX_COLS}), whose K loop streams its operands")
+    return None, ""
 
 
 @dataclass
@@ -664,7 +669,8 @@ class _Kernel:
         self.occupancy = occupancy
         self.num_cta_in_cga = None if options.num_cta_in_cga == "auto" else options.num_cta_in_cga
         latency = options.load_latency
-        self.load_latency = _load_latency(accumulators) if latency == "auto" else latency
+        # the lowering's reason for its own hint (tlec -v); none for a hint it was given
+        self.load_latency, self.latency_why = _load_latency(accumulators) if latency == "auto" else (latency, "")
         if self.load_latency is not None and not 1 <= self.load_latency <= 10:
             raise ValueError(f"load_latency = {latency!r} is not auto, None or 1..10")
 
@@ -711,6 +717,8 @@ class _Kernel:
                     self.set(arg, value)
                 if self.occupancy_why:
                     op.attributes[ct.OCCUPANCY_WHY_ATTR] = ir.StringAttr.get(self.occupancy_why)
+                if self.latency_why:
+                    op.attributes[ct.LATENCY_WHY_ATTR] = ir.StringAttr.get(self.latency_why)
                 if self.persistent:
                     op.attributes[ct.PERSISTENT_ATTR] = ir.UnitAttr.get()
                     self.persistent_loop(values[len(args):])

@@ -721,7 +721,9 @@ def compile_tileir(module: ir.Module, arch: str = "sm_90", *, opt_level: int = 3
                **({"persistent": True} if ct.PERSISTENT_ATTR in kernel.attributes else {}),
                **({"occupancy_why": (ir.IntegerAttr(kernel.attributes["occupancy"]).value,
                                      ir.StringAttr(kernel.attributes[ct.OCCUPANCY_WHY_ATTR]).value)}
-                  if ct.OCCUPANCY_WHY_ATTR in kernel.attributes else {})},
+                  if ct.OCCUPANCY_WHY_ATTR in kernel.attributes else {}),
+               **({"latency_why": ir.StringAttr(kernel.attributes[ct.LATENCY_WHY_ATTR]).value}
+                  if ct.LATENCY_WHY_ATTR in kernel.attributes else {})},
     )
 
 

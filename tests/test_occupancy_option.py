@@ -299,3 +299,20 @@ def test_tlec_v_says_why_the_lowering_chose_its_hint(tmp_path, capsys):
     assert "the lowering's choice" not in capsys.readouterr().err
     assert main([path, "--backend", "tileir", "-v", "-o", str(tmp_path / "m3.cubin")]) == 0  # no grid: no fact
     assert "the lowering's choice" not in capsys.readouterr().err
+
+
+def test_tlec_v_says_why_the_lowering_chose_a_latency_hint(tmp_path, capsys):
+    """The view loads' latency hint comes with its reason too (lowering/tle_to_tileir.py _load_latency): 4 for the
+    swapped decode kernel's thin [64, 16] accumulator, 6 for a 128x256 one, no line for a 128x128 one."""
+    import os
+    examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+    swapped = [os.path.join(examples, "matmul_splitk.tle"), "-k", "matmul_splitk", "-D", "BM=16", "-D", "BN=64",
+               "-D", "BK=256", "-D", "SPLIT=1", "-D", "SWAP=true"]
+    for args, want in ((swapped, "latency hint 4 on every view load, the lowering's choice: one dot on a 64x16 "
+                                 "accumulator (at most 64x32)"),
+                       ([os.path.join(examples, "matmul.tle"), "-D", "BN=256"],
+                        "latency hint 6 on every view load, the lowering's choice: a dot on a 128x256 accumulator"),
+                       ([os.path.join(examples, "matmul.tle")], None)):
+        assert main(args + ["--backend", "tileir", "-v", "-o", str(tmp_path / "k.cubin")]) == 0
+        err = capsys.readouterr().err
+        assert (want in err) if want else "latency hint" not in err, err

@@ -279,6 +279,8 @@ def _report_tileiras(name: str, out, arch: str) -> None:
         hint, why = extra["occupancy_why"]
         print(f"tlec: kernel '{name}': occupancy hint {hint}, the lowering's choice: {why} (docs/tileir.md, "
               "\"Performance\"; --occupancy N to choose)", file=sys.stderr)
+    if extra.get("latency_why"):
+        print(f"tlec: kernel '{name}': {extra['latency_why']} (docs/tileir.md, \"Performance\")", file=sys.stderr)
     if extra.get("spilled_under"):
         hint, spilled, kept = extra["spilled_under"]
         under = f"under the lowering's occupancy hint of {hint} programs per SM" if hint else "without a hint"
