@@ -551,15 +551,15 @@ def _tma_views(func, ops) -> bool:
 
 
 # The latency hint on the view loads of a kernel with one dot on a thin accumulator: at most 64 rows and at most 32
-# columns (wgmma's N), so each K step is a small product and the loop streams its operands. Such is the decode
-# matmul with the weight tile on the dot's left (examples/matmul_splitk.tle SWAP=true: a [BN, BM] = [64, 16] or
-# [64, 32] accumulator). H200, twenty-ninth session (benchmarks/RESULTS.md "Decode: latency 4 on thin
-# accumulators"; us, no hint -> 4): 16x4096x4096 bf16 at 16x64x256 swapped 13.7 -> 12.8, 1x4096x4096 at 16x64x128
-# swapped 14.9 -> 12.8, 32x4096x4096 at 32x64x128 swapped 15.2 -> 13.8, 16x4096x14336 at 16x64x256 swapped 32.8
-# -> 31.4; level (within 0.2 us) on the unswapped [64, 32] and [16, 32] tiles and on a [64, 32] grid of 512
-# programs; with K tiles of 64, from 0.6 us slower (M = 1) to 0.6 faster (M = 16, 32). 3 won some and lost others
-# by up to 13% ([16, 32]: 13.8 -> 15.2), 5 and up lost. Wider or taller accumulators keep no hint: [128, 32] lost 5% with 4 (128x4096x4096: 16.7 -> 17.5), [16,
-# 128] 2% (16x14336x4096), [16, 64] over 7 waves 4%.
+# columns (wgmma's N), so each K step is a small product and the loop streams its operands. Such is the decode matmul
+# with the weight tile on the dot's left (examples/matmul_splitk.tle SWAP=true: a [BN, BM] = [64, 16] or [64, 32]
+# accumulator). H200, twenty-ninth session (benchmarks/RESULTS.md "Decode: latency 4 on thin accumulators"; us, no hint
+# -> 4): 16x4096x4096 bf16 at 16x64x256 swapped 13.7 -> 12.8, 1x4096x4096 at 16x64x128 swapped 14.9 -> 12.8,
+# 32x4096x4096 at 32x64x128 swapped 15.2 -> 13.8, 16x4096x14336 at 16x64x256 swapped 32.8 -> 31.4; level (within 0.2 us)
+# on the unswapped [64, 32] and [16, 32] tiles and on a [64, 32] grid of 512 programs; with K tiles of 64, from 0.6 us
+# slower (M = 1) to 0.6 faster (M = 16, 32). 3 won some and lost others by up to 13% ([16, 32]: 13.8 -> 15.2), 5 and up
+# lost. Wider or taller accumulators keep no hint: [128, 32] lost 5% with 4 (128x4096x4096: 16.7 -> 17.5), [16, 128] 2%
+# (16x14336x4096), [16, 64] over 7 waves 4%.
 _THIN_LOAD_LATENCY = 4
 _THIN_MAX_ROWS, _THIN_MAX_COLS = 64, 32
 
