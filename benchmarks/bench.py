@@ -231,14 +231,18 @@ DECODE_CONFIGS = {
 def decode_config(m, n, k):
     """(native-path config, Tile IR's (BM, BN, BK, SPLIT, SWAP)) for a decode matmul: the measured table, else
     BM = M rounded up to 16..128, BN = 64, BK = 64 and K split in two while that keeps the grid within 2 programs
-    per SM (132 SMs) and every split at least 2 K tiles; Tile IR then unsplit, BN = 64, BK = 128; neither swapped."""
+    per SM (132 SMs) and every split at least 2 K tiles, not swapped; Tile IR then unsplit, BN = 64, BK = 128, and
+    swapped where BM is 16 or 32: with its latency hint 4 the swapped kernel ran level with or faster than the
+    unswapped one on the five M <= 32 shapes where both were measured (1, 16 and 32 x 4096x4096, 1x14336x4096,
+    16x4096x14336; benchmarks/RESULTS.md, "Decode: latency 4 on thin accumulators", and the twenty-second session's
+    "Decode: the weight tile on the dot's left")."""
     if (m, n, k) in DECODE_CONFIGS:
         return DECODE_CONFIGS[(m, n, k)]
     bm = min(128, max(16, next_pow2(m)))
     tiles, split = cdiv(n, 64) * cdiv(m, bm), 1
     while split < 16 and tiles * split * 2 <= 264 and cdiv(cdiv(k, 64), split * 2) >= 2:
         split *= 2
-    return (bm, 64, 64, split, 8 if bm >= 128 else 4, 5, False), (bm, 64, 128, 1, False)
+    return (bm, 64, 64, split, 8 if bm >= 128 else 4, 5, False), (bm, 64, 128, 1, bm <= 32)
 
 
 def matmul_case(m, n, k, dtype, quick=False):
