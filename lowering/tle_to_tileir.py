@@ -569,17 +569,16 @@ def _load_latency(accumulators) -> tuple[int | None, str]:
     _LATENCY_MIN_ACC values or more, _THIN_LOAD_LATENCY for one with exactly one dot on a thin accumulator (at most
     _THIN_MAX_ROWS x _THIN_MAX_COLS), else none (tileiras infers one)."""
     big = [shape for _, shape, _ in accumulators if math.prod(shape) >= _LATENCY_MIN_ACC]
+    rows, cols = accumulators[0][1][-2:] if len(accumulators) == 1 else (None, None)
     if big:
-        return _DOT_LOAD_LATENCY, (f"latency hint {_DOT_LOAD_LATENCY} on every view load, the lowering's choice: a "
-                                   f"dot on a {'x'.join(map(str, big[0]))} accumulator (128x256 or more), whose K "
-                                   "loop tileiras then pipelines deeper")
-    if len(accumulators) == 1:
-        rows, cols = accumulators[0][1][-2:]
-        if rows <= _THIN_MAX_ROWS and cols <= _THIN_MAX_COLS:
-            return _THIN_LOAD_LATENCY, (f"latency hint {_THIN_LOAD_LATENCY} on every view load, the lowering's "
-                                        f"choice: one dot on a {rows}x{cols} accumulator (at most "
-                                        f"{_THIN_MAX_ROWS}x{_THIN_MAX_COLS}), whose K loop streams its operands")
-    return None, ""
+        hint, why = _DOT_LOAD_LATENCY, (f"a dot on a {'x'.join(map(str, big[0]))} accumulator (128x256 or more), "
+                                        "whose K loop tileiras then pipelines deeper")
+    elif rows is not None and rows <= _THIN_MAX_ROWS and cols <= _THIN_MAX_COLS:
+        hint, why = _THIN_LOAD_LATENCY, (f"one dot on a {rows}x{cols} accumulator (at most {_THIN_MAX_ROWS}x"
+                                         f"{_THIN_MAX_COLS}), whose K loop streams its operands")
+    else:
+        return None, ""
+    return hint, f"latency hint {hint} on every view load, the lowering's choice: {why}"
 
 
 @dataclass
