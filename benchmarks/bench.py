@@ -554,6 +554,25 @@ def time_events(run, nsets: int, warmup_ms: float, rep_ms: float) -> dict:
     return {**sample_stats(ts), "reps": n_rep, "sets": nsets, "host_us": host_us, "samples": ts}
 
 
+def probe_sets(nbytes: int, most: int = 8) -> int:
+    """How many input sets of `nbytes` a GPU probe rotates through: enough that Context.rotate_bytes (4x an H200's
+    L2) separate two uses of one set, 2 to `most`."""
+    return max(2, min(most, Context.rotate_bytes // max(1, nbytes) + 1))
+
+
+def checked_us(run, nsets: int, out, want, reset=None, timings: int = 1) -> float | None:
+    """A probe's check, then its time: reset() (default: `out` filled with NaN), run(0), and `out` against `want`
+    (max |out - want| / max |want| under 1e-2; a NaN fails); then the mean of `timings` medians of
+    time_events(run, nsets, 30, 200). None, and nothing timed, where the check fails."""
+    (reset or (lambda: out.fill_(float("nan"))))()
+    run(0)
+    torch.cuda.synchronize()
+    err = ((out.float() - want).abs().max() / want.abs().max()).item()
+    if not err < 1e-2:
+        return None
+    return sum(time_events(run, nsets, 30, 200)["us"] for _ in range(timings)) / timings
+
+
 def time_graph(run, nsets: int, warmup_ms: float, rep_ms: float) -> dict:
     """Median GPU time (us) per launch of run(i), from replays of one CUDA graph that holds `per` launches back to
     back (i cycling over the nsets input sets), with events around each replay.

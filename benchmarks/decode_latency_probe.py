@@ -74,7 +74,7 @@ def child(variant: str, cases: list) -> None:
         (m, n, k), dts, (bm, bn, bk), split, swap = parse_case(text)
         dt = torch.float16 if dts == "f16" else torch.bfloat16
         if (m, n, k, dts) not in data:
-            nsets = max(2, min(8, int(240e6 // ((m * k + k * n + m * n) * 2)) + 1))
+            nsets = bench.probe_sets((m * k + k * n + m * n) * 2)
             sets = [(torch.randn(m, k, device="cuda", dtype=dt), torch.randn(k, n, device="cuda", dtype=dt),
                      torch.empty(m, n, device="cuda", dtype=dt)) for _ in range(nsets)]
             torch_us = bench.time_events(lambda i: torch.mm(sets[i][0], sets[i][1], out=sets[i][2]), nsets, 30,
@@ -87,13 +87,7 @@ def child(variant: str, cases: list) -> None:
         def run(i):
             mod.matmul_splitk[grid](*sets[i], part, count, BM=bm, BN=bn, BK=bk, SPLIT=split, SWAP=swap,
                                     backend="tileir")
-        sets[0][2].fill_(float("nan"))
-        run(0)
-        torch.cuda.synchronize()
-        err = ((sets[0][2].float() - want).abs().max() / want.abs().max()).item()
-        us = None
-        if err < 1e-2:
-            us = sum(bench.time_events(run, len(sets), 30, 200)["us"] for _ in range(2)) / 2
+        us = bench.checked_us(run, len(sets), sets[0][2], want, timings=2)
         print(json.dumps({"case": text, "variant": variant, "us": us, "torch": torch_us}), flush=True)
 
 

@@ -50,7 +50,7 @@ def main() -> int:
     names = ["tileir"] + [f"occ{n}" for n in occupancies] + ["native"]
     rows = []
     for m, n, k in triples(args.shapes):
-        nsets = max(2, min(8, int(240e6 // ((m * k + k * n + m * n) * dt.itemsize)) + 1))
+        nsets = bench.probe_sets((m * k + k * n + m * n) * dt.itemsize)
         sets = [[torch.randn(m, k, device="cuda", dtype=dt), torch.randn(k, n, device="cuda", dtype=dt),
                  torch.empty(m, n, device="cuda", dtype=dt)] for _ in range(nsets)]
         want = sets[0][0].float() @ sets[0][1].float()
@@ -65,11 +65,7 @@ def main() -> int:
             cells = {}
             for name in names:
                 run = (lambda o: lambda i: mod.matmul[grid](*sets[i], BM=bm, BN=bn, BK=bk, **o))(options[name])
-                sets[0][2].fill_(float("nan"))
-                run(0)
-                torch.cuda.synchronize()
-                err = ((sets[0][2].float() - want).abs().max() / want.abs().max()).item()
-                cells[name] = bench.time_events(run, nsets, 30, 200)["us"] if err < 1e-2 else None
+                cells[name] = bench.checked_us(run, nsets, sets[0][2], want)
             rows.append((f"{m}x{n}x{k}", f"{bm}x{bn}x{bk}", grid[0] * grid[1], torch_us, cells))
             print(rows[-1], flush=True)
     print(f"\n{'shape':16s} {'tiles':10s} {'programs':>8s} {'torch':>8s} " + " ".join(f"{x:>8s}" for x in names))

@@ -104,7 +104,7 @@ def main() -> int:
     rows = []
     for shape in args.shapes.split(","):
         m, n, k = (int(v) for v in shape.split("x"))
-        nsets = max(2, min(8, int(240e6 // ((m * k + k * n) * dt.itemsize + m * n * 6)) + 1))
+        nsets = bench.probe_sets((m * k + k * n) * dt.itemsize + m * n * 6)
         pairs = [(torch.randn(m, k, device="cuda", dtype=dt), torch.randn(k, n, device="cuda", dtype=dt))
                  for _ in range(nsets)]
         want = pairs[0][0].float() @ pairs[0][1].float()
@@ -115,15 +115,10 @@ def main() -> int:
             cells, route = {}, []
             for kernel, kmod, kname in (("counter", counter_mod, "matmul_splitk"),
                                         ("atomic", atomic_mod, "matmul_splitk_atomic")):
+                launch, out, reset = sets[0][kernel]
                 for variant, options in VARIANTS.items():
-                    launch, out, reset = sets[0][kernel]
-                    reset()
-                    launch(options)
-                    torch.cuda.synchronize()
-                    err = ((out.float() - want).abs().max() / want.abs().max()).item()
-                    cells[f"{kernel}:{variant}"] = (bench.time_events(
-                        lambda i: sets[i][kernel][0](options), nsets, 30, 200)["us"] if err < 1e-2 else None)
-                launch, _, reset = sets[0][kernel]
+                    cells[f"{kernel}:{variant}"] = bench.checked_us(lambda i: sets[i][kernel][0](options), nsets,
+                                                                    out, want, reset)
                 reset()
                 launch({"backend": "auto"})
                 route.append(getattr(kmod, kname).last_backend)

@@ -201,3 +201,12 @@ def test_warps_probe_columns_and_table():
     text = warps_probe.table(rows).splitlines()
     assert text[0].split()[:5] == ["case", "BLOCK", "tle:triton", "w4", "torch"]
     assert text[2].endswith("257.2 (4077)") and "BAD 3.5e-0" in text[2]
+
+
+def test_probe_sets_rotate_the_benchmarks_bytes():
+    """The GPU probes (matmul_tiles, splitk, decode_latency) rotate enough sets that Context.rotate_bytes separate
+    two uses of one, from 2 to at most 8."""
+    rotate = bench.Context.rotate_bytes
+    assert bench.probe_sets(rotate * 2) == 2 and bench.probe_sets(rotate) == 2
+    assert bench.probe_sets(rotate // 3) == 4
+    assert bench.probe_sets(1) == 8 and bench.probe_sets(1, most=16) == 16
