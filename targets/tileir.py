@@ -13,10 +13,10 @@ bytecode as debug info: tileiras' remarks name those source lines, and so does t
 (tileiras' own verifier errors carry no location, so a failure is located by running tileirdisasm on it).
 
 The launch block size is not chosen by us: tileiras fixes it per kernel (EIATTR_REQNTID in the cubin's
-.nv.info.<kernel> section), and any other block size fails with CUDA_ERROR_INVALID_VALUE. kernel_attributes()
-reads it, with the parameter sizes the cubin expects, and the registers per thread and local-memory (spill) bytes
-per thread that ptxas gave the kernel (Binary.extra["registers"], ["stack_bytes"]): with remarks(), the first
-things to look at when a kernel is slow (docs/tileir.md, "Performance").
+.nv.info.<kernel> section), and any other block size fails with CUDA_ERROR_INVALID_VALUE. kernel_attributes() (in
+targets/binary.py, which reads Triton's cubins too) reads it, with the parameter sizes the cubin expects, and the
+registers per thread and local-memory (spill) bytes per thread that ptxas gave the kernel (Binary.extra["registers"],
+["stack_bytes"]): with remarks(), the first things to look at when a kernel is slow (docs/tileir.md, "Performance").
 """
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ import functools
 import os
 import re
 import shutil
-import struct
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from typing import Callable
 from tle.diagnostics import Note, Span, TleError, span_of_location
 from tle.dialects import cuda_tile as ct
 from tle.dialects.mlir import ir
-from tle.targets.binary import Binary
+from tle.targets.binary import Binary, kernel_attributes, _elf_sections  # noqa: F401  (re-exported)
 
 CUDA_TILE_VERSION = "1.7.0"
 # Written bytecode version: the newest that cuda-tile 1.7.0 supports without its dev flag; tileiras 13.5 reads 13.1-13.5.
@@ -725,112 +724,3 @@ def compile_tileir(module: ir.Module, arch: str = "sm_90", *, opt_level: int = 3
                **({"latency_why": ir.StringAttr(kernel.attributes[ct.LATENCY_WHY_ATTR]).value}
                   if ct.LATENCY_WHY_ATTR in kernel.attributes else {})},
     )
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Reading the cubin
-# --------------------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class KernelAttributes:
-    reqntid: tuple[int, int, int]   # the exact block size the kernel must be launched with
-    param_sizes: list[int]          # bytes of each parameter, in ordinal order
-    static_shared: int              # bytes of statically declared shared memory, as the driver counts them
-    registers: int | None = None    # registers per thread (EIATTR_REGCOUNT; 255 is the most a thread can have)
-    stack: int = 0                  # bytes of local memory per thread (EIATTR_FRAME_SIZE): > 0 means spills
-
-
-# .nv.info attribute ids (cuobjdump -elf names them) and formats. REGCOUNT and FRAME_SIZE are in the shared .nv.info
-# section, each as (symbol index, value).
-_EIATTR_KPARAM_INFO, _EIATTR_KPARAM_INFO_V2, _EIATTR_REQNTID, _EIATTR_MAX_THREADS = 0x17, 0x45, 0x10, 0x05
-_EIATTR_REGCOUNT, _EIATTR_FRAME_SIZE = 0x2F, 0x11
-# A cubin with a `.nv.shared.reserved.0` section counts the shared memory the driver reserves per CTA (1 KB from
-# sm_80 on: CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK) inside the kernel's `.nv.shared.<kernel>`
-# section: Triton's cubins, whose shared memory is all dynamic, have a section of exactly 1024 bytes. On the H200
-# cuFuncGetAttribute(SHARED_SIZE_BYTES) gave the section's size less 1024 for tileiras cubins of 105680, 224544 and
-# 232728 bytes; counting the 1024 as the kernel's made tlec -v say a 232728-byte kernel fits 0 programs per SM.
-_RESERVED_SHARED = 1024
-_EIFMT_SVAL = 0x04
-
-
-def _elf_sections(cubin: bytes) -> dict[str, bytes]:
-    if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
-        raise ValueError("not a 64-bit ELF cubin")
-    (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-    headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
-    names_at = headers[shstrndx][4]
-
-    def name(offset: int) -> str:
-        return cubin[names_at + offset: cubin.index(b"\0", names_at + offset)].decode()
-
-    sections = {}
-    for h in headers:
-        sh_name, sh_type, _, _, sh_offset, sh_size = h[:6]
-        # NOBITS (8) sections have a size but no contents; keep the size as zero bytes of that length.
-        sections[name(sh_name)] = bytes(sh_size) if sh_type == 8 else cubin[sh_offset:sh_offset + sh_size]
-    return sections
-
-
-def _nv_info(data: bytes):
-    """Entries of an .nv.info section: (attribute, value bytes). Each is format (1 byte), attribute (1 byte), then
-    for EIFMT_SVAL a 2-byte size and that many bytes, else 2 bytes of value."""
-    at = 0
-    while at + 4 <= len(data):
-        fmt, attr = data[at], data[at + 1]
-        if fmt == _EIFMT_SVAL:
-            (size,) = struct.unpack_from("<H", data, at + 2)
-            yield attr, data[at + 4: at + 4 + size]
-            at += 4 + size
-        else:
-            yield attr, data[at + 2: at + 4]
-            at += 4
-
-
-def _symbol_index(sections: dict[str, bytes], name: str) -> int | None:
-    """The .symtab index of symbol `name` (Elf64_Sym entries of 24 bytes, names in .strtab)."""
-    symtab, strtab = sections.get(".symtab", b""), sections.get(".strtab", b"")
-    for i in range(len(symtab) // 24):
-        (st_name,) = struct.unpack_from("<I", symtab, i * 24)
-        if strtab[st_name: strtab.find(b"\0", st_name)] == name.encode():
-            return i
-    return None
-
-
-def kernel_attributes(cubin: bytes, kernel: str) -> KernelAttributes:
-    """The launch facts a cubin records for kernel: required block size, parameter sizes, static shared memory."""
-    sections = _elf_sections(cubin)
-    info = sections.get(f".nv.info.{kernel}")
-    if info is None:
-        raise ValueError(f"cubin has no .nv.info.{kernel} section (kernels: "
-                         f"{[s[9:] for s in sections if s.startswith('.nv.info.')]})")
-    reqntid = max_threads = None
-    params: dict[int, int] = {}
-    for attr, value in _nv_info(info):
-        if attr == _EIATTR_REQNTID:
-            reqntid = struct.unpack_from("<III", value)
-        elif attr == _EIATTR_MAX_THREADS:
-            max_threads = struct.unpack_from("<III", value)
-        elif attr in (_EIATTR_KPARAM_INFO, _EIATTR_KPARAM_INFO_V2):
-            # index (4 bytes), ordinal (2), offset (2), then the size: bits 18-31 in V1, bits 0-15 in V2 (which
-            # tileiras writes for some sm_90 kernels); both read as cuobjdump -elf prints them.
-            _, ordinal, _, flags = struct.unpack_from("<IHHI", value)
-            params[ordinal] = (flags >> 18) & 0x3FFF if attr == _EIATTR_KPARAM_INFO else flags & 0xFFFF
-    if reqntid is None:
-        if max_threads is None:
-            raise ValueError(f"cubin kernel {kernel} records no required block size (EIATTR_REQNTID)")
-        reqntid = max_threads
-    registers, stack = None, 0
-    symbol = _symbol_index(sections, kernel)
-    for attr, value in _nv_info(sections.get(".nv.info", b"")):
-        if attr in (_EIATTR_REGCOUNT, _EIATTR_FRAME_SIZE) and len(value) >= 8:
-            index, amount = struct.unpack_from("<II", value)
-            if index == symbol:
-                if attr == _EIATTR_REGCOUNT:
-                    registers = amount
-                else:
-                    stack = amount
-    shared = len(sections.get(f".nv.shared.{kernel}", b""))
-    if ".nv.shared.reserved.0" in sections:  # the section holds the driver's reserved block too: not the kernel's
-        shared = max(0, shared - _RESERVED_SHARED)
-    return KernelAttributes(tuple(reqntid), [params[i] for i in sorted(params)], shared, registers, stack)

@@ -25,7 +25,7 @@ import traceback
 from dataclasses import dataclass
 
 from tle.diagnostics import Span, TleError, register_source, span_of_location_text
-from tle.targets.binary import Binary
+from tle.targets.binary import Binary, kernel_attributes
 
 TRITON_VERSION = "3.6.0"  # the version these private interfaces were checked against
 
@@ -372,6 +372,7 @@ def _binary(kernel, arch: str, params: list[str]) -> Binary:
         {"name": "global_scratch", "size": md.global_scratch_size or 0, "align": md.global_scratch_align or 1},
         {"name": "profile_scratch", "size": md.profile_scratch_size or 0, "align": md.profile_scratch_align or 1},
     ]
+    attrs = kernel_attributes(kernel.asm["cubin"], md.name)
     return Binary(
         backend="triton",
         arch=arch,
@@ -390,5 +391,8 @@ def _binary(kernel, arch: str, params: list[str]) -> Binary:
             "scratch": scratch,  # one trailing pointer parameter each, `size` bytes per CTA
             "launch_cooperative_grid": bool(md.launch_cooperative_grid),
             "launch_pdl": bool(md.launch_pdl),
+            # what ptxas gave the kernel, read from the cubin as for Tile IR's: the compiler's spill retry reads these
+            "registers": attrs.registers,
+            "stack_bytes": attrs.stack,
         },
     )

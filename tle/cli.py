@@ -259,6 +259,10 @@ def _report_ptxas(name: str, out, arch: str) -> None:
     print(f"tlec: kernel '{name}': ptxas: {report.registers} registers per thread, {threads} threads, {shared} "
           f"bytes of shared memory, {spilled}" + _resident(report.registers, threads, shared, arch,
                                                           "smaller tiles need fewer"), file=sys.stderr)
+    if out.binary.extra.get("spilled_unchecked"):
+        print(f"tlec: kernel '{name}': without bounds checks ptxas spilled {out.binary.extra['spilled_unchecked']} "
+              "bytes per thread, so the cubin keeps the checks the launch facts would drop (docs/architecture.md, "
+              "section 3)", file=sys.stderr)
     for loss in report.losses:
         hints = [Note(h) for key, h in _PTXAS_HINTS.items() if key in loss]
         print(render(TleError(out.kernel.span, f"ptxas: {loss}", hints), "warning"), file=sys.stderr)
