@@ -16,7 +16,8 @@ Lowering choices (the semantics are the ones dialects/tle.py states):
   as hand-written Triton computes them: the runtime refuses tensors that span more than 2**31 - 1 elements
   (runtime/kernel.py), so every element inside a view has an i32 offset. The mask is `0 <= index_i * tile_i + k
   < size_i` for every axis, one compare per axis (unsigned, signed where the start is a constant >= 0); an axis
-  is left unmasked only where the op's tle.inside marks it (dialects/tle.py). Masked-off elements
+  is left unmasked only where the op's tle.inside marks it (dialects/tle.py), and in a kernel with a scan only
+  where the axis is 1 wide (`_keeps_checks`). Masked-off elements
   read `padding` (tt.load's `other`). `_Lowering.tile_pointers` says which part is scalar and which per element.
   Loads and stores written with `tma=true` (tle.tma), and every one under mode="descriptor", move 2-D tiles whose
   padding is 0 through tensor descriptors (Hopper TMA) where `_descriptor_ok` proves TMA's layout rules; the rest
@@ -213,6 +214,7 @@ class _Lowering:
         self.ip = None
         self.loc = None  # location of the tle op being lowered: every op built for it gets this one
         self.mesh: list[str] = []
+        self.keep_checks = False  # the kernel being lowered keeps every bounds check (_keeps_checks)
 
     # -- building --
     def op(self, name, results, operands, attrs=None, regions=0):
@@ -434,6 +436,7 @@ def _func(L: _Lowering, op):
         arg_attrs.append(ir.DictAttr.get(d))
     L.mesh = [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["tle.mesh"])] \
         if "tle.mesh" in op.attributes else ["x", "y", "z"]
+    L.keep_checks = _keeps_checks(op)
     new = L.op("tt.func", [], [], {
         "sym_name": op.attributes["sym_name"],
         "sym_visibility": ir.StringAttr.get("public"),
@@ -441,6 +444,26 @@ def _func(L: _Lowering, op):
         "arg_attrs": ir.ArrayAttr.get(arg_attrs),
     }, regions=1)
     L.lower_regions(op, new)
+
+
+def _keeps_checks(func) -> bool:
+    """Whether a kernel's loads and stores keep their per-element bounds checks where tle.inside would drop them: a
+    kernel with a scan. ptxas schedules Triton's scans worse without the masks. examples/cumsum.tle on the H200
+    (benchmarks/RESULTS.md, "Scans keep their bounds checks"), with the launch facts against without their bounds
+    facts, us: bf16 4096x4096 20.21 against 19.98 and 2048x16384 37.42 against 36.59; f32 2048x16384 74.98 against
+    68.48 (130 registers, one program per SM, against 127 and two); level (within 0.4%) at 8192x1024 and 4096x8192
+    in both dtypes and 4096x4096 f32. With only the column masks kept (this rule) the PTX has the reference's
+    instructions, and f32 2048x16384 ran level with the reference (69.5 and 69.4 us, twice). Scans in loops were not
+    measured; the rule takes them too, as checks in a loop cost only a compare per element."""
+    return any(o.name == "tle.scan" for o in nested_ops(func))
+
+
+def _inside(L: _Lowering, op, shape) -> frozenset:
+    """The axes of a load's or store's tile to leave unchecked: tle.inside's, less those of more than one element in
+    a kernel that keeps its checks (_keeps_checks). A 1-wide axis's check is one scalar compare (`row <u M`), which
+    the hand-written reference launched on M programs does not have either."""
+    inside = inside_axes(op)
+    return frozenset(a for a in inside if shape[a] == 1) if L.keep_checks else inside
 
 
 def _return(L: _Lowering, op):
@@ -515,7 +538,7 @@ def _load(L: _Lowering, op):
         u.owner.name == "tle.reshape" and _shape(u.owner.result) == _squeezed(shape) for u in op.result.uses)
     if squeeze:
         rtype = _tensor(_squeezed(shape), _elem(rtype))
-    ptrs, mask = L.tile_pointers(view, indices, shape, inside_axes(op), squeeze)
+    ptrs, mask = L.tile_pointers(view, indices, shape, _inside(L, op, shape), squeeze)
     L.bind(op, L.load(ptrs, mask, op.attributes["padding"], rtype))
 
 
@@ -535,7 +558,7 @@ def _store(L: _Lowering, op):
                and _shape(source.operands[0]) == _squeezed(shape))
     if squeeze:
         value = L.v(source.operands[0])
-    ptrs, mask = L.tile_pointers(view, indices, shape, inside_axes(op), squeeze)
+    ptrs, mask = L.tile_pointers(view, indices, shape, _inside(L, op, shape), squeeze)
     L.store(ptrs, value, mask)
 
 

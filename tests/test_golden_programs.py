@@ -421,6 +421,23 @@ entry(file="cumsum_scan.tle", kernel="cs", make=_cs_make, grid=lambda c, k: (c["
       note="the tile is [1, 64] at column 0: N=100 leaves columns 64.. unwritten")
 
 
+# scan_keeps_checks.tle ----------------------------------------------------------------------------------------------
+def _rowscan_make(c, k, g):
+    return {"x": randn((c["M"], c["N"]), g), "y": poison((c["M"], c["N"]))}
+
+
+def _rowscan_ref(a, c, k):
+    y = a["y"].double().clone()  # columns past the tile (>= 4096) are never written: they stay NaN
+    w = min(c["N"], 4096)
+    y[:, :w] = torch.cumsum(a["x"].double()[:, :w], dim=1)
+    return {"y": y}
+
+
+entry(file="scan_keeps_checks.tle", kernel="rowscan", make=_rowscan_make, grid=lambda c, k: (c["M"],),
+      ref=_rowscan_ref, tol={"y": reduction(4096, 1)}, cases=[{"M": 5, "N": 4096}, {"M": 3, "N": 3000}],
+      note="an exact grid over whole rows (every fact holds: the native path keeps its checks) and a ragged row")
+
+
 # div_f32_full.tle ---------------------------------------------------------------------------------------------------
 def _divn_make(c, k, g):
     m, n = c["M"], c["N"]
