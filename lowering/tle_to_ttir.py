@@ -214,7 +214,7 @@ class _Lowering:
         self.ip = None
         self.loc = None  # location of the tle op being lowered: every op built for it gets this one
         self.mesh: list[str] = []
-        self.keep_checks = False  # the kernel being lowered keeps every bounds check (_keeps_checks)
+        self.keep_checks = False  # the kernel being lowered keeps its per-element bounds checks (_keeps_checks)
 
     # -- building --
     def op(self, name, results, operands, attrs=None, regions=0):

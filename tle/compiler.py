@@ -368,16 +368,18 @@ def _triton_without_spills(out: Compiled, arch, num_warps, num_stages) -> None:
     configurations on this path it is the only one that spills, so the retry costs nothing elsewhere. Kernels with a
     dot are left alone: none was measured, and their bounds facts also choose the loop's form (LoopSplit)."""
     binary = out.binary
-    bounds = [f for f in out.spec.inside if isinstance(f, _BOUNDS_FACTS)]
-    if not binary.extra.get("stack_bytes") or not bounds or next(dots(out.kernel.body), None) is not None:
+    checked = frozenset(f for f in out.spec.inside if not isinstance(f, _BOUNDS_FACTS))  # the facts a retry keeps
+    has_dot = next(dots(out.kernel.body), None) is not None
+    if not binary.extra.get("stack_bytes") or checked == out.spec.inside or has_dot:
         return
     from .lowering.ast_to_tle import ast_to_tle
     spilled = binary.extra["stack_bytes"]
     debug.note(f"kernel '{binary.name}': ptxas spilled {spilled} bytes per thread without bounds checks; compiling "
                "again with them")
-    spec = replace(out.spec, inside=frozenset(f for f in out.spec.inside if not isinstance(f, _BOUNDS_FACTS)))
+    spec = replace(out.spec, inside=checked)
     retry = Compiled(out.kernel, spec, out.abi, out.backend, arch)  # the ABI does not depend on `inside`
-    retry.module = ast_to_tle(out.kernel, spec)
+    with debug.timed("ast_to_tle"):
+        retry.module = ast_to_tle(out.kernel, spec)
     retry.stages["tle"] = retry.module.operation.get_asm(enable_debug_info=debug.level() >= 2)
     _triton(retry, retry.module, arch, len(STAGES["triton"]) - 1, num_warps, num_stages)
     if retry.binary.extra.get("stack_bytes", 0) < spilled:
