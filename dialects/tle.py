@@ -103,6 +103,10 @@ OPS: tuple[OpDef, ...] = (
     OpDef("scan", (("input", "tensor"),), (("result", "tensor"),), ("kind", "axis"),
           "Inclusive prefix scan along `axis` (kind = sum).",
           '%c = "tle.scan"(%t) {kind = "sum", axis = 1 : i32} : (tensor<1x1024xf32>) -> tensor<1x1024xf32>'),
+    OpDef("histogram", (("input", "tensor"), ("mask", "optional tensor")), (("result", "tensor"),), (),
+          "Counts of the values of a 1-D integer tile: result[b] is how many elements equal b (where `mask` is "
+          "true, when given), for b in 0 .. B-1, B the result's size. Values outside [0, B) are not counted.",
+          '%h = "tle.histogram"(%t, %m) : (tensor<1024xi32>, tensor<1024xi1>) -> tensor<256xi32>'),
     OpDef("splat", (("input", "any"),), (("result", "tensor"),), (),
           "A tile with every element equal to a scalar.",
           '%t = "tle.splat"(%x) : (f32) -> tensor<64x64xf32>'),

@@ -467,6 +467,9 @@ class _KernelBuilder:
         return self.value("tle.scan", ir_type(e.type), [self.expr(e.args[0])], {
             "kind": ir.StringAttr.get(e.attrs["kind"]), "axis": _i32(e.attrs["axis"])}, e.span)
 
+    def x_histogram(self, e):
+        return self.value("tle.histogram", ir_type(e.type), [self.expr(a) for a in e.args], {}, e.span)
+
 
 def _i32(v: int):
     return ir.IntegerAttr.get(ir.IntegerType.get_signless(32), v)

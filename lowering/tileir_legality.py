@@ -276,6 +276,9 @@ def _sm(arch: str) -> int:
 def _op_reason(op: "ir.Operation", arch: str) -> str | None:
     """Why op cannot be lowered to Tile IR for arch, or None."""
     name = op.name
+    if name == "tle.histogram":
+        return ("histogram() has no Tile IR lowering: Tile IR has no histogram operation, and counting by "
+                "comparing each value with every bin would hold values x bins elements")
     if name not in LOWERED_OPS:
         return f"no Tile IR lowering for {name}"
     for v in list(op.results) + list(op.operands):

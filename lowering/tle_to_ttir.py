@@ -59,7 +59,7 @@ _RMW = {"add": 4, "fadd": 5, "max": 6, "min": 7, "umax": 8, "umin": 9}
 _SEM_ACQ_REL, _SCOPE_GPU = 4, 1
 _PRECISION = {"tf32": 0, "ieee": 2}
 # arith.cmpi / arith.cmpf predicates (MLIR's numbering).
-_EQ, _SLT, _SGT, _ULT = 0, 2, 4, 6
+_EQ, _SLT, _SGT, _SGE, _ULT = 0, 2, 4, 5, 6
 _F_OEQ, _F_OGT, _F_OLT, _F_UNO = 1, 2, 4, 14
 
 MODES = ("pointer", "descriptor")
@@ -696,6 +696,23 @@ def _scan(L: _Lowering, op):
     L.bind(op, new.result)
 
 
+def _histogram(L: _Lowering, op):
+    """tle.histogram -> tt.histogram, masked to the values in [0, B). Triton's histogram reads only a value's low
+    log2(B) bits (a ballot per bit, then popcounts), so a value outside the range would land in bin `value mod B`;
+    and it takes i32 values only (its bit tests are i32)."""
+    x = L.v(op.operands[0])
+    elem, n, bins = _elem(x.type), _shape(x)[0], _shape(op.result)[0]
+    width = _width(elem)
+    if bins < 1 << (width - 1):  # one unsigned compare: a negative value reads as huge
+        inside = L.cmpi(_ULT, x, L.const(x.type, bins))
+    else:  # every value of the type below B: only the negative ones are out
+        inside = L.cmpi(_SGE, x, L.const(x.type, 0))
+    mask = inside if len(op.operands) == 1 else L.binop("arith.andi", inside, L.v(op.operands[1]))
+    if width != 32:
+        x = L.val("arith.trunci" if width > 32 else "arith.extsi", _tensor([n], _i(32)), [x])
+    L.bind(op, L.val("tt.histogram", _tensor([bins], _i(32)), [x, mask]))
+
+
 def _shape_op(tt_name, attrs=lambda op: {}):
     def rule(L: _Lowering, op):
         L.bind(op, L.val(tt_name, op.result.type, [L.v(op.operands[0])], attrs(op)))
@@ -916,6 +933,7 @@ _RULES = {
     "tle.dot": _dot,
     "tle.reduce": _reduce,
     "tle.scan": _scan,
+    "tle.histogram": _histogram,
     "tle.splat": _shape_op("tt.splat"),
     "tle.broadcast": _shape_op("tt.broadcast"),
     "tle.expand_dims": _shape_op("tt.expand_dims", lambda op: {"axis": _i32_attr(_attr_int(op, "axis"))}),

@@ -821,6 +821,18 @@ class CompiledKernel:
             return self._apply(op, _in_f32(lambda x: x.cumsum(axis), elem))
         return self._apply(op, lambda x: x.cumsum(axis, dtype=torch.int64).to(dt))
 
+    def op_tle_histogram(self, op, span):
+        bins = type_info(op.result.type)[1][0]
+
+        def count(x, mask=None):  # x: [programs, n]; one row of counts per program
+            x = x.long()  # an i8 tile compared with 256 in its own type would wrap
+            inside = (x >= 0) & (x < bins)
+            if mask is not None:
+                inside &= mask.expand(x.shape)
+            out = torch.zeros(x.shape[0], bins, dtype=torch.int32)
+            return out.scatter_add_(1, torch.where(inside, x, 0).long(), inside.to(torch.int32))
+        return self._apply(op, count)
+
     # tle: memory -----------------------------------------------------------------------------------------------------
     def op_tle_make_view(self, op, span):
         ins, (out,) = self._io(op)

@@ -294,6 +294,45 @@ entry(file="atomics.tle", kernel="hist", make=_hist_make, grid=lambda c, k: (cdi
       note="the atomics have no mask: the padded lanes of the last tile hit bins[0] and hi[0] with value 0")
 
 
+# histogram.tle -----------------------------------------------------------------------------------------------------
+def _histogram_make(dtype, lo, hi):
+    """x: values from lo to hi - 1; bins: counts already there (the kernel adds to them)."""
+    return lambda c, k, g: {"x": randint((c["N"],), g, lo, hi, dtype), "bins": randint((c["B"],), g, 0, 1000)}
+
+
+def _histogram_ref(counted):
+    """`counted`: the kernel's bin count; values outside [0, counted) are not counted."""
+    def ref(a, c, k):
+        x = a["x"].to(torch.int64)
+        bins = a["bins"].clone()
+        bins[:counted] += torch.bincount(x[(x >= 0) & (x < counted)], minlength=counted).to(torch.int32)
+        return {"bins": bins}
+    return ref
+
+
+_HISTOGRAM_BLOCKER = "histogram\\(\\) has no Tile IR lowering"
+entry(file="histogram.tle", kernel="hist", make=_histogram_make(torch.int32, -20, 80),
+      grid=lambda c, k: (cdiv(c["N"], 128),), ref=_histogram_ref(64), tol={"bins": EXACT},
+      cases=[{"N": 1000, "B": 64}, {"N": 300, "B": 70}], tileir_blocker=_HISTOGRAM_BLOCKER,
+      note="values from -20 to 79: the negative ones and those from 64 on are not counted; N=300 masks a ragged "
+           "last tile; B=70 leaves bins 64.. unchanged")
+entry(file="histogram.tle", kernel="hist8", make=_histogram_make(torch.int8, -128, 128),
+      grid=lambda c, k: (cdiv(c["N"], 128),), ref=_histogram_ref(256), tol={"bins": EXACT},
+      cases=[{"N": 1000, "B": 256}], tileir_blocker=_HISTOGRAM_BLOCKER,
+      note="i8 values over their whole range: the negative half is not counted, nor the -1 padding past N")
+
+
+def _histogram64_make(c, k, g):
+    x = randint((c["N"],), g, -10, 70, torch.int64)
+    far = randint((c["N"],), g, 0, 4, torch.int64) == 0  # a quarter of them 2^32 away: their low bits are in range
+    return {"x": torch.where(far, x + (1 << 32), x), "bins": randint((c["B"],), g, 0, 1000)}
+
+
+entry(file="histogram.tle", kernel="hist64", make=_histogram64_make, grid=lambda c, k: (cdiv(c["N"], 128),),
+      ref=_histogram_ref(64), tol={"bins": EXACT}, cases=[{"N": 1000, "B": 64}], tileir_blocker=_HISTOGRAM_BLOCKER,
+      note="i64 values, a quarter of them 2^32 + v: not counted, though their low 32 bits are in range")
+
+
 # broadcast_outer.tle ------------------------------------------------------------------------------------------------
 def _outer_make(c, k, g):
     m, n = c["M"], c["N"]

@@ -1445,6 +1445,29 @@ class _KernelChecker:
         x = self.accumulation_input(x, "sum")
         return T.Op(e.span, x.type, "scan", [x], {"kind": "sum", "axis": axis})
 
+    def b_histogram(self, e):
+        a = self.args(e, ("x", "bins"), (), ("mask",))
+        x = self.expr(a["x"])
+        if not isinstance(x.type, Tile) or len(x.type.shape) != 1:
+            raise TleError(a["x"].span, f"histogram() counts the values of a 1-D tile, got {x.type}",
+                           ["reshape(t, [n]) makes a tile 1-D"])
+        if x.type.dtype == "i1":
+            raise TleError(a["x"].span, "histogram() of a bool tile; cast it to an integer first")
+        if not is_int(x.type.dtype):
+            raise TleError(a["x"].span, f"histogram() counts integer values, got {x.type}",
+                           ["cast<i32>(t) truncates floats toward zero"])
+        bins = self.const_int(a["bins"], "histogram()'s bin count")
+        if bins <= 0 or bins & (bins - 1) or bins > MAX_TILE_ELEMENTS:
+            raise TleError(a["bins"].span, f"histogram() needs a power-of-two bin count (at most "
+                                           f"{MAX_TILE_ELEMENTS}), got {bins}",
+                           ["its result is a tile, and a tile's size is a power of two: take the next one up"])
+        ops = [x]
+        if "mask" in a:
+            mask = self.expr(a["mask"])
+            self.require_bool(mask, a["mask"].span, "mask=")
+            ops.append(self.coerce(mask, Tile("i1", x.type.shape)))
+        return T.Op(e.span, Tile("i32", (bins,)), "histogram", ops)
+
     def _unary_math(self, e, name):
         a = self.args(e, ("x",))
         x = self.expr(a["x"])
