@@ -19,7 +19,8 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     cross_entropy,linear_w8a8,linear_fp8,linear_fp8_block,
                                                     moe_gemm,paged_attention,
                                                     matmul_tf32,softmax_bwd,greedy,linear_w4a16,
-                                                    layernorm_bwd,dropout,topk] [--rounds 3]
+                                                    layernorm_bwd,dropout,topk,adam,quant_rows,
+                                                    histogram,vector_sum] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -424,6 +425,50 @@ kernel dropout4<BLOCK: int = 1024, T: dtype = f32>(x: tensor<T>[N], y: tensor<T>
     let t = cast<f32>(load(x, tile=[BLOCK], at=i))
     let r = reshape(rand(seed, i * (BLOCK / 4) + arange(BLOCK / 4), words=4), [BLOCK])
     store(y, cast<T>(where(r > p, t / (1.0 - p), 0.0)), at=i)
+}
+
+// One step of Adam on f32 parameters (torch.optim.Adam's update, fused): c1 = 1 / (1 - beta1^t) and
+// c2 = 1 / (1 - beta2^t) come from the host. Reads four tensors, writes three.
+kernel adam<BLOCK: int = 1024>(p: tensor<f32>[N], g: tensor<f32>[N], m: tensor<f32>[N], v: tensor<f32>[N],
+                               lr: f32, beta1: f32, beta2: f32, eps: f32, c1: f32, c2: f32) {
+    let i = program_id(0)
+    let gt = load(g, tile=[BLOCK], at=i)
+    let mt = beta1 * load(m, tile=[BLOCK], at=i) + (1.0 - beta1) * gt
+    let vt = beta2 * load(v, tile=[BLOCK], at=i) + (1.0 - beta2) * gt * gt
+    store(m, mt, at=i)
+    store(v, vt, at=i)
+    store(p, load(p, tile=[BLOCK], at=i) - lr * c1 * mt / (sqrt(vt * c2) + eps), at=i)
+}
+
+// Symmetric int8 quantisation of each row: scale = max |x| / 127, q = x / scale truncated toward zero.
+kernel quant_rows<BLOCK: int = 4096, T: dtype = bf16>(x: tensor<T>[M, N], q: tensor<i8>[M, N], s: tensor<f32>[M]) {
+    let row = program_id(0)
+    let t = cast<f32>(load(x, tile=[1, BLOCK], at=[row, 0]))
+    let amax = max(max(abs(t)), 1e-12)
+    store(q, cast<i8>(t * (127.0 / amax)), at=[row, 0])
+    store(s, full<f32>[1](amax / 127.0), at=row)
+}
+
+// Counts of the values of x (each in [0, B)): one atomic per element.
+kernel histogram<BLOCK: int = 4096>(x: tensor<i32>[N], bins: tensor<i32>[B]) {
+    let offs = program_id(0) * BLOCK + arange(BLOCK)
+    let inside = offs < N
+    atomic_add(bins, gather(x, offs, mask=inside), 1, mask=inside)
+}
+
+// The same counts through histogram(): each program counts CHUNKS tiles of its own (warp votes and shared memory),
+// then adds its B counts into bins with one atomic per bin. Padding (-1) is outside the bins, so it is not counted.
+kernel histogram_local<BLOCK: int = 4096, CHUNKS: int = 4, B: int = 256>(x: tensor<i32>[N], bins: tensor<i32>[NB]) {
+    var h = zeros<i32>[B]
+    for c in range(CHUNKS) {
+        h += histogram(load(x, tile=[BLOCK], at=program_id(0) * CHUNKS + c, pad=-1), B)
+    }
+    atomic_add(bins, arange(B), h)
+}
+
+// The sum of a vector: each program sums its tile and adds it to out[0] with an atomic (out starts at 0).
+kernel vector_sum<BLOCK: int = 4096>(x: tensor<f32>[N], out: tensor<f32>[1]) {
+    atomic_add(out, 0, sum(load(x, tile=[BLOCK], at=program_id(0))))
 }
 """
 
@@ -1058,6 +1103,51 @@ def layernorm_bwd_reduce_ref(dw_part_ptr, db_part_ptr, dw_ptr, db_ptr, G, N, BG:
 
 # ---- cases --------------------------------------------------------------------------------------------------------
 
+@triton.jit
+def adam_ref(p_ptr, g_ptr, m_ptr, v_ptr, lr, beta1, beta2, eps, c1, c2, N, BLOCK: tl.constexpr):
+    at = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = at < N
+    g = tl.load(g_ptr + at, mask=mask)
+    m = beta1 * tl.load(m_ptr + at, mask=mask) + (1.0 - beta1) * g
+    v = beta2 * tl.load(v_ptr + at, mask=mask) + (1.0 - beta2) * g * g
+    tl.store(m_ptr + at, m, mask=mask)
+    tl.store(v_ptr + at, v, mask=mask)
+    tl.store(p_ptr + at, tl.load(p_ptr + at, mask=mask) - lr * c1 * m / (tl.sqrt_rn(v * c2) + eps), mask=mask)
+
+
+@triton.jit
+def quant_rows_ref(x_ptr, q_ptr, s_ptr, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    t = tl.load(x_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
+    amax = tl.maximum(tl.max(tl.abs(t), 0), 1e-12)
+    tl.store(q_ptr + row * N + cols, (t * (127.0 / amax)).to(tl.int8), mask=mask)
+    tl.store(s_ptr + row, amax / 127.0)
+
+
+@triton.jit
+def vector_sum_ref(x_ptr, out_ptr, N, BLOCK: tl.constexpr):
+    at = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(out_ptr, tl.sum(tl.load(x_ptr + at, mask=at < N, other=0.0), 0))
+
+
+@triton.jit
+def histogram_ref(x_ptr, bins_ptr, N, BLOCK: tl.constexpr, SEM: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    inside = offs < N
+    tl.atomic_add(bins_ptr + tl.load(x_ptr + offs, mask=inside, other=0), 1, mask=inside, sem=SEM)
+
+
+@triton.jit
+def histogram_local_ref(x_ptr, bins_ptr, N, B: tl.constexpr, BLOCK: tl.constexpr, CHUNKS: tl.constexpr):
+    h = tl.zeros([B], tl.int32)
+    for c in range(CHUNKS):
+        offs = (tl.program_id(0) * CHUNKS + c) * BLOCK + tl.arange(0, BLOCK)
+        h += tl.histogram(tl.load(x_ptr + offs, mask=offs < N, other=0), B, mask=offs < N)
+    tl.atomic_add(bins_ptr + tl.arange(0, B), h)
+
+
 def _sets(make, nbytes: int) -> list:
     """Input sets: enough copies that bench.py's default rotation (Context.rotate_bytes, 4x an H200's L2) separate
     two uses of one, at most 16."""
@@ -1081,7 +1171,8 @@ def _both_paths(kernel, grid, ref, **consts) -> dict:
 
 def cases(dev, only):
     """(title, work (bytes, flops), sets, torch fn, {name: fn(set)}, output index in a set[, expected outputs of a
-    set, where they are not the torch fn's])."""
+    set, where they are not the torch fn's[, {name: fn(set)} to time where the checked launch has setup the timing
+    leaves out]])."""
     attention = tle.compile(os.path.join(HERE, "..", "examples", "attention.tle"))
     fp8 = tle.compile(os.path.join(HERE, "..", "examples", "linear_fp8.tle"))
     small = tle.compile(SMALL_TLE)
@@ -1620,6 +1711,93 @@ def cases(dev, only):
             for occ in OCCUPANCY:  # the first kernel's hint
                 impls[f"tle:tileir occ{occ}"] = lambda t, f=tle_ln_bwd, occ=occ: f(t, "tileir", occ)
             out.append((f"layernorm_bwd {m}x{n} {str(dt)[6:]}", (nb, 0), sets, torch_ln_bwd, impls, (5, 8, 9)))
+    if "adam" in only:
+        # an optimizer step over 2^24 and 2^27 f32 parameters (reads p, g, m, v; writes p, m, v)
+        lr, b1, b2, eps, step = 1e-3, 0.9, 0.999, 1e-8, 10
+        c1, c2 = 1 / (1 - b1 ** step), 1 / (1 - b2 ** step)
+        for n in (1 << 24, 1 << 27):
+            nb = 7 * 4 * n
+
+            def adam_set(n=n):
+                p, g, m = r(n, dt=torch.float32), r(n, dt=torch.float32), r(n, dt=torch.float32)
+                v = torch.rand(n, device=dev)
+                return [p, g, m, v, p.clone(), m.clone(), v.clone()]  # the last three: the step's inputs
+            sets = _sets(adam_set, nb)
+
+            def restore(t):  # every run starts from the same p, m, v (so that any run's result can be checked)
+                t[0].copy_(t[4]), t[2].copy_(t[5]), t[3].copy_(t[6])
+
+            def torch_adam(t, n=n):
+                m = t[5] * b1 + (1 - b1) * t[1]
+                v = t[6] * b2 + (1 - b2) * t[1] * t[1]
+                t[2].copy_(m), t[3].copy_(v), t[0].copy_(t[4] - lr * c1 * m / ((v * c2).sqrt() + eps))
+
+            def want(t):
+                restore(t)
+                torch_adam(t)
+                return [t[0].float().clone(), t[2].float().clone(), t[3].float().clone()]
+
+            def torch_fused(t, step_t=torch.tensor(float(step), device=dev)):  # torch.optim.Adam(fused=True)'s
+                torch._fused_adam_([t[0]], [t[1]], [t[2]], [t[3]], [], [step_t], lr=lr, beta1=b1, beta2=b2,
+                                   weight_decay=0.0, eps=eps, amsgrad=False, maximize=False)
+            g = (triton.cdiv(n, 1024),)
+            scal = (lr, b1, b2, eps, c1, c2)
+            # the restoring copies are outside the kernel; the timed runs skip them (a step on its own output)
+            impls = {"tle:triton": lambda t, g=g: small.adam[g](*t[:4], *scal, BLOCK=1024, backend="triton"),
+                     "tle:tileir": lambda t, g=g: small.adam[g](*t[:4], *scal, BLOCK=1024, backend="tileir"),
+                     "triton_ref": lambda t, g=g, n=n: adam_ref[g](*t[:4], *scal, n, BLOCK=1024)}
+            checked = {k: (lambda t, f=f: (restore(t), f(t))) for k, f in impls.items()}
+            out.append((f"adam {n} f32", (nb, 0), sets, torch_fused, checked, (0, 2, 3), want, impls))
+    if "quant_rows" in only:
+        # int8 rows with a per-row scale (compared dequantised: q * s against x, the error under one step)
+        for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((8192, 4096), (16384, 1024))):
+            nb = m * n * (dt.itemsize + 1) + 4 * m
+            sets = _sets(lambda: [r(m, n, dt=dt), torch.empty(m, n, device=dev, dtype=torch.int8),
+                                  torch.empty(m, device=dev)], nb)
+
+            def torch_quant(t):
+                amax = t[0].float().abs().amax(1).clamp_min(1e-12)
+                t[1].copy_((t[0].float() * (127.0 / amax)[:, None]).to(torch.int8)), t[2].copy_(amax / 127.0)
+            deq = (1, lambda t: t[1].float() * t[2][:, None])
+            out.append((f"quant_rows {m}x{n} {str(dt)[6:]}", (nb, 0), sets, torch_quant,
+                        _both_paths(small.quant_rows, (m,),
+                                    lambda t, m=m, n=n: quant_rows_ref[(m,)](*t, n, BLOCK=n), BLOCK=n), (deq,)))
+    if "histogram" in only:
+        # torch.bincount's counts of 2^24 and 2^27 values in [0, B); out zeroed first by every implementation.
+        # `relaxed`: the twin with relaxed atomics (tle's and Triton's default are acquire-release). `histogram()`:
+        # examples of the per-program form (histogram_local) and its twin (tl.histogram), 4 tiles of 4096 a program
+        for n, b in ((1 << 24, 256), (1 << 27, 256), (1 << 24, 4096), (1 << 27, 4096)):
+            nb = 4 * n
+            sets = _sets(lambda: [torch.randint(0, b, (n,), device=dev, dtype=torch.int32),
+                                  torch.empty(b, device=dev, dtype=torch.int32)], nb)
+            g, gl = (triton.cdiv(n, 4096),), (triton.cdiv(n, 4 * 4096),)
+            impls = _both_paths(small.histogram, g,
+                                lambda t, n=n, g=g: histogram_ref[g](*t, n, BLOCK=4096, SEM="acq_rel"))
+            impls["triton_ref relaxed"] = lambda t, n=n, g=g: histogram_ref[g](*t, n, BLOCK=4096, SEM="relaxed")
+            impls["tle:triton histogram()"] = lambda t, b=b, gl=gl: small.histogram_local[gl](*t, B=b)
+            impls["triton_ref histogram()"] = lambda t, n=n, b=b, gl=gl: histogram_local_ref[gl](
+                *t, n, B=b, BLOCK=4096, CHUNKS=4)
+
+            def zeroed(f):
+                return lambda t: (t[1].zero_(), f(t))
+            out.append((f"histogram {n} in {b} bins", (nb, 0), sets,
+                        lambda t, b=b: t[1].copy_(torch.bincount(t[0], minlength=b)),
+                        {k: zeroed(f) for k, f in impls.items()}, 1))
+    if "vector_sum" in only:
+        # a sum with one atomic per program; every implementation zeroes out[0] first (a memset torch's sum skips).
+        # `BLOCK 16384`: a quarter of the atomics on the one address
+        for n in (1 << 24, 1 << 28):
+            nb = 4 * n
+            sets = _sets(lambda: [r(n, dt=torch.float32), torch.empty(1, device=dev)], nb)
+            g, g4 = (triton.cdiv(n, 4096),), (triton.cdiv(n, 16384),)
+            impls = _both_paths(small.vector_sum, g, lambda t, n=n, g=g: vector_sum_ref[g](*t, n, BLOCK=4096))
+            impls["tle:triton BLOCK 16384"] = lambda t, g4=g4: small.vector_sum[g4](*t, BLOCK=16384, backend="triton")
+            impls["triton_ref BLOCK 16384"] = lambda t, n=n, g4=g4: vector_sum_ref[g4](*t, n, BLOCK=16384)
+
+            def zeroed(f):
+                return lambda t: (t[1].zero_(), f(t))
+            out.append((f"vector_sum {n} f32", (nb, 0), sets, lambda t: torch.sum(t[0], 0, out=t[1][0]),
+                        {k: zeroed(f) for k, f in impls.items()}, 1))
     return out
 
 
@@ -1637,7 +1815,8 @@ def main() -> int:
                                        "vocab_softmax,"
                                        "linear_nt,bmm,add_rmsnorm,rope,rope_pairs,cross_entropy,linear_w8a8,linear_fp8,"
                                        "linear_fp8_block,moe_gemm,paged_attention,"
-                                       "matmul_tf32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd,dropout,topk")
+                                       "matmul_tf32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd,dropout,topk,"
+                                       "adam,quant_rows,histogram,vector_sum")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",
                     help="comma-separated Tile IR occupancy hints (programs per SM) to time as extra columns, "
@@ -1661,6 +1840,7 @@ def main() -> int:
         # what the outputs must be: torch's, or where torch computes something else (dropout's mask), the case's own
         wants = expected[0](sets[0]) if expected else [view(sets[0]).float().clone() for _, view in outs]
         runs = {"torch": lambda i, base=base, sets=sets: base(sets[i])}
+        timed_impls = expected[1] if len(expected) > 1 else impls  # a case may check one launch, time another
         notes = []
         for name, fn in impls.items():
             try:
@@ -1672,7 +1852,7 @@ def main() -> int:
                 if not err <= 2e-2:
                     notes.append(f"{name} wrong ({err:.2e})")
                     continue
-                runs[name] = lambda i, fn=fn, sets=sets: fn(sets[i])
+                runs[name] = lambda i, fn=timed_impls[name], sets=sets: fn(sets[i])
             except Exception as exc:  # noqa: BLE001
                 notes.append(f"{name} failed: {bench.first_line(exc)}")
         res = {n: [] for n in runs}
