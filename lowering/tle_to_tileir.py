@@ -30,10 +30,11 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
   `inbounds` (all axes or none: tileiras mishandles a mixed vector, _all_or_none). A checked view access costs a
   branch around each 16-byte vector (bias + GELU on [32, 128] f32 tiles: 183 -> 139 us on the H200).
 - tle.gather / scatter / atomic -> tiles of pointers `base + sum(idx_i * stride_i)` (offsets in i64) and
-  `load_ptr_tko` (masked lanes read `other`) / `store_ptr_tko` / `atomic_rmw_tko` (acq_rel, device scope; masked
-  lanes return 0, as the interpreter's). Float atomic max/min have no Tile IR mode: they use integer atomics on
-  the bit pattern, signed max (min) for values with the sign bit clear and unsigned min (max) for values with it
-  set, which orders -0.0 below +0.0 (NaN operands are undefined in tle).
+  `load_ptr_tko` (masked lanes read `other`) / `store_ptr_tko` / `atomic_rmw_tko` (device scope; acq_rel, or
+  relaxed where no atomic's result is read: dialects/tle.py relaxed_atomics; masked lanes return 0, as the
+  interpreter's). Float atomic max/min have no Tile IR mode: they use integer atomics on the bit pattern, signed
+  max (min) for values with the sign bit clear and unsigned min (max) for values with it set, which orders -0.0
+  below +0.0 (NaN operands are undefined in tle).
 - Arithmetic maps op for op (arith.maximumf -> maxf propagate_nan, ...). erf, which Tile IR lacks, is libdevice's
   own __nv_erff algorithm (the same polynomials and exp2 step, read from libdevice.10.bc) in f32; f16/bf16 erf is
   computed in f32 and rounded once. i1 <-> int/float casts use select/compare so their values are tle's (true is
@@ -103,7 +104,7 @@ from dataclasses import dataclass, field
 from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
 from ..dialects.mlir import has_uses, ir, nested_ops
-from ..dialects.tle import constant_int, inside_axes
+from ..dialects.tle import constant_int, inside_axes, relaxed_atomics
 from ..types import BITS, MLIR_F8
 
 __all__ = ["tle_to_tileir", "TileirOptions", "LOWERED_OPS"]
@@ -609,6 +610,8 @@ class _Kernel:
         body = func.regions[0].blocks[0]
         self.ops = list(nested_ops(func))
         self.choose(options)
+        # acq_rel unless no atomic's result is read (dialects/tle.py relaxed_atomics)
+        self.atomic_ordering = "relaxed" if relaxed_atomics(func) else "acq_rel"
         # Which tensors the kernel writes (by view name), and per view the partition views its loads/stores need.
         self.written = {self.view_name(op.operands[0]) for op in self.ops
                         if op.name in ("tle.store", "tle.scatter", "tle.atomic")}
@@ -1304,9 +1307,10 @@ class _Kernel:
         token = self.fence_token()
         flt = elem not in INT_ELEMS
         if kind == "add":
-            old, out = ct.atomic_rmw_tko(ptrs, value, "addf" if flt else "add", mask, token, ordering="acq_rel")
+            old, out = ct.atomic_rmw_tko(ptrs, value, "addf" if flt else "add", mask, token,
+                                         ordering=self.atomic_ordering)
         elif kind in ("max", "min") and not flt:
-            old, out = ct.atomic_rmw_tko(ptrs, value, kind, mask, token, ordering="acq_rel")
+            old, out = ct.atomic_rmw_tko(ptrs, value, kind, mask, token, ordering=self.atomic_ordering)
         elif kind in ("max", "min") and elem in ("f32", "f64"):
             old, out = self.float_atomic_extreme(ptrs, value, kind, mask, token)
         else:
@@ -1327,8 +1331,8 @@ class _Kernel:
         if mask is not None:
             negative, positive = ct.andi(negative, mask), ct.andi(positive, mask)
         pos_mode, neg_mode = ("max", "umin") if kind == "max" else ("min", "umax")
-        old_p, t_p = ct.atomic_rmw_tko(iptrs, bits, pos_mode, positive, token, ordering="acq_rel")
-        old_n, t_n = ct.atomic_rmw_tko(iptrs, bits, neg_mode, negative, token, ordering="acq_rel")
+        old_p, t_p = ct.atomic_rmw_tko(iptrs, bits, pos_mode, positive, token, ordering=self.atomic_ordering)
+        old_n, t_n = ct.atomic_rmw_tko(iptrs, bits, neg_mode, negative, token, ordering=self.atomic_ordering)
         old = ct.bitcast(ct.select(negative, old_n, old_p), elem)
         return old, ct.join_tokens([t_p, t_n])
 

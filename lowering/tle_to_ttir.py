@@ -51,12 +51,12 @@ import os
 from dataclasses import dataclass, field
 
 from ..dialects.mlir import has_uses, ir, isa, nested_ops
-from ..dialects.tle import constant_int, inside_axes
+from ..dialects.tle import constant_int, inside_axes, relaxed_atomics
 from ..types import BITS, MLIR_F8, wrap
 
 # Triton 3.6 enums (I32EnumAttr: written as plain i32 in the generic form). Values from triton._C.libtriton.ir.
 _RMW = {"add": 4, "fadd": 5, "max": 6, "min": 7, "umax": 8, "umin": 9}
-_SEM_ACQ_REL, _SCOPE_GPU = 4, 1
+_SEM_RELAXED, _SEM_ACQ_REL, _SCOPE_GPU = 1, 4, 1
 _PRECISION = {"tf32": 0, "ieee": 2}
 # arith.cmpi / arith.cmpf predicates (MLIR's numbering).
 _EQ, _SLT, _SGT, _SGE, _ULT = 0, 2, 4, 5, 6
@@ -215,6 +215,7 @@ class _Lowering:
         self.loc = None  # location of the tle op being lowered: every op built for it gets this one
         self.mesh: list[str] = []
         self.keep_checks = False  # the kernel being lowered keeps its per-element bounds checks (_keeps_checks)
+        self.relaxed_atomics = False  # no atomic's result is read in the kernel being lowered (relaxed_atomics)
 
     # -- building --
     def op(self, name, results, operands, attrs=None, regions=0):
@@ -418,8 +419,9 @@ class _Lowering:
         self.op("tt.store", [], [ptrs, value] + ([mask] if mask is not None else []))
 
     def atomic_rmw(self, kind, ptrs, value, mask):
+        sem = _SEM_RELAXED if self.relaxed_atomics else _SEM_ACQ_REL
         return self.val("tt.atomic_rmw", value.type, [ptrs, value] + ([mask] if mask is not None else []), {
-            "atomic_rmw_op": _i32_attr(_RMW[kind]), "sem": _i32_attr(_SEM_ACQ_REL), "scope": _i32_attr(_SCOPE_GPU)})
+            "atomic_rmw_op": _i32_attr(_RMW[kind]), "sem": _i32_attr(sem), "scope": _i32_attr(_SCOPE_GPU)})
 
 
 # ---- one function per op ----------------------------------------------------------------------------------------
@@ -437,6 +439,7 @@ def _func(L: _Lowering, op):
     L.mesh = [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["tle.mesh"])] \
         if "tle.mesh" in op.attributes else ["x", "y", "z"]
     L.keep_checks = _keeps_checks(op)
+    L.relaxed_atomics = relaxed_atomics(op)
     new = L.op("tt.func", [], [], {
         "sym_name": op.attributes["sym_name"],
         "sym_visibility": ir.StringAttr.get("public"),

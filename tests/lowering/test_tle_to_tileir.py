@@ -571,6 +571,22 @@ def test_an_atomic_is_a_fence():
     assert token_operand(reload) == atomic.results[1]
 
 
+UNREAD_ATOMIC = """
+kernel tally(count: tensor<i32>[T], x: tensor<i32>[N]) {
+    atomic_add(count, load(x, tile=[64], at=[program_id(0)], pad=0), 1)
+}
+"""
+
+
+def test_an_atomic_no_one_reads_is_relaxed():
+    """No atomic's result is read (dialects/tle.py relaxed_atomics): relaxed, still device scope and still on the
+    token chain; ARRIVE's atomic, whose result decides the branch, stays acq_rel (above)."""
+    module = lower(UNREAD_ATOMIC, "tally", options=VIEW_LOADS)
+    (atomic,) = ops(module, "atomic_rmw_tko")
+    assert attr_str(atomic, "memory_ordering_semantics") == "relaxed"
+    assert attr_str(atomic, "memory_scope") == "device"
+
+
 def test_a_loop_that_stores_and_reloads_carries_the_chain():
     module = lower(LOOP, "accum", options=VIEW_LOADS)
     (loop,) = ops(module, "for")

@@ -324,6 +324,29 @@ CHECK: "tt.atomic_rmw"({{.*}}) {atomic_rmw_op = 5 : i32, scope = 1 : i32, sem = 
         assert f"atom.global.gpu.acq_rel.{ins}" in ptx, ins
 
 
+UNREAD_ATOMICS = """
+kernel k(x: tensor<f32>[N], xi: tensor<i32>[N], o: tensor<f32>[N]) {
+    let r = arange(0, 128)
+    let v = load(o, tile=[128], at=[0])
+    let ignored = atomic_add(x, r, v, mask=r < N)
+    atomic_max(xi, r, cast<i32>(v))
+}
+"""
+
+
+def test_unread_atomics_are_relaxed(tmp_path):
+    """No atomic's result is read, so nothing can observe their order (dialects/tle.py relaxed_atomics): relaxed
+    (sem 1). ATOMICS above reads three of its seven results, and all seven stay acquire-release."""
+    text = ttir(UNREAD_ATOMICS)
+    filecheck(text, r"""
+CHECK: "tt.atomic_rmw"({{.*}}) {atomic_rmw_op = 5 : i32, scope = 1 : i32, sem = 1 : i32}
+CHECK: "tt.atomic_rmw"({{.*}}) {atomic_rmw_op = 6 : i32, scope = 1 : i32, sem = 1 : i32}
+""", tmp_path)
+    ptx = cubin(text).stages["ptx"]
+    assert "atom.global.gpu.relaxed.add.f32" in ptx and "atom.global.gpu.relaxed.max.s32" in ptx
+    assert "acq_rel" not in ptx
+
+
 # ---- tile computation ------------------------------------------------------------------------------------------
 
 MATMUL = """
