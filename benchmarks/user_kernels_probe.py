@@ -1154,6 +1154,11 @@ def _sets(make, nbytes: int) -> list:
     return [make() for _ in range(max(1, min(16, math.ceil(bench.Context.rotate_bytes / max(1, nbytes)))))]
 
 
+def _zeroed(f):
+    """f(set) after zeroing the set's output t[1], for kernels that add into it with atomics."""
+    return lambda t: (t[1].zero_(), f(t))
+
+
 OCCUPANCY: list = []  # --occupancy: Tile IR occupancy hints to time beside the lowering's own choice
 
 
@@ -1777,12 +1782,9 @@ def cases(dev, only):
             impls["tle:triton histogram()"] = lambda t, b=b, gl=gl: small.histogram_local[gl](*t, B=b)
             impls["triton_ref histogram()"] = lambda t, n=n, b=b, gl=gl: histogram_local_ref[gl](
                 *t, n, B=b, BLOCK=4096, CHUNKS=4)
-
-            def zeroed(f):
-                return lambda t: (t[1].zero_(), f(t))
             out.append((f"histogram {n} in {b} bins", (nb, 0), sets,
                         lambda t, b=b: t[1].copy_(torch.bincount(t[0], minlength=b)),
-                        {k: zeroed(f) for k, f in impls.items()}, 1))
+                        {k: _zeroed(f) for k, f in impls.items()}, 1))
     if "vector_sum" in only:
         # a sum with one atomic per program; every implementation zeroes out[0] first (a memset torch's sum skips).
         # `BLOCK 16384`: a quarter of the atomics on the one address
@@ -1793,11 +1795,8 @@ def cases(dev, only):
             impls = _both_paths(small.vector_sum, g, lambda t, n=n, g=g: vector_sum_ref[g](*t, n, BLOCK=4096))
             impls["tle:triton BLOCK 16384"] = lambda t, g4=g4: small.vector_sum[g4](*t, BLOCK=16384, backend="triton")
             impls["triton_ref BLOCK 16384"] = lambda t, n=n, g4=g4: vector_sum_ref[g4](*t, n, BLOCK=16384)
-
-            def zeroed(f):
-                return lambda t: (t[1].zero_(), f(t))
             out.append((f"vector_sum {n} f32", (nb, 0), sets, lambda t: torch.sum(t[0], 0, out=t[1][0]),
-                        {k: zeroed(f) for k, f in impls.items()}, 1))
+                        {k: _zeroed(f) for k, f in impls.items()}, 1))
     return out
 
 

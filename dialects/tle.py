@@ -216,11 +216,7 @@ def relaxed_atomics(kernel) -> bool:
     relaxed. On the H200 (benchmarks/RESULTS.md, "Relaxed atomics"), 2^24 values counted into 4096 bins with an
     atomic per element took 488 us relaxed against 708 acquire-release on either path, and a 2^28-element sum
     with one atomic per program 254 against 276 (native path)."""
-    return RELAX_UNREAD_ATOMICS and not any(op.name == "tle.atomic" and has_uses(op.results[0])
-                                            for op in nested_ops(kernel))
-
-
-RELAX_UNREAD_ATOMICS = True  # False: every atomic acquire-release (for measuring)
+    return not any(op.name == "tle.atomic" and has_uses(op.results[0]) for op in nested_ops(kernel))
 
 
 def inside_axes(op) -> frozenset:

@@ -286,12 +286,7 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
     spec = spec if spec is not None else default_spec(kernel)
     num_warps = num_warps if num_warps is not None else default_num_warps(kernel)
     out = Compiled(kernel, spec, abi(kernel, spec), backend, arch)
-
-    from .lowering.ast_to_tle import ast_to_tle
-    with debug.timed("ast_to_tle"):
-        module = ast_to_tle(kernel, spec)
-    out.module = module
-    out.stages["tle"] = module.operation.get_asm(enable_debug_info=debug.level() >= 2)
+    module = _to_tle(out)
     debug.dump("tle", out.stages["tle"])
     if stop == "tle":
         return out
@@ -311,6 +306,15 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
     else:
         _tileir(out, module, arch, upto, occupancy)
     return out
+
+
+def _to_tle(out: Compiled):
+    """Lower out.kernel under out.spec to the tle dialect: out.module and its text, out.stages["tle"]."""
+    from .lowering.ast_to_tle import ast_to_tle
+    with debug.timed("ast_to_tle"):
+        out.module = ast_to_tle(out.kernel, out.spec)
+    out.stages["tle"] = out.module.operation.get_asm(enable_debug_info=debug.level() >= 2)
+    return out.module
 
 
 def _e4m3_before_sm89(module, arch: str) -> None:
@@ -372,16 +376,12 @@ def _triton_without_spills(out: Compiled, arch, num_warps, num_stages) -> None:
     has_dot = next(dots(out.kernel.body), None) is not None
     if not binary.extra.get("stack_bytes") or checked == out.spec.inside or has_dot:
         return
-    from .lowering.ast_to_tle import ast_to_tle
     spilled = binary.extra["stack_bytes"]
     debug.note(f"kernel '{binary.name}': ptxas spilled {spilled} bytes per thread without bounds checks; compiling "
                "again with them")
-    spec = replace(out.spec, inside=checked)
-    retry = Compiled(out.kernel, spec, out.abi, out.backend, arch)  # the ABI does not depend on `inside`
-    with debug.timed("ast_to_tle"):
-        retry.module = ast_to_tle(out.kernel, spec)
-    retry.stages["tle"] = retry.module.operation.get_asm(enable_debug_info=debug.level() >= 2)
-    _triton(retry, retry.module, arch, len(STAGES["triton"]) - 1, num_warps, num_stages)
+    # the ABI does not depend on `inside`
+    retry = Compiled(out.kernel, replace(out.spec, inside=checked), out.abi, out.backend, arch)
+    _triton(retry, _to_tle(retry), arch, len(STAGES["triton"]) - 1, num_warps, num_stages)
     if retry.binary.extra.get("stack_bytes", 0) < spilled:
         retry.binary.extra["spilled_unchecked"] = spilled  # tlec -v: why this binary keeps its bounds checks
         out.stages.update(retry.stages)
