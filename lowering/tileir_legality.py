@@ -133,6 +133,27 @@ _SPLIT_K_ATOMICS = ("an atomic in a kernel whose one dot takes at most 64x64x64 
                     "native path (22 of 22 launches, H200)")
 
 
+# A dot at full precision on f32 or f64 operands (f32 without tf32=true, any f64): tileiras runs the f32 product on
+# the FMA units, holding its tiles in registers that spill, and the f64 one on DMMA at half the native path's rate.
+# Measured on the H200 (thirty-second session; benchmarks/RESULTS.md "Full-precision f32 and f64 matmuls"), a
+# matmul as a user writes it (tiles of 64x64 to 128x256, K tiles of 16 and 32) on Tile IR against the native path
+# at the same tiles and 4 warps: f32 at 4000^3 and 4096^3 16.3-32.9 ms against 3.0-6.6 (3.1-9.9x slower on 14 of 14
+# launches; 64x64x32 at 4000^3 23.2 against 3.0, torch 2.6), f64 at 1024^3 to 4096^3 1.3-1.9x slower (13 of 13).
+_FULL_PRECISION = {"f32": "f32 operands at full precision (tf32=false): tileiras multiplies them on the FMA units, "
+                          "spilling, and 4000^3 and 4096^3 matmuls ran 3.1-9.9x slower than on the native path (14 "
+                          "of 14 launches, H200)",
+                   "f64": "f64 operands: 1024^3 to 4096^3 matmuls ran 1.3-1.9x slower on Tile IR than on the "
+                          "native path (13 of 13 launches, H200)"}
+
+
+def _full_precision(dot) -> str | None:
+    """Why a tle.dot's operands make Tile IR much slower (_FULL_PRECISION), or None."""
+    elem = tle_type(dot.operands[0].type)[0]
+    if elem == "f32" and ir.StringAttr(dot.attributes["precision"]).value == "tf32":
+        return None
+    return _FULL_PRECISION.get(elem)
+
+
 # Measured on the CPU (fifteenth session): tle's Tile IR compile against its native compile. At run time the Tile
 # IR code is the faster (a top-8 of 256 for 65536 tokens: 58.5 against 66.3 us, H200, twenty-third session); the
 # twenty-second session's faster-compiling form of the networks' steps ran 1.55x slower and was dropped
@@ -207,7 +228,9 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
                     out.append(Blocker(span_of_location(op.location), _wide_scan(elements)))
             if op.name != "tle.dot":
                 continue
-            if any(gathered_operand(v) for v in list(op.operands)[:2]):
+            if (why := _full_precision(op)) is not None:
+                out.append(Blocker(span_of_location(op.location), f"a dot of {why}"))
+            elif any(gathered_operand(v) for v in list(op.operands)[:2]):
                 out.append(Blocker(span_of_location(op.location), _GATHERED_OPERAND))
             elif carried_partner(op) is not None:
                 out.append(Blocker(span_of_location(op.location), _SCALED_PRODUCT))

@@ -1156,6 +1156,9 @@ kernel k<BM: int = 64, BN: int = 64, BK: int = 64>(x: tensor<bf16>[M, K], ids: t
     (DOT_ADD, None, 0),                                            # acc += dot(a, b): folded, one mmaf
     (MATMUL.replace("BM: int = 128, BN: int = 128", "BM: int = 256, BN: int = 256"), "256x256 values", 10),
     (MATMUL.replace("BM: int = 128, BN: int = 128", "BM: int = 128, BN: int = 256"), None, 0),  # 8 warps hold it
+    (MATMUL.replace("T: dtype = f16", "T: dtype = f32"), "f32 operands at full precision", 10),  # FMA: 3.7-7.8x
+    (MATMUL.replace("T: dtype = f16", "T: dtype = f32").replace("acc)\n", "acc, tf32=true)\n"), None, 0),
+    (MATMUL.replace("T: dtype = f16", "T: dtype = f64").replace("zeros<f32>", "zeros<T>"), "f64 operands", 10),
 ])
 def test_kernels_tile_ir_runs_much_slower_are_named(src, rule, line):
     from tle.lowering.tileir_legality import tileir_slower
