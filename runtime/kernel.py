@@ -21,7 +21,6 @@ from .. import __version__ as TLE_VERSION
 from .. import debug
 from ..abi import Spec, abi, spec_of
 from ..check import OCCUPANCIES, Program, check_kernel
-from ..compiler import default_num_warps
 from . import cache
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "backend", "occupancy")
@@ -77,7 +76,7 @@ class Kernel:
         self.quiet = quiet
         self.arch = arch
         self._entries: dict = {}
-        self._checked: dict = {}  # constants -> (the checked kernel, its default num_warps)
+        self._checked: dict = {}  # constants -> the checked kernel
         self._plans: dict = {}
         self._fast: dict = {}  # grid -> {the C launcher's key -> its plan} (runtime/fastlaunch.py); the launcher of
         # that grid holds the inner dict. Per grid because a plan may rely on its grid (tle/abi.py's grid facts).
@@ -301,13 +300,9 @@ class Kernel:
             kwargs = configure(self, grid, args, kwargs)
         values, constants, options = self._bind(args, dict(kwargs))
         ckey = tuple(sorted(constants.items()))
-        checked = self._checked.get(ckey)
-        if checked is None:
-            kernel = check_kernel(self.program, self.name, constants)
-            # default_num_warps walks the kernel (25 us for softmax, 0.7 ms for attention on the CPU machine): once
-            # per constants, not again in each new argument shape's plan
-            checked = self._checked[ckey] = (kernel, default_num_warps(kernel))
-        kernel, default_warps = checked
+        kernel = self._checked.get(ckey)
+        if kernel is None:
+            kernel = self._checked[ckey] = check_kernel(self.program, self.name, constants)
         flat, device, dims = self._check_args(kernel, values)
         on_gpu = device is not None and device.type == "cuda"
         backend = self._choose_backend(options.get("backend", self.backend), on_gpu)
@@ -323,8 +318,10 @@ class Kernel:
         if from_callable:
             planned = self._grid(grid, meta)
         spec = self._spec(kernel, flat, planned, sms)
+        # None: the kernel's default, which the compiler works out (tle.compiler.default_num_warps) and may double
+        # where ptxas spills a full-precision f32 dot; a binary's key names the default as None, not as its count
         num_warps = options.get("num_warps")
-        num_warps = int(num_warps) if num_warps is not None else default_warps
+        num_warps = int(num_warps) if num_warps is not None else None
         num_stages = options.get("num_stages")  # None: the kernel's own (tle.compiler.default_num_stages)
         num_stages = int(num_stages) if num_stages is not None else None
         occupancy = _occupancy_option(options.get("occupancy"), self.name)

@@ -814,7 +814,7 @@ class CompileTask:
     spec: object  # tle.abi.Spec
     backend: str
     arch: str
-    num_warps: int = 4
+    num_warps: int | None = None  # None: the kernel's default (tle.compiler.default_num_warps), as a launch has it
     num_stages: int | None = None  # None: the kernel's default (tle.compiler.default_num_stages)
     occupancy: int | None = None  # the Tile IR path's occupancy hint (None: the lowering's choice)
 
@@ -1194,7 +1194,6 @@ def tune(launch: _Launch) -> TuneResult:
             backend, nw, ns, occ = options_of(c)
             consts = {**launch.fixed_consts, **{k: v for k, v in c.items() if k not in OPTIONS}}
             checked_kernel = check_kernel(kernel.program, kernel.name, consts)
-            nw = nw if nw is not None else default_num_warps(checked_kernel)  # as the launch will resolve it
             tasks.append(CompileTask(consts, launch.spec, backend, arch, nw, ns, occ))
             binkeys.append(kernel._binary_key(checked_kernel, launch.spec, backend, arch, nw, ns, occ))
         held, base_done, binaries = [], base_k not in {_ckey(c) for c in gpu}, {}

@@ -74,30 +74,19 @@ def test_the_compiler_uses_it_and_an_explicit_value_wins():
     assert '"ttg.num-warps" = 4' in four.stages["ttgir"]
 
 
-def test_the_runtime_resolves_it_per_constants():
+def test_the_runtime_leaves_the_default_to_the_compiler():
+    """A launch without num_warps keys its binary by None, as it does num_stages: the compiler works the default out
+    per constants (the tests above) and may double it where ptxas spills a full-precision f32 dot
+    (tests/test_triton_spills.py), so a default never shares a binary with a num_warps the caller gives."""
     torch = pytest.importorskip("torch")
     import tle
     k = tle.compile(os.path.join(EXAMPLES, "matmul.tle")).matmul
     a, b = torch.randn(64, 64), torch.randn(64, 64)
-    # The interpreter runs CPU tensors; the entry key still records the num_warps a GPU launch would compile with.
-    for bm, bn in ((64, 64), (128, 256)):
+    for bm, bn, options in ((64, 64, {}), (128, 256, {}), (64, 64, {"num_warps": 4})):
         c = torch.empty(64, 64, dtype=torch.float16)
-        k.launch((1, 1), a.half(), b.half(), c, BM=bm, BN=bn, BK=32)
+        k.launch((1, 1), a.half(), b.half(), c, BM=bm, BN=bn, BK=32, **options)
         torch.testing.assert_close(c.float(), a.half().float() @ b.half().float(), rtol=1e-2, atol=1e-1)
-    assert sorted(key[4] for key in k._entries) == [4, 8]
-
-
-def test_the_runtime_resolves_the_wide_tile_rule_per_constants():
-    torch = pytest.importorskip("torch")
-    import tle
-    k = tle.compile(os.path.join(EXAMPLES, "softmax.tle")).softmax
-    x = torch.randn(2, 20000)
-    for block in (8192, 16384, 32768):  # the first two cover only part of a row: softmax of its first columns
-        y = torch.zeros_like(x)
-        k.launch((2,), x, y, BLOCK=block)
-        n = min(block, x.shape[1])
-        torch.testing.assert_close(y[:, :n], torch.softmax(x[:, :n], dim=1))
-    assert sorted(key[4] for key in k._entries) == [4, 8, 32]
+    assert sorted((key[4] for key in k._entries), key=str) == [4, None, None]
 
 
 def checked_in(example: str, kernel: str, consts: dict):
@@ -241,20 +230,3 @@ def test_the_compiler_gives_a_wide_row_32_or_16_warps(block, warps):
     program, _ = checked("softmax", {"BLOCK": block})
     auto = compile_kernel(program, "softmax", {"BLOCK": block}, backend="triton", stop="ttgir")
     assert f'"ttg.num-warps" = {warps}' in auto.stages["ttgir"]
-
-
-def test_the_runtime_resolves_the_default_once_per_constants(monkeypatch):
-    """default_num_warps walks the whole kernel (0.7 ms for attention on the CPU machine): a launch plan for new
-    argument shapes reuses what the first plan with the same constants resolved."""
-    torch = pytest.importorskip("torch")
-    import tle
-    import tle.runtime.kernel as runtime_kernel
-    calls = []
-    monkeypatch.setattr(runtime_kernel, "default_num_warps", lambda k: calls.append(k) or default_num_warps(k))
-    k = tle.compile(os.path.join(EXAMPLES, "softmax.tle")).softmax
-    for block, n in ((128, 100), (128, 120), (256, 200), (128, 110)):  # each (rows, n) a plan of its own
-        x = torch.randn(2, n)
-        y = torch.zeros_like(x)
-        k.launch((2,), x, y, BLOCK=block)
-        torch.testing.assert_close(y, torch.softmax(x, dim=1))
-    assert len(k._plans) == 4 and len(calls) == 2  # BLOCK=128 and BLOCK=256

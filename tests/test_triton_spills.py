@@ -1,7 +1,10 @@
-"""On the native path, a kernel without a dot that ptxas spills once the launch facts have dropped its bounds checks
-is compiled again with them, and the cubin that spills less is kept (tle/compiler.py, _triton_without_spills).
-examples/rmsnorm.tle over bf16 rows of 8192 on 8 warps is the measured case: 8 bytes of spills without its masks,
-none with them (ptxas 12.8 in Triton 3.6's wheel)."""
+"""On the native path, ptxas spills are compiled away where that is known to pay (tle/compiler.py):
+- a kernel without a dot that ptxas spills once the launch facts have dropped its bounds checks is compiled again
+  with them, and the cubin that spills less is kept (_triton_without_spills). examples/rmsnorm.tle over bf16 rows of
+  8192 on 8 warps is the measured case: 8 bytes of spills without its masks, none with them (ptxas 12.8 in Triton
+  3.6's wheel);
+- a kernel with a full-precision f32 dot that spills on its default warps is compiled again on twice as many
+  (_fma_dot_without_spills)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -48,3 +51,53 @@ def test_tlec_verbose_says_why_the_checks_stay(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no spills" in err
     assert "without bounds checks ptxas spilled 8 bytes per thread, so the cubin keeps the checks" in err
+
+
+# A matmul at full f32 precision (tf32=false) as a user writes it: Triton runs the dot on the FMA units, and on its
+# default 4 warps a 128x128 tile with K tiles of 32 spills (tle/compiler.py, _fma_dot_without_spills).
+F32_MATMUL = """
+kernel mm<BM: int = 128, BN: int = 128, BK: int = 32>(a: tensor<f32>[M, K], b: tensor<f32>[K, N],
+                                                      c: tensor<f32>[M, N]) {
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) pipeline(stages=3) {
+        acc = dot(load(a, tile=[BM, BK], at=[program_id(0), k]), load(b, tile=[BK, BN], at=[k, program_id(1)]), acc)
+    }
+    store(c, acc, at=[program_id(0), program_id(1)])
+}
+"""
+
+
+def f32_matmul(consts: dict, num_warps=None, source: str = F32_MATMUL):
+    program = load_program(source, "mm.tle")
+    spec = launch_spec(check_kernel(program, "mm", consts), {"M": 4000, "N": 4000, "K": 4000}, (32, 32, 1))
+    return compile_kernel(program, "mm", consts, spec, backend="triton", num_warps=num_warps).binary
+
+
+def test_a_spilling_full_precision_f32_dot_gets_twice_the_default_warps():
+    binary = f32_matmul({})
+    assert binary.num_threads == 256 and binary.extra["stack_bytes"] == 0
+    warps, spilled = binary.extra["spilled_warps"]
+    assert warps == 4 and spilled > 0
+    assert kernel_attributes(binary.cubin, binary.name).stack == 0
+
+
+def test_warps_the_caller_gives_are_kept_even_when_they_spill():
+    binary = f32_matmul({}, num_warps=4)
+    assert binary.num_threads == 128 and binary.extra["stack_bytes"] > 0 and "spilled_warps" not in binary.extra
+
+
+def test_f32_dots_that_do_not_spill_and_tf32_dots_keep_the_default():
+    assert f32_matmul({"BK": 16}).num_threads == 128  # 244 registers on 4 warps, no spill: 4-5% faster than 8
+    tf32 = f32_matmul({}, source=F32_MATMUL.replace("acc)\n", "acc, tf32=true)\n"))
+    assert tf32.num_threads == 128 and "spilled_warps" not in tf32.extra
+
+
+def test_tlec_verbose_says_why_the_f32_dot_has_8_warps(tmp_path, capsys):
+    from tle.cli import main
+    src = tmp_path / "mm.tle"
+    src.write_text(F32_MATMUL)
+    assert main([str(src), "-v", "--backend", "triton", "--sizes", "M=4000,N=4000,K=4000",
+                 "-o", str(tmp_path / "k.cubin")]) == 0
+    err = capsys.readouterr().err
+    assert "8 warps, the native path's default: twice the 4 its dots call for" in err
+    assert "ptxas spilled" in err and "full-precision f32 dot" in err and "no spills" in err

@@ -203,6 +203,11 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             if out.backend == "triton" and "ptx" in out.stages:
                 if args.num_warps is None:
                     warps, why = num_warps_choice(out.kernel)
+                    if out.binary.extra.get("spilled_warps"):
+                        warps, spilled = out.binary.extra["spilled_warps"]
+                        why = (f"twice the {warps} its dots call for ({why}), because on {warps} ptxas spilled "
+                               f"{spilled} bytes per thread of its full-precision f32 dot")
+                        warps = out.binary.num_threads // 32
                     print(f"tlec: kernel '{name}': {warps} warps, the native path's default: {why} (--num-warps N "
                           "to choose)", file=sys.stderr)
                 _report_ptxas(name, out, args.arch)

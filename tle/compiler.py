@@ -284,6 +284,7 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
     with debug.timed("check"):
         kernel = check_kernel(program, name, constants)
     spec = spec if spec is not None else default_spec(kernel)
+    warps_chosen = num_warps is None  # the default: _fma_dot_without_spills may double it
     num_warps = num_warps if num_warps is not None else default_num_warps(kernel)
     out = Compiled(kernel, spec, abi(kernel, spec), backend, arch)
     module = _to_tle(out)
@@ -303,6 +304,8 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
         _triton(out, module, arch, upto, num_warps, num_stages)
         if out.binary is not None:
             _triton_without_spills(out, arch, num_warps, num_stages)
+            if warps_chosen:
+                _fma_dot_without_spills(out, arch, num_warps, num_stages)
     else:
         _tileir(out, module, arch, upto, occupancy)
     return out
@@ -384,6 +387,33 @@ def _triton_without_spills(out: Compiled, arch, num_warps, num_stages) -> None:
     _triton(retry, _to_tle(retry), arch, len(STAGES["triton"]) - 1, num_warps, num_stages)
     if retry.binary.extra.get("stack_bytes", 0) < spilled:
         retry.binary.extra["spilled_unchecked"] = spilled  # tlec -v: why this binary keeps its bounds checks
+        out.stages.update(retry.stages)
+        out.module, out.binary = retry.module, retry.binary
+
+
+def _fma_dot_without_spills(out: Compiled, arch, num_warps, num_stages) -> None:
+    """Compile a kernel with a full-precision f32 dot (tf32=false) again on twice its default warps when ptxas
+    spilled it; keep whichever spills less (the first on a tie). Only for the default warps: a num_warps the caller
+    gives is kept.
+
+    Triton multiplies such a dot on the FMA units, with slices of both operand tiles in registers beside the
+    accumulator, so the spills follow the K tile more than the accumulator (default_num_warps' measure): on 4 warps
+    a 128x128 tile spilled with K tiles of 32 and not of 16, and 128x64 and 64x128 tiles with K tiles of 64 (sm_90,
+    ptxas 12.8). On 8 warps 7 of 9 such tiles spilled nothing. On the H200 (benchmarks/RESULTS.md,
+    "Full-precision f32 and f64 matmuls") this ran six spilling tiles (128x128x32, 128x64x64, 64x128x64, 64x64x128,
+    256x64x32, 64x256x32) 1.05-6.6x faster than 4 warps at 4096^3 and 4000^3, 12 of 12 (128x64x64 at 4096^3: 3098
+    us against 20461). On the tiles that do not spill neither count won throughout (128x128x16 was 4-5% faster on 4
+    warps at all four shapes measured, 128x64x16 2-8% slower), so they keep the default."""
+    spilled = out.binary.extra.get("stack_bytes")
+    full_f32 = any(d.args[0].type.dtype == "f32" and d.attrs.get("precision") == "ieee" for d in dots(out.kernel.body))
+    if not spilled or not full_f32:
+        return
+    debug.note(f"kernel '{out.binary.name}': ptxas spilled {spilled} bytes per thread of a full-precision f32 dot on "
+               f"{num_warps} warps; compiling again on {2 * num_warps}")
+    retry = Compiled(out.kernel, out.spec, out.abi, out.backend, arch)
+    _triton(retry, _to_tle(retry), arch, len(STAGES["triton"]) - 1, 2 * num_warps, num_stages)
+    if retry.binary.extra.get("stack_bytes", 0) < spilled:
+        retry.binary.extra["spilled_warps"] = (num_warps, spilled)  # tlec -v: why the binary has more warps
         out.stages.update(retry.stages)
         out.module, out.binary = retry.module, retry.binary
 
