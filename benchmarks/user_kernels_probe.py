@@ -18,7 +18,7 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     attention_train,
                                                     cross_entropy,linear_w8a8,linear_fp8,linear_fp8_block,
                                                     moe_gemm,paged_attention,
-                                                    matmul_tf32,softmax_bwd,greedy,linear_w4a16,
+                                                    matmul_tf32,matmul_f32,softmax_bwd,greedy,linear_w4a16,
                                                     layernorm_bwd,dropout,topk,adam,quant_rows,
                                                     histogram,vector_sum] [--rounds 3]
                                                     [--occupancy 4]
@@ -314,6 +314,18 @@ kernel matmul_tf32<BM: int = 128, BN: int = 128, BK: int = 32>(a: tensor<f32>[M,
     var acc = zeros<f32>[BM, BN]
     for k in range(cdiv(K, BK)) pipeline(stages=3) {
         acc = dot(load(a, tile=[BM, BK], at=[pm, k]), load(b, tile=[BK, BN], at=[k, pn]), acc, tf32=true)
+    }
+    store(c, acc, at=[pm, pn])
+}
+
+// The same product at full f32 precision (dot's default), as a user writes it first.
+kernel matmul_f32<BM: int = 128, BN: int = 128, BK: int = 32>(a: tensor<f32>[M, K], b: tensor<f32>[K, N],
+                                                              c: tensor<f32>[M, N]) {
+    let pm = program_id(0)
+    let pn = program_id(1)
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) pipeline(stages=3) {
+        acc = dot(load(a, tile=[BM, BK], at=[pm, k]), load(b, tile=[BK, BN], at=[k, pn]), acc)
     }
     store(c, acc, at=[pm, pn])
 }
@@ -965,6 +977,14 @@ def matmul_tf32_ref(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.const
 
 
 @triton.jit
+def matmul_f32_ref(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    acc = _a_b(a_ptr, b_ptr, rm, rn, M, N, K, BM, BN, BK, "ieee")
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
 def dropout_ref(x_ptr, y_ptr, N, p, seed, BLOCK: tl.constexpr):
     """Triton's "low-memory dropout" tutorial kernel."""
     off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -1585,6 +1605,17 @@ def cases(dev, only):
             out.append((f"matmul_tf32 {m}x{n}x{k}", (nb, 2 * m * n * k), sets, torch_tf32,
                         _both_paths(small.matmul_tf32, g, lambda t, g=g, m=m, n=n, k=k: matmul_tf32_ref[g](
                             *t, m, n, k, BM=128, BN=128, BK=32, num_warps=4, num_stages=3)), 2))
+    if "matmul_f32" in only:
+        # torch at its default (allow_tf32 off: cuBLAS's f32 GEMM); tle and the twin at Triton's default warps
+        for m, n, k in ((4096, 4096, 4096), (4000, 4000, 4000)):
+            nb = 4 * (m * k + k * n + m * n)
+            sets = _sets(lambda: [r(m, k, dt=torch.float32), r(k, n, dt=torch.float32),
+                                  torch.empty(m, n, device=dev)], nb)
+            g = (triton.cdiv(m, 128), triton.cdiv(n, 128))
+            out.append((f"matmul_f32 {m}x{n}x{k}", (nb, 2 * m * n * k), sets,
+                        lambda t: torch.matmul(t[0], t[1], out=t[2]),
+                        _both_paths(small.matmul_f32, g, lambda t, g=g, m=m, n=n, k=k: matmul_f32_ref[g](
+                            *t, m, n, k, BM=128, BN=128, BK=32, num_warps=4, num_stages=3)), 2))
     if "softmax_bwd" in only:
         for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((8192, 4096), (16384, 1000))):
             nb = 3 * m * n * dt.itemsize
@@ -1814,7 +1845,8 @@ def main() -> int:
                                        "vocab_softmax,"
                                        "linear_nt,bmm,add_rmsnorm,rope,rope_pairs,cross_entropy,linear_w8a8,linear_fp8,"
                                        "linear_fp8_block,moe_gemm,paged_attention,"
-                                       "matmul_tf32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd,dropout,topk,"
+                                       "matmul_tf32,matmul_f32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd,dropout,"
+                                       "topk,"
                                        "adam,quant_rows,histogram,vector_sum")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",

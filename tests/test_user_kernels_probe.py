@@ -222,6 +222,13 @@ def test_matmul_tf32_on_ragged_tiles(small):
     torch.testing.assert_close(c, a @ b, rtol=1e-2, atol=2e-2)  # TF32 rounding allowed
 
 
+def test_matmul_f32_on_ragged_tiles(small):
+    a, b = torch.randn(40, 80), torch.randn(80, 70)
+    c = torch.full((40, 70), float("nan"))
+    small.matmul_f32[(2, 3)](a, b, c, BM=32, BN=32, BK=32)
+    torch.testing.assert_close(c, a @ b, rtol=1e-5, atol=1e-5)  # full f32 precision
+
+
 def test_softmax_bwd_over_a_ragged_row(small):
     y = torch.softmax(torch.randn(6, 1000), -1)
     dy = torch.randn(6, 1000)
