@@ -146,9 +146,21 @@ _FULL_PRECISION = {"f32": "f32 operands at full precision (tf32=false): tileiras
                           "native path (13 of 13 launches, H200)"}
 
 
-def _full_precision(dot) -> str | None:
-    """Why a tle.dot's operands make Tile IR much slower (_FULL_PRECISION), or None."""
+# A dot into an f16 accumulator: the lowering widens it to f32 for each mmaf and narrows it back (the interpreter's
+# rounding, once per dot), which tileiras does in registers every K step (HADD2.F32 and F2FP in the SASS). Measured
+# on the H200 (thirty-second session; benchmarks/RESULTS.md "Full-precision f32 and f64 matmuls"), f16 matmuls at
+# 128x128x64 and 128x256x64: 4096^3 345.1 and 474.8 us against the native path's 212.0 and 258.3, 8192^3 2777.8 and
+# 3991.2 against 1894.8 and 2206.1 (1.47-1.84x slower, 4 of 4).
+_F16_ACCUMULATOR = ("an f16 accumulator, which the Tile IR lowering widens to f32 and narrows back every K step: f16 "
+                    "matmuls ran 1.47-1.84x slower than on the native path (4 of 4, H200); an f32 accumulator is "
+                    "faster on both paths")
+
+
+def _slow_dot(dot) -> str | None:
+    """Why a tle.dot's element types make Tile IR much slower (_FULL_PRECISION, _F16_ACCUMULATOR), or None."""
     elem = tle_type(dot.operands[0].type)[0]
+    if tle_type(dot.operands[2].type)[0] == "f16":
+        return _F16_ACCUMULATOR
     if elem == "f32" and ir.StringAttr(dot.attributes["precision"]).value == "tf32":
         return None
     return _FULL_PRECISION.get(elem)
@@ -228,7 +240,7 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
                     out.append(Blocker(span_of_location(op.location), _wide_scan(elements)))
             if op.name != "tle.dot":
                 continue
-            if (why := _full_precision(op)) is not None:
+            if (why := _slow_dot(op)) is not None:
                 out.append(Blocker(span_of_location(op.location), f"a dot of {why}"))
             elif any(gathered_operand(v) for v in list(op.operands)[:2]):
                 out.append(Blocker(span_of_location(op.location), _GATHERED_OPERAND))

@@ -1159,6 +1159,7 @@ kernel k<BM: int = 64, BN: int = 64, BK: int = 64>(x: tensor<bf16>[M, K], ids: t
     (MATMUL.replace("T: dtype = f16", "T: dtype = f32"), "f32 operands at full precision", 10),  # FMA: 3.7-7.8x
     (MATMUL.replace("T: dtype = f16", "T: dtype = f32").replace("acc)\n", "acc, tf32=true)\n"), None, 0),
     (MATMUL.replace("T: dtype = f16", "T: dtype = f64").replace("zeros<f32>", "zeros<T>"), "f64 operands", 10),
+    (MATMUL.replace("zeros<f32>", "zeros<f16>"), "an f16 accumulator", 10),  # widened every step: 1.47-1.84x
 ])
 def test_kernels_tile_ir_runs_much_slower_are_named(src, rule, line):
     from tle.lowering.tileir_legality import tileir_slower
