@@ -306,26 +306,15 @@ kernel paged_attention_combine<D: int = 128, PP: int = 8, T: dtype = bf16>(part_
     store(o, reshape(cast<T>(out / total), [1, 1, D]), at=[b, h, 0])
 }
 
-// An f32 matrix product on the tensor cores in TF32 (torch's allow_tf32).
-kernel matmul_tf32<BM: int = 128, BN: int = 128, BK: int = 32>(a: tensor<f32>[M, K], b: tensor<f32>[K, N],
-                                                               c: tensor<f32>[M, N]) {
+// An f32 matrix product on the tensor cores in TF32 (torch's allow_tf32), or with TF32=false at full f32 precision
+// (dot's default, as a user writes it first).
+kernel matmul_tf32<BM: int = 128, BN: int = 128, BK: int = 32, TF32: bool = true>(
+        a: tensor<f32>[M, K], b: tensor<f32>[K, N], c: tensor<f32>[M, N]) {
     let pm = program_id(0)
     let pn = program_id(1)
     var acc = zeros<f32>[BM, BN]
     for k in range(cdiv(K, BK)) pipeline(stages=3) {
-        acc = dot(load(a, tile=[BM, BK], at=[pm, k]), load(b, tile=[BK, BN], at=[k, pn]), acc, tf32=true)
-    }
-    store(c, acc, at=[pm, pn])
-}
-
-// The same product at full f32 precision (dot's default), as a user writes it first.
-kernel matmul_f32<BM: int = 128, BN: int = 128, BK: int = 32>(a: tensor<f32>[M, K], b: tensor<f32>[K, N],
-                                                              c: tensor<f32>[M, N]) {
-    let pm = program_id(0)
-    let pn = program_id(1)
-    var acc = zeros<f32>[BM, BN]
-    for k in range(cdiv(K, BK)) pipeline(stages=3) {
-        acc = dot(load(a, tile=[BM, BK], at=[pm, k]), load(b, tile=[BK, BN], at=[k, pn]), acc)
+        acc = dot(load(a, tile=[BM, BK], at=[pm, k]), load(b, tile=[BK, BN], at=[k, pn]), acc, tf32=TF32)
     }
     store(c, acc, at=[pm, pn])
 }
@@ -969,18 +958,11 @@ def paged_attention_combine_ref(pm_ptr, ps_ptr, po_ptr, o_ptr, H, P, D: tl.const
 
 
 @triton.jit
-def matmul_tf32_ref(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def matmul_tf32_ref(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                    PRECISION: tl.constexpr = "tf32"):
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    acc = _a_b(a_ptr, b_ptr, rm, rn, M, N, K, BM, BN, BK, "tf32")
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
-@triton.jit
-def matmul_f32_ref(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    acc = _a_b(a_ptr, b_ptr, rm, rn, M, N, K, BM, BN, BK, "ieee")
+    acc = _a_b(a_ptr, b_ptr, rm, rn, M, N, K, BM, BN, BK, PRECISION)
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
@@ -1590,32 +1572,25 @@ def cases(dev, only):
             impls["triton split"] = triton_split  # not a triton_ref: the ratio column compares the one-pass kernels
             out.append((f"paged_attention {seqs} seqs up to {longest} tokens, 32x128 heads bf16", (nb, 0), sets,
                         torch_paged, impls, 5))
-    if "matmul_tf32" in only:
+    for name, tf32 in (("matmul_tf32", True), ("matmul_f32", False)):
+        if name not in only:
+            continue
+        # torch with allow_tf32, or at its default (off: cuBLAS's f32 GEMM); the twin at Triton's default warps
         for m, n, k in ((4096, 4096, 4096), (4000, 4000, 4000)):
             nb = 4 * (m * k + k * n + m * n)
             sets = _sets(lambda: [r(m, k, dt=torch.float32), r(k, n, dt=torch.float32),
                                   torch.empty(m, n, device=dev)], nb)
             g = (triton.cdiv(m, 128), triton.cdiv(n, 128))
 
-            def torch_tf32(t):
+            def torch_mm(t, tf32=tf32):
                 before = torch.backends.cuda.matmul.allow_tf32
-                torch.backends.cuda.matmul.allow_tf32 = True
+                torch.backends.cuda.matmul.allow_tf32 = tf32
                 torch.matmul(t[0], t[1], out=t[2])
                 torch.backends.cuda.matmul.allow_tf32 = before
-            out.append((f"matmul_tf32 {m}x{n}x{k}", (nb, 2 * m * n * k), sets, torch_tf32,
-                        _both_paths(small.matmul_tf32, g, lambda t, g=g, m=m, n=n, k=k: matmul_tf32_ref[g](
-                            *t, m, n, k, BM=128, BN=128, BK=32, num_warps=4, num_stages=3)), 2))
-    if "matmul_f32" in only:
-        # torch at its default (allow_tf32 off: cuBLAS's f32 GEMM); tle and the twin at Triton's default warps
-        for m, n, k in ((4096, 4096, 4096), (4000, 4000, 4000)):
-            nb = 4 * (m * k + k * n + m * n)
-            sets = _sets(lambda: [r(m, k, dt=torch.float32), r(k, n, dt=torch.float32),
-                                  torch.empty(m, n, device=dev)], nb)
-            g = (triton.cdiv(m, 128), triton.cdiv(n, 128))
-            out.append((f"matmul_f32 {m}x{n}x{k}", (nb, 2 * m * n * k), sets,
-                        lambda t: torch.matmul(t[0], t[1], out=t[2]),
-                        _both_paths(small.matmul_f32, g, lambda t, g=g, m=m, n=n, k=k: matmul_f32_ref[g](
-                            *t, m, n, k, BM=128, BN=128, BK=32, num_warps=4, num_stages=3)), 2))
+            out.append((f"{name} {m}x{n}x{k}", (nb, 2 * m * n * k), sets, torch_mm,
+                        _both_paths(small.matmul_tf32, g, lambda t, g=g, m=m, n=n, k=k, tf32=tf32: matmul_tf32_ref[g](
+                            *t, m, n, k, BM=128, BN=128, BK=32, PRECISION="tf32" if tf32 else "ieee", num_warps=4,
+                            num_stages=3), TF32=tf32), 2))
     if "softmax_bwd" in only:
         for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((8192, 4096), (16384, 1000))):
             nb = 3 * m * n * dt.itemsize

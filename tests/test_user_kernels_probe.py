@@ -225,7 +225,7 @@ def test_matmul_tf32_on_ragged_tiles(small):
 def test_matmul_f32_on_ragged_tiles(small):
     a, b = torch.randn(40, 80), torch.randn(80, 70)
     c = torch.full((40, 70), float("nan"))
-    small.matmul_f32[(2, 3)](a, b, c, BM=32, BN=32, BK=32)
+    small.matmul_tf32[(2, 3)](a, b, c, BM=32, BN=32, BK=32, TF32=False)
     torch.testing.assert_close(c, a @ b, rtol=1e-5, atol=1e-5)  # full f32 precision
 
 
