@@ -19,7 +19,9 @@ This module only sequences them, routes `backend="auto"`, and records what each 
 loops live here because each spans stages: when tileiras spills under the Tile IR lowering's own occupancy choice,
 the kernel is lowered and compiled again with another hint (`_without_spills`), and one that tileiras leaves at a
 single program per SM is tried at two (`_past_one_program`); when ptxas spills a kernel without a dot on the native
-path whose bounds checks the launch facts dropped, it is lowered again with the checks (`_triton_without_spills`).
+path whose bounds checks the launch facts dropped, it is lowered again with the checks (`_triton_without_spills`);
+and one whose full-precision f32 dot ptxas spills on its default warps is compiled again on twice as many
+(`_fma_dot_without_spills`).
 """
 from __future__ import annotations
 
