@@ -385,12 +385,8 @@ def _triton_without_spills(out: Compiled, arch, num_warps, num_stages) -> None:
     debug.note(f"kernel '{binary.name}': ptxas spilled {spilled} bytes per thread without bounds checks; compiling "
                "again with them")
     # the ABI does not depend on `inside`
-    retry = Compiled(out.kernel, replace(out.spec, inside=checked), out.abi, out.backend, arch)
-    _triton(retry, _to_tle(retry), arch, len(STAGES["triton"]) - 1, num_warps, num_stages)
-    if retry.binary.extra.get("stack_bytes", 0) < spilled:
-        retry.binary.extra["spilled_unchecked"] = spilled  # tlec -v: why this binary keeps its bounds checks
-        out.stages.update(retry.stages)
-        out.module, out.binary = retry.module, retry.binary
+    if _triton_again(out, replace(out.spec, inside=checked), arch, num_warps, num_stages):
+        out.binary.extra["spilled_unchecked"] = spilled  # tlec -v: why this binary keeps its bounds checks
 
 
 def _fma_dot_without_spills(out: Compiled, arch, num_warps, num_stages) -> None:
@@ -412,12 +408,21 @@ def _fma_dot_without_spills(out: Compiled, arch, num_warps, num_stages) -> None:
         return
     debug.note(f"kernel '{out.binary.name}': ptxas spilled {spilled} bytes per thread of a full-precision f32 dot on "
                f"{num_warps} warps; compiling again on {2 * num_warps}")
-    retry = Compiled(out.kernel, out.spec, out.abi, out.backend, arch)
-    _triton(retry, _to_tle(retry), arch, len(STAGES["triton"]) - 1, 2 * num_warps, num_stages)
-    if retry.binary.extra.get("stack_bytes", 0) < spilled:
-        retry.binary.extra["spilled_warps"] = (num_warps, spilled)  # tlec -v: why the binary has more warps
-        out.stages.update(retry.stages)
-        out.module, out.binary = retry.module, retry.binary
+    if _triton_again(out, out.spec, arch, 2 * num_warps, num_stages):
+        out.binary.extra["spilled_warps"] = (num_warps, spilled)  # tlec -v: why the binary has more warps
+
+
+def _triton_again(out: Compiled, spec: Spec, arch, num_warps, num_stages) -> bool:
+    """Lower and compile out.kernel on the native path again, under `spec` and on `num_warps`; when ptxas spills
+    that binary less than out.binary, it replaces out's module, binary and stages, and the answer is True (on a tie
+    the first stays: the retries above change something only to take a spill away)."""
+    retry = Compiled(out.kernel, spec, out.abi, out.backend, arch)
+    _triton(retry, _to_tle(retry), arch, len(STAGES["triton"]) - 1, num_warps, num_stages)
+    if retry.binary.extra.get("stack_bytes", 0) >= out.binary.extra["stack_bytes"]:
+        return False
+    out.stages.update(retry.stages)
+    out.module, out.binary = retry.module, retry.binary
+    return True
 
 
 def _next_hint(hint: int | None, has_dot: bool) -> int | None:
