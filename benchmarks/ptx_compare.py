@@ -108,7 +108,7 @@ def sass(cubin: bytes) -> list[str]:
 
 
 def registers(cubin: bytes, name: str):
-    from tle.targets.tileir import kernel_attributes
+    from tle.targets.binary import kernel_attributes
     try:
         return kernel_attributes(cubin, name).registers
     except Exception:  # noqa: BLE001

@@ -1821,8 +1821,7 @@ def main() -> int:
                                        "linear_nt,bmm,add_rmsnorm,rope,rope_pairs,cross_entropy,linear_w8a8,linear_fp8,"
                                        "linear_fp8_block,moe_gemm,paged_attention,"
                                        "matmul_tf32,matmul_f32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd,dropout,"
-                                       "topk,"
-                                       "adam,quant_rows,histogram,vector_sum")
+                                       "topk,adam,quant_rows,histogram,vector_sum")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",
                     help="comma-separated Tile IR occupancy hints (programs per SM) to time as extra columns, "

@@ -33,7 +33,7 @@ from typing import Callable
 from tle.diagnostics import Note, Span, TleError, span_of_location
 from tle.dialects import cuda_tile as ct
 from tle.dialects.mlir import ir
-from tle.targets.binary import Binary, kernel_attributes, _elf_sections  # noqa: F401  (re-exported)
+from tle.targets.binary import Binary, kernel_attributes
 
 CUDA_TILE_VERSION = "1.7.0"
 # Written bytecode version: the newest that cuda-tile 1.7.0 supports without its dev flag; tileiras 13.5 reads 13.1-13.5.

@@ -14,6 +14,7 @@ from tle.diagnostics import TleError, register_source, render
 from tle.dialects import cuda_tile as ct
 from tle.dialects.mlir import ir, nested_ops, new_context
 from tle.targets import tileir
+from tle.targets.binary import _elf_sections, kernel_attributes
 
 
 def _has(find) -> str | None:
@@ -380,7 +381,7 @@ def _check_binary(binary, name, params):
     assert binary.stages["tilebc"][:8] == b"\x7fTileIR\x00"
     assert "cuda_tile.entry" in binary.stages["tileir"]
     # num_threads comes from the cubin, and is the launch block size (x) the cubin demands.
-    attrs = tileir.kernel_attributes(binary.cubin, name)
+    attrs = kernel_attributes(binary.cubin, name)
     assert binary.num_threads == attrs.reqntid[0] and attrs.reqntid[1:] == (1, 1)
     return attrs
 
@@ -393,7 +394,7 @@ def test_vector_add_compiles(arch):
         binary = tileir.compile_tileir(vector_add(), arch)
     _check_binary(binary, "vadd", ["ptr", "ptr", "ptr", "i32"])
     assert binary.arch == arch and binary.num_threads == 128  # FACTS.md: a vector add runs with 128 threads
-    assert tileir.kernel_attributes(binary.cubin, "vadd").param_sizes == [8, 8, 8, 4]
+    assert kernel_attributes(binary.cubin, "vadd").param_sizes == [8, 8, 8, 4]
 
 
 # Seen with tileiras 13.5.37 (EIATTR_REQNTID), for sm_90 and sm_100 alike, and in FACTS.md for a cuTile matmul of
@@ -421,7 +422,7 @@ def test_static_shared_memory_leaves_out_the_drivers_reserved_kilobyte():
     kernel_attributes counts the same."""
     with new_context():
         binary = tileir.compile_tileir(matmul(128, 128, 64), "sm_90")
-    section = len(tileir._elf_sections(binary.cubin)[".nv.shared.matmul"])
+    section = len(_elf_sections(binary.cubin)[".nv.shared.matmul"])
     assert binary.extra["static_shared_mem"] == section - 1024 > 48 * 1024
 
 
