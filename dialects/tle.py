@@ -18,10 +18,11 @@ Conventions (the lowerings and the interpreter rely on them):
   `!tle.view<elem, rank>` that loads and stores address. Arguments may carry `tle.divisibility = d : i32`
   (the runtime proved the value divisible by d: 16, or for a dim or stride also 8, 4 or 2; for a pointer, 16:
   16-byte aligned). Strides proven to be 1 are
-  folded into `arith.constant 1` before this IR is built.
+  folded into `arith.constant 1` before this IR is built. A `tle.make_view` with the unit attribute
+  `tle.unaligned_rows` views a tensor the launch proved TMA cannot read (tle/abi.py UnalignedRows).
 - Loop hints live on `scf.for` as `tle.num_stages` and `tle.unroll` (i32). A loop with the unit attribute
   `tle.nonempty` runs at least once: its start is a constant below its stop under the launch's sizes
-  (tle/abi.py LoopRuns).
+  (tle/abi.py LoopRuns). The two loops a LoopSplit makes of one both carry the unit attribute `tle.split`.
 - A `tle.load` / `tle.store` may carry `tle.inside = array<i32: axis, ...>`: every program's tile lies inside the
   view along those axes, so a lowering drops their bounds checks (and checks nothing else to find such axes).
   Either the launch keeps it there (tle/abi.py GridTile / FixedTile) or the kernel does: a constant tile index

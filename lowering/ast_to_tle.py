@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 
-from ..abi import LoopSplit, LoopTile, ManyPrograms, ManyWaves, ShortK, Spec, abi, access_facts, loop_facts
+from ..abi import (LoopSplit, LoopTile, ManyPrograms, ManyWaves, ShortK, Spec, UnalignedRows, abi, access_facts,
+                   loop_facts)
 from .. import typed as T
 from ..dialects.mlir import ir, new_context
 from ..dialects.tle import constant_int, load_tle
@@ -167,11 +168,15 @@ class _KernelBuilder:
                     strides.append(by_key[key] if key in by_key else self.const("i32", 1, p.span))
                 rank = len(p.type.dims)
                 vtype = ir.Type.parse(f"!tle.view<{element_type(p.type.dtype)}, {rank}>")
-                self.views[p.name] = self.value("tle.make_view", vtype, [by_key[p.name], *sizes, *strides], {
+                view_attrs = {
                     "elem": ir.TypeAttr.get(element_type(p.type.dtype)),
                     "name": ir.StringAttr.get(p.name),
                     "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, rank, rank]),
-                }, p.span)
+                }
+                if UnalignedRows(p.name) in self.spec.inside:
+                    view_attrs["tle.unaligned_rows"] = ir.UnitAttr.get()
+                self.views[p.name] = self.value("tle.make_view", vtype, [by_key[p.name], *sizes, *strides],
+                                                view_attrs, p.span)
             else:
                 self.env[p] = by_key[p.name]
         self.stmts(self.k.body)
@@ -209,6 +214,7 @@ class _KernelBuilder:
                                   None, s.span)
                 mid = full if mid is None else self.value("arith.minsi", element_type("i32"), [mid, full], None,
                                                           s.span)
+            attrs["tle.split"] = ir.UnitAttr.get()  # the two parts (lowering/tileir_legality.py reads it)
             self._loop(s, start, mid, step, attrs, tiles)
             self._loop(s, mid, stop, step, attrs, frozenset())
         else:

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 from ..diagnostics import Span, TleError, span_of_location
 from ..dialects.mlir import ir, nested_ops
-from .tle_to_tileir import F8, HALF, LOWERED_OPS, carried_partner, gathered_operand, tle_type, tle_to_tileir
+from .tle_to_tileir import (F8, HALF, LOWERED_OPS, carried_partner, gathered_operand, tle_type, tle_to_tileir,
+                            unaligned_operand)
 
 __all__ = ["Blocker", "tileir_blockers", "tileir_slower", "tileiras_archs"]
 
@@ -166,6 +167,24 @@ def _slow_dot(dot) -> str | None:
     return _FULL_PRECISION.get(elem)
 
 
+# A dot of at least 128x128 accumulator values with an operand read from a tensor whose rows TMA cannot read (its base
+# not 16-byte aligned or a stride not a multiple of 16 bytes: an odd K, K = 4100, a slice one element in; the launch
+# proves it, tle/abi.py UnalignedRows). Without TMA tileiras loads such tiles with plain loads it does not pipeline as
+# far as Triton's. Measured on the H200 (thirty-third session; benchmarks/RESULTS.md "Matmuls on rows not 16-byte
+# aligned"), examples/matmul.tle f16 and bf16 at 128x128x64, 128x256x64 and 128x128x32, Tile IR against the native
+# path at the same tiles and its default warps: 1.04-3.31x slower on 42 of 42 launches (2048^2x2052 to
+# 8192^2x8196, K or N of 4098, 4099 and 4100, transposed and sliced operands; 4096x4096x4099 at 128x128x32 1991 us
+# against 601). At 64x128x64 the two went either way (Tile IR 0.43-0.98x on 11 of 16, 1.07-5.4x slower on 4), so the
+# rule starts at 128x128. A dot in a loop Tile IR splits (an odd K; _in_split_loop) is not such a case. Where only
+# the output is unaligned (x @ w.t() with N = 4099) Tile IR was as fast or faster (0.92-1.07x, 7 launches), so the
+# rule reads the dot's operands.
+UNALIGNED_MIN_ACC = 128 * 128
+_UNALIGNED_OPERAND = ("a dot operand is read from a tensor whose rows are not 16-byte aligned (its base, or a stride "
+                      "other than 1, is not a multiple of 16 bytes), which tileiras cannot load with TMA: matmuls with "
+                      "such operands and 128x128 or larger tiles ran 1.04-3.31x slower than on the native path (42 of "
+                      "42 launches, H200)")
+
+
 # Measured on the CPU (fifteenth session): tle's Tile IR compile against its native compile. At run time the Tile
 # IR code is the faster (a top-8 of 256 for 65536 tokens: 58.5 against 66.3 us, H200, twenty-third session); the
 # twenty-second session's faster-compiling form of the networks' steps ran 1.55x slower and was dropped
@@ -246,9 +265,24 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
                 out.append(Blocker(span_of_location(op.location), _GATHERED_OPERAND))
             elif carried_partner(op) is not None:
                 out.append(Blocker(span_of_location(op.location), _SCALED_PRODUCT))
+            elif math.prod(_dot_step(op)[0]) >= UNALIGNED_MIN_ACC and not _in_split_loop(op) and \
+                    any(unaligned_operand(v) for v in list(op.operands)[:2]):
+                out.append(Blocker(span_of_location(op.location), _UNALIGNED_OPERAND))
             elif math.prod(acc := _dot_step(op)[0]) > WIDE_ACCUMULATOR:
                 out.append(Blocker(span_of_location(op.location), _wide_accumulator(acc)))
     return out
+
+
+def _in_split_loop(op) -> bool:
+    """Is op inside one of the two loops a LoopSplit made (`tle.split`)? Tile IR takes a dot loop's split only
+    where its unaligned rows have an odd K (tle/compiler.py _spec_for), and there it ran 2.3-3.7x faster than
+    unsplit and 1.8-2.3x faster than the native path (4096x4096x4099 at 128x128x64: 499.2 us against 1168.3)."""
+    parent = op.parent
+    while parent is not None:
+        if parent.name == "scf.for" and "tle.split" in parent.attributes:
+            return True
+        parent = parent.parent
+    return False
 
 
 def _last_axis_reduction(op) -> int:

@@ -405,6 +405,15 @@ def gathered_operand(v: "ir.Value") -> bool:
                for x, owner in _upstream(v, in_registers))
 
 
+def unaligned_operand(v: "ir.Value") -> bool:
+    """Is v (a dot operand) loaded, through the ops that compute it in registers, from a view whose tensor the
+    launch proved TMA cannot read (`tle.unaligned_rows` on its make_view: tle/abi.py UnalignedRows)?"""
+    def in_registers(op) -> bool:
+        return op.name not in ("tle.load", "arith.constant", "tle.make_view", "tle.gather")
+    return any(owner.name == "tle.load" and "tle.unaligned_rows" in owner.operands[0].owner.attributes
+               for _, owner in _upstream(v, in_registers))
+
+
 def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int,
                many_programs: bool = False) -> tuple[int | None, str]:
     """(The occupancy hint, why, in words for `tlec -v`; "" with no hint).

@@ -38,7 +38,8 @@ every program has an SM to itself (lowering/tle_to_tileir.py, `_occupancy`). Bes
 whose programs' one dot sums at most SHORT_K values of K each, so writing the output tile is a large part of a
 program's time; the Tile IR lowering then runs the grid as a persistent loop (`_persistent`). And ManyWaves: more
 than two waves, where a dot on small tiles runs faster on the native path (lowering/tileir_legality.py,
-`tileir_slower`).
+`tileir_slower`). And UnalignedRows: a tensor whose rows TMA cannot read (a base or a stride other than 1 that is
+not a multiple of 16 bytes), which the Tile IR router reads the same way.
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ import math
 
 from dataclasses import dataclass
 
+from .types import BITS
 from .typed import Bind, Const, Dim, For, Kernel, Op, Read, TensorParam, dots, nodes
 
 
@@ -66,7 +68,7 @@ class Spec:
     divisible16: frozenset = frozenset()  # AbiArg keys
     unit_strides: frozenset = frozenset()  # stride keys equal to 1
     inside: frozenset = frozenset()  # launch facts that hold: GridTile, FixedTile, LoopTile, LoopRuns, LoopSplit,
-    #                                 ManyPrograms, ManyWaves, ShortK
+    #                                 ManyPrograms, ManyWaves, ShortK, UnalignedRows
     divisible: frozenset = frozenset()  # (dim or stride key, 2 | 4 | 8): its largest power-of-two divisor under 16
 
     def key(self) -> str:
@@ -155,6 +157,38 @@ class ShortK:
 
 
 @dataclass(frozen=True, order=True)
+class UnalignedRows:
+    """The launch's tensor `tensor` has no row TMA can read: its base is not 16-byte aligned, or a stride other
+    than 1 is not a multiple of 16 bytes (a slice one element in, an odd K). Proved only for a kernel with a `dot`,
+    from the exact values of the launch (spec_of) or the sizes tlec was given (launch_spec), never assumed; the
+    Tile IR router reads it (lowering/tileir_legality.py, tileir_slower). The rest of the spec already tells these
+    tensors apart, so it splits no binaries."""
+    tensor: str
+
+    def __str__(self) -> str:
+        return f"unaligned:{self.tensor}"
+
+
+def unaligned_rows(kernel: Kernel, spec: Spec, known_strides) -> frozenset:
+    """UnalignedRows for each tensor of a kernel with a dot whose base `spec` does not call 16-byte aligned, or
+    whose stride among `known_strides` (keys whose value the caller knows) is neither 1 nor a multiple of 16
+    bytes."""
+    if next(dots(kernel.body), None) is None:
+        return frozenset()
+    out = set()
+    for p in kernel.params:
+        if not isinstance(p, TensorParam):
+            continue
+        nbytes = max(1, BITS[p.type.dtype] // 8)
+        strides = [f"{p.name}.stride{axis}" for axis in range(len(p.type.dims))]
+        if p.name not in spec.divisible16 or any(
+                k in known_strides and k not in spec.unit_strides and spec.divisibility(k) * nbytes % 16
+                for k in strides):
+            out.add(UnalignedRows(p.name))
+    return frozenset(out)
+
+
+@dataclass(frozen=True, order=True)
 class LoopRuns:
     """The `ordinal`-th for loop of the kernel (program order) runs at least once: its start, a constant, is below
     its stop, an expression of dims and constants (`range(cdiv(K, BK))`), under the launch's sizes."""
@@ -228,7 +262,10 @@ def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None, sms: int | 
             d16.add(a.key)
         elif a.kind in ("dim", "stride") and (div := partial_divisor(v)):
             part.add((a.key, div))
-    return Spec(frozenset(d16), frozenset(unit), launch_facts(kernel, grid, values, sms), frozenset(part))
+    spec = Spec(frozenset(d16), frozenset(unit), launch_facts(kernel, grid, values, sms), frozenset(part))
+    strides = {a.key for a in all_args(kernel) if a.kind == "stride"}
+    return Spec(spec.divisible16, spec.unit_strides, spec.inside | unaligned_rows(kernel, spec, strides),
+                spec.divisible)
 
 
 def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | None = None) -> frozenset:
@@ -260,7 +297,10 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | Non
         if math.prod(grid) >= SHORT_K_WAVES * sms and (k := k_per_program(kernel, described, loops)) is not None \
                 and k <= SHORT_K:
             facts.add(ShortK())
-    splittable = step1_loops(kernel, described)
+    splittable = step1_loops(kernel, described) | {
+        ordinal for ordinal, reads in dot_loop_reads(kernel, described).items()
+        if any(axis == len(t.type.dims) - 1 and isinstance(dim := t.type.dims[axis], str) and dim in sizes
+               and sizes[dim] * max(1, BITS[t.type.dtype] // 8) % 16 for t, axis in reads)}
     for fact, start, stop in described.values():
         if (end := loops[fact.ordinal]) is not None and start < end:
             facts.add(fact)
@@ -294,15 +334,40 @@ def k_per_program(kernel: Kernel, described: dict, stops: dict) -> int | None:
 
 
 def step1_loops(kernel: Kernel, described: dict | None = None) -> frozenset:
-    """The ordinals of the loops a LoopSplit may split: those loop_facts describes whose step is 1, innermost (a
-    split doubles the body) and without a dot. Measured on the H200 (benchmarks/RESULTS.md, eleventh session):
-    splitting streams of tiles (a cross-entropy or softmax over 128256 logits in tiles of 4096) made them 2-3%
-    faster on both paths; splitting a matmul's K loop (K = 4000) did not pay, since the tensor cores, not the one
-    ragged tile's checks, set its pace, and the second pipelined loop cost registers (196 -> 230)."""
+    """The ordinals of the loops a LoopSplit may split whatever their sizes: those loop_facts describes whose step
+    is 1, innermost (a split doubles the body) and without a dot. Measured on the H200 (benchmarks/RESULTS.md,
+    eleventh session): splitting streams of tiles (a cross-entropy or softmax over 128256 logits in tiles of 4096)
+    made them 2-3% faster on both paths; splitting a matmul's K loop (K = 4000) did not pay, since the tensor cores,
+    not the one ragged tile's checks, set its pace, and the second pipelined loop cost registers (196 -> 230). A
+    loop with a dot is split only where its K is not a multiple of 16 bytes (dot_loop_reads)."""
     described = loop_facts(kernel) if described is None else described  # loop_facts(kernel), if already at hand
     return frozenset(described[id(n)][0].ordinal for n in nodes(kernel.body)
                      if isinstance(n, For) and id(n) in described and n.step.value == 1
                      and not any(isinstance(m, For) for m in nodes(n.body)) and next(dots(n.body), None) is None)
+
+
+def dot_loop_reads(kernel: Kernel, described: dict | None = None) -> dict:
+    """Per loop that a LoopSplit may split although it holds a dot (its ordinal): the (tensor parameter, axis) of
+    each load its variable indexes (a LoopTile). Such a loop is innermost, of step 1, and holds one dot (a matmul's K
+    loop). launch_facts splits it only where the split dim, along the last axis of a tensor it reads, is not a
+    multiple of 16 bytes of that tensor's elements: there the one ragged tile's mask, element by element, keeps every
+    tile's loads from being vectorised (an odd K). Each GPU path then takes the split or not
+    (tle/compiler.py, _spec_for): measured on the H200 (benchmarks/RESULTS.md "Matmuls on rows not 16-byte
+    aligned"), the native path ran f16 and bf16 matmuls at K = 4097, 4099 and 4100 in rows padded to 4104 1.07-3.1x
+    faster split (9 of 9; 4096x4096x4099 at 128x128x64: 318.6 us against 988.9), Tile IR ran K = 4099 and 8195 on
+    rows of that length 2.3-3.7x faster split (6 of 6; 499.2 against 1766.2). Where K is a multiple of 16 bytes
+    (K = 4000) the split did not pay (step1_loops), so it is not made."""
+    described = loop_facts(kernel) if described is None else described
+    facts = access_facts(kernel, described)
+    out = {}
+    for n in nodes(kernel.body):
+        if not (isinstance(n, For) and id(n) in described and n.step.value == 1) or \
+                any(isinstance(m, For) for m in nodes(n.body)) or len(list(dots(n.body))) != 1:
+            continue
+        ordinal = described[id(n)][0].ordinal
+        out[ordinal] = [(m.tensor, axis) for m in nodes(n.body) if isinstance(m, Op) and m.name == "load"
+                        for axis, f in facts.get(id(m), ()) if isinstance(f, LoopTile) and f.ordinal == ordinal]
+    return out
 
 
 def grid_tiles(kernel: Kernel, described: dict | None = None) -> frozenset:
@@ -438,7 +503,9 @@ def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None, sms: int
                     given[f"{p.name}.stride{axis}"] = math.prod(after)
     d16 = set(d.divisible16) | {k for k, v in given.items() if v % 16 == 0}
     part = {(k, div) for k, v in given.items() if (div := partial_divisor(v))}
-    return Spec(frozenset(d16), d.unit_strides, launch_facts(kernel, grid, sizes, sms), frozenset(part))
+    spec = Spec(frozenset(d16), d.unit_strides, launch_facts(kernel, grid, sizes, sms), frozenset(part))
+    return Spec(spec.divisible16, spec.unit_strides, spec.inside | unaligned_rows(kernel, spec, given),
+                spec.divisible)
 
 
 def generic_spec(kernel: Kernel) -> Spec:

@@ -29,7 +29,8 @@ import math
 from dataclasses import dataclass, field, replace
 
 from . import debug
-from .abi import AbiArg, FixedTile, GridTile, LoopSplit, LoopTile, Spec, abi, default_spec
+from .abi import (AbiArg, FixedTile, GridTile, LoopSplit, LoopTile, Spec, UnalignedRows, abi, default_spec,
+                  dot_loop_reads)
 from .check import Program, check_kernel
 from .diagnostics import TleError
 from .typed import Bind, For, If, Kernel, Op, Read, dots, nodes
@@ -295,7 +296,12 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
         return out
 
     backend, out.fallback = route(module, name, arch, backend) if backend != "triton" else ("triton", None)
-    out.backend = backend
+    if backend != out.backend:
+        lowered = _spec_for(kernel, spec, backend)
+        out.backend = backend
+        if lowered != _spec_for(kernel, spec, "tileir"):  # the module routed was Tile IR's (_to_tle)
+            module = _to_tle(out)
+            debug.dump("tle", out.stages["tle"])
     if out.fallback:
         debug.note(f"kernel '{name}' runs on the native CUDA path (Triton): {out.fallback}")
     order = STAGES[backend]
@@ -313,11 +319,45 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
     return out
 
 
+def _spec_for(kernel: Kernel, spec: Spec, backend: str) -> Spec:
+    """The facts of `spec` that `backend`'s lowering uses ("auto": Tile IR's, which route() looks at first): all,
+    less the LoopSplits of dot loops (tle/abi.py dot_loop_reads) that path does not take. A fact left out only
+    keeps a check, so the binary still suits every launch of `spec`.
+
+    Measured on the H200 (benchmarks/RESULTS.md "Matmuls on rows not 16-byte aligned"), f16 and bf16 matmuls at
+    128x128x64 and 128x256x64 whose K is not a multiple of 8:
+    - the native path gains where the rows are 16-byte aligned, so that the unchecked tiles' loads are vectorised
+      (K = 4097, 4099 and 4100 in rows padded to 4104: 1.07-3.1x, 9 of 9), and either way on rows that are
+      not (K = 4098 and 4100: 0.95-1.06x; K = 4099 and 8195: 1.31-1.38x at 128x128, 0.85x at 128x256), so it takes it
+      only where no tensor the loop reads has UnalignedRows;
+    - Tile IR, which reads aligned rows with TMA and its out-of-bounds fill, lost on them (0.67-0.92x, 9 of 9) and
+      on rows of an even K (0.81-1.10x), and gained only where the rows are not aligned and K is odd, so that its
+      loads were checked element by element (K = 4099 and 8195: 2.3-3.7x, 6 of 6; 4096x4096x4099 at 128x128x64:
+      499.2 us against 1766.2, and the native path's 1168.3). It takes the split only there."""
+    reads = dot_loop_reads(kernel)
+    unaligned = {f.tensor for f in spec.inside if isinstance(f, UnalignedRows)}
+
+    def taken(split: LoopSplit) -> bool:
+        if split.ordinal not in reads:
+            return True  # a loop without a dot: both paths split it
+        loop = reads[split.ordinal]
+        rough = any(t.name in unaligned for t, _ in loop)
+        if backend == "triton":
+            return not rough
+        odd = any(isinstance(d := t.type.dims[axis], str) and spec.divisibility(d) == 1 for t, axis in loop
+                  if axis == len(t.type.dims) - 1)
+        return rough and odd
+
+    dropped = frozenset(f for f in spec.inside if isinstance(f, LoopSplit) and not taken(f))
+    return replace(spec, inside=spec.inside - dropped) if dropped else spec
+
+
 def _to_tle(out: Compiled):
-    """Lower out.kernel under out.spec to the tle dialect: out.module and its text, out.stages["tle"]."""
+    """Lower out.kernel under the facts of out.spec that out.backend takes (_spec_for) to the tle dialect:
+    out.module and its text, out.stages["tle"]."""
     from .lowering.ast_to_tle import ast_to_tle
     with debug.timed("ast_to_tle"):
-        out.module = ast_to_tle(out.kernel, out.spec)
+        out.module = ast_to_tle(out.kernel, _spec_for(out.kernel, out.spec, out.backend))
     out.stages["tle"] = out.module.operation.get_asm(enable_debug_info=debug.level() >= 2)
     return out.module
 

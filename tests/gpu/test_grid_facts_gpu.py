@@ -121,3 +121,27 @@ def test_auto_takes_the_native_path_for_a_small_dot_step_past_two_waves():
     assert chosen == {2 * sms: "tileir", 2 * sms + 1: "triton"}
     assert [ManyWaves() in fs for fs in plan_facts(k, "triton")] == [True]
     assert [ManyWaves() in fs for fs in plan_facts(k, "tileir")] == [False]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k_size,k_stride,backend,split", [
+    (258, 258, "triton", False),  # rows 516 bytes apart, which TMA cannot read: the native path (UnalignedRows)
+    (259, 259, "tileir", True),   # an odd K on such rows: Tile IR, with the K loop split (tle/compiler.py _spec_for)
+    (259, 264, "tileir", False),  # the same K in rows padded to 264 elements: TMA, no split
+])
+def test_a_dot_on_unaligned_rows_takes_the_faster_path(k_size, k_stride, backend, split):
+    """auto's choice for a matmul whose a has rows that are not 16-byte aligned (lowering/tileir_legality.py), and
+    whether that path splits the K loop; each gives torch's product."""
+    from tle.abi import UnalignedRows
+    mod = tle.compile(os.path.join(ROOT, "examples", "matmul.tle"))
+    k = mod.matmul
+    a = torch.randn(256, k_stride, device="cuda", dtype=torch.float16)[:, :k_size]
+    b = torch.randn(k_size, 256, device="cuda", dtype=torch.float16)
+    c = torch.empty(256, 256, device="cuda", dtype=torch.float16)
+    k[(2, 2)](a, b, c)
+    torch.cuda.synchronize()
+    assert k.last_backend == backend
+    (entry,) = k._entries.values()
+    assert (UnalignedRows("a") in entry.compiled.spec.inside) == (k_stride % 8 != 0)
+    assert ("tle.split" in entry.compiled.stages["tle"]) == split
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.1, rtol=0.02)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tle.abi import (FixedTile, GridTile, LoopRuns, LoopSplit, LoopTile, ManyPrograms, ManyWaves, ShortK, Spec, default_spec,
-                     grid_tiles, loop_facts, spec_of)
+from tle.abi import (FixedTile, GridTile, LoopRuns, LoopSplit, LoopTile, ManyPrograms, ManyWaves, ShortK, Spec,
+                     UnalignedRows, default_spec, grid_tiles, launch_spec, loop_facts, spec_of)
 from tle.check import check_kernel, load_program
 from tle.lowering.ast_to_tle import ast_to_tle
 from tle.lowering.tle_to_ttir import tle_to_ttir
@@ -115,6 +115,58 @@ def test_more_programs_than_sms_is_a_fact_of_kernels_with_a_dot():
     vvalues = {"x": _Aligned(), "o": _Aligned(), "N": 1 << 20, "x.stride0": 1, "o.stride0": 1}
     assert ManyPrograms() not in spec_of(v, vvalues, (4096, 1, 1), sms=132).inside  # no dot
     assert spec_of(k, values, (12, 12, 1), sms=132).key().endswith("waves>1")
+
+
+class _At:
+    def __init__(self, address):
+        self.address = address
+
+    def data_ptr(self):
+        return self.address
+
+
+def _mm_values(k_stride: int, a_base: int = 256, **strides) -> dict:
+    values = {"a": _At(a_base), "b": _At(256), "c": _At(256), "M": 4096, "K": 4096, "N": 4096,
+              "a.stride0": k_stride, "a.stride1": 1, "b.stride0": 4096, "b.stride1": 1, "c.stride0": 4096,
+              "c.stride1": 1}
+    values.update({k.replace("_", "."): v for k, v in strides.items()})
+    return values
+
+
+@pytest.mark.parametrize("values,unaligned", [
+    (_mm_values(4096), set()),
+    (_mm_values(4104), set()),                           # 8208 bytes: 16 divides it
+    (_mm_values(4099), {"a"}),                           # an odd K: 2-byte rows
+    (_mm_values(4100), {"a"}),                           # 8-byte rows are not enough for TMA
+    (_mm_values(4096, a_base=258), {"a"}),               # a slice one element in
+    (_mm_values(4096, b_stride0=1, b_stride1=4099), {"b"}),  # w.t() of a [4099, 4096] weight: its row stride
+    (_mm_values(4096, c_stride0=4099), {"c"}),
+    (_mm_values(4096, a_stride0=1, a_stride1=4096), set()),  # x.t(): a unit stride and a 16-byte one
+])
+def test_rows_tma_cannot_read_are_a_fact_of_the_launch(values, unaligned):
+    """UnalignedRows: a tensor whose base is not 16-byte aligned, or whose stride other than 1 is not a multiple
+    of 16 bytes (f16: 8 elements), proved from the launch's exact values."""
+    found = {f.tensor for f in spec_of(kernel_of(MM), values).inside if isinstance(f, UnalignedRows)}
+    assert found == unaligned
+
+
+def test_unaligned_rows_are_proved_only_for_a_kernel_with_a_dot_and_never_assumed():
+    vvalues = {"x": _At(258), "o": _At(256), "N": 1 << 20, "x.stride0": 1, "o.stride0": 1}
+    assert not any(isinstance(f, UnalignedRows) for f in spec_of(kernel_of(VADD), vvalues).inside)
+    k = kernel_of(MM)
+    assert not any(isinstance(f, UnalignedRows) for f in default_spec(k).inside)  # tlec: strides unknown
+    # tlec --sizes: contiguous tensors of those sizes, so the strides of every tensor whose later dims are given
+    assert {f for f in launch_spec(k, {"K": 4099}).inside if isinstance(f, UnalignedRows)} == {UnalignedRows("a")}
+    assert not any(isinstance(f, UnalignedRows) for f in launch_spec(k, {"K": 4096, "N": 4096}).inside)
+    assert spec_of(k, _mm_values(4099)).key().endswith(",unaligned:a")  # in the key: the tuning database sees it
+
+
+def test_the_tle_dialect_marks_views_of_unaligned_rows():
+    k = kernel_of(MM)
+    text = str(ast_to_tle(k, spec_of(k, _mm_values(4099))))
+    (line,) = [ln for ln in text.splitlines() if "tle.unaligned_rows" in ln]
+    assert '"tle.make_view"' in line and 'name = "a"' in line
+    assert "tle.unaligned_rows" not in str(ast_to_tle(k, spec_of(k, _mm_values(4096))))
 
 
 def test_more_than_two_waves_is_a_fact_beside_many_programs():
@@ -313,14 +365,55 @@ def test_only_innermost_loops_of_step_1_are_split():
     assert {f for f in spec_of(k, values).inside if isinstance(f, LoopSplit)} == {LoopSplit(0), LoopSplit(3)}
 
 
-def test_a_loop_with_a_dot_is_not_split():
-    """A matmul's K loop over a ragged K keeps one loop: splitting it measured no faster and cost registers."""
-    k = kernel_of(Path(__file__).resolve().parents[2].joinpath("examples", "matmul.tle").read_text(),
-                  {"BM": 64, "BN": 64, "BK": 64})
-    values = {"a": _Aligned(), "b": _Aligned(), "c": _Aligned(), "M": 64, "N": 64, "K": 300, "a.stride0": 300,
-              "a.stride1": 1, "b.stride0": 64, "b.stride1": 1, "c.stride0": 64, "c.stride1": 1}
-    inside = spec_of(k, values).inside
-    assert LoopRuns(0) in inside and not any(isinstance(f, (LoopSplit, LoopTile)) for f in inside)
+MATMUL_SRC = Path(__file__).resolve().parents[2].joinpath("examples", "matmul.tle").read_text()
+
+
+def _matmul_values(k: int, k_stride: int) -> dict:
+    return {"a": _Aligned(), "b": _Aligned(), "c": _Aligned(), "M": 64, "N": 64, "K": k, "a.stride0": k_stride,
+            "a.stride1": 1, "b.stride0": 64, "b.stride1": 1, "c.stride0": 64, "c.stride1": 1}
+
+
+@pytest.mark.parametrize("k_size,split", [
+    (328, False),  # 656 bytes: a multiple of 16, the ragged tile's mask still vectorises (measured: no gain)
+    (300, True),   # 600 bytes: the mask breaks a's 16-byte vectors
+    (299, True),
+    (320, False),  # whole tiles: no ragged tile at all (LoopTile)
+])
+def test_a_dot_loop_is_split_only_where_k_is_not_a_multiple_of_16_bytes(k_size, split):
+    """A matmul's K loop over a ragged K is split only where K along a's rows is not a multiple of 16 bytes: there
+    the last tile's element-wise mask keeps every tile's loads scalar (tle/abi.py dot_loop_reads)."""
+    k = kernel_of(MATMUL_SRC, {"BM": 64, "BN": 64, "BK": 64})
+    inside = spec_of(k, _matmul_values(k_size, 512)).inside
+    assert LoopRuns(0) in inside and (LoopSplit(0) in inside) == split
+
+
+@pytest.mark.parametrize("k_size,k_stride,backends", [
+    (300, 304, {"triton"}),            # aligned rows: the native path vectorises the unchecked tiles
+    (299, 304, {"triton"}),            # Tile IR reads aligned rows with TMA, which fills the ragged tile itself
+    (299, 299, {"tileir"}),            # unaligned rows and an odd K: Tile IR's loads were checked element by element
+    (300, 300, set()),                 # unaligned rows, an even K: neither path gained
+])
+def test_each_path_takes_a_dot_loops_split_where_it_measured_faster(k_size, k_stride, backends):
+    from tle.compiler import _spec_for
+    k = kernel_of(MATMUL_SRC, {"BM": 64, "BN": 64, "BK": 64})
+    spec = spec_of(k, _matmul_values(k_size, k_stride))
+    assert LoopSplit(0) in spec.inside  # proven either way: the key does not depend on the path
+    assert {b for b in ("triton", "tileir") if LoopSplit(0) in _spec_for(k, spec, b).inside} == backends
+    assert _spec_for(k, spec, "auto") == _spec_for(k, spec, "tileir")
+
+
+def test_loops_without_a_dot_are_split_on_both_paths():
+    from tle.compiler import _spec_for
+    k = kernel_of(SPLITS)
+    values = {"x": _Aligned(), "o": _Aligned(), "M": 3, "N": 300, "x.stride0": 300, "x.stride1": 1, "o.stride0": 1}
+    spec = spec_of(k, values)
+    assert _spec_for(k, spec, "triton") == _spec_for(k, spec, "tileir") == spec
+
+
+def test_the_two_loops_of_a_split_are_marked():
+    k = kernel_of(MATMUL_SRC, {"BM": 64, "BN": 64, "BK": 64})
+    text = str(ast_to_tle(k, spec_of(k, _matmul_values(300, 304))))
+    assert text.count("tle.split") == 2 and text.count('"tle.dot"') == 2
 
 
 def test_a_split_loop_is_two_loops_and_its_first_loads_unmasked():

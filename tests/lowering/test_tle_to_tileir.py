@@ -1204,6 +1204,21 @@ def test_a_small_dot_step_past_two_waves_takes_the_native_path(tiles, waves, nam
         assert "H200" in b.reason and b.span.line == 10
 
 
+# nn.Linear's layout, y = x @ w^T: w's tile transposed in registers before the dot (on line 9)
+LINEAR_NT = """
+kernel k<BM: int = 128, BN: int = 128, BK: int = 64>(
+        x: tensor<bf16>[M, K], w: tensor<bf16>[N, K], y: tensor<bf16>[M, N]) {
+    let pm = program_id(0)
+    let pn = program_id(1)
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) {
+        let xt = load(x, tile=[BM, BK], at=[pm, k])
+        acc = dot(xt, transpose(load(w, tile=[BN, BK], at=[pn, k])), acc)
+    }
+    store(y, cast<bf16>(acc), at=[pm, pn])
+}
+"""
+
 ATOMIC_SPLIT_K = """
 kernel k<BM: int = 16, BN: int = 64, BK: int = 128, SPLIT: int = 4>(
         a: tensor<bf16>[M, K], b: tensor<bf16>[K, N], c: tensor<f32>[M, N]) {
@@ -1240,6 +1255,33 @@ def test_split_k_with_atomics_past_one_wave_takes_the_native_path(src, name, con
     else:
         (b,) = found
         assert "an atomic in a kernel whose one dot" in b.reason and "H200" in b.reason and b.span.line == line
+
+
+@pytest.mark.parametrize("src,consts,unaligned,named", [
+    (MATMUL, {}, {"a"}, True),                              # an odd K: a's rows
+    (MATMUL, {}, {"b"}, True),                              # an odd N: b's rows
+    (MATMUL, {"BN": 256}, {"a", "c"}, True),
+    (MATMUL, {"BM": 64}, {"a"}, False),                     # 64x128 went either way
+    (MATMUL, {}, {"c"}, False),                             # only the output's rows: Tile IR as fast or faster
+    (MATMUL, {}, set(), False),
+    (LINEAR_NT, {}, {"w"}, True),                           # through a transpose in registers
+    (LINEAR_NT, {}, {"y"}, False),
+    (MATMUL, {}, {"a", "split"}, False),                    # an odd K: Tile IR splits the loop and runs faster
+])
+def test_a_dot_operand_on_unaligned_rows_takes_the_native_path(src, consts, unaligned, named):
+    """A dot of 128x128 or more accumulator values reading an operand from a tensor whose rows TMA cannot read
+    (UnalignedRows, which the launch proves) ran 1.04-3.31x slower on Tile IR than natively (42 of 42 launches,
+    H200), so auto takes the native path, naming the dot."""
+    from tle.abi import LoopSplit, UnalignedRows
+    from tle.lowering.tileir_legality import tileir_slower
+    facts = {LoopSplit(0) if t == "split" else UnalignedRows(t) for t in unaligned}
+    found = tileir_slower(_tle_with_facts(src, "k", consts, facts))
+    if not named:
+        assert found == []
+    else:
+        (b,) = found
+        assert "not 16-byte aligned" in b.reason and "H200" in b.reason
+        assert b.span.line == (9 if src is LINEAR_NT else 10)
 
 
 def test_a_small_dot_step_beside_another_dot_keeps_the_tileir_path():
