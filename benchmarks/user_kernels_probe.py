@@ -18,8 +18,8 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     attention_train,
                                                     cross_entropy,linear_w8a8,linear_fp8,linear_fp8_block,
                                                     moe_gemm,paged_attention,
-                                                    matmul_tf32,matmul_f32,softmax_bwd,greedy,linear_w4a16,
-                                                    layernorm_bwd,dropout,topk,adam,quant_rows,
+                                                    matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,
+                                                    linear_w4a16,layernorm_bwd,dropout,topk,adam,quant_rows,
                                                     histogram,vector_sum] [--rounds 3]
                                                     [--occupancy 4]
 """
@@ -39,6 +39,7 @@ import triton.language as tl
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402
+import triton_ref  # noqa: E402
 
 import tle  # noqa: E402
 
@@ -1591,6 +1592,28 @@ def cases(dev, only):
                         _both_paths(small.matmul_tf32, g, lambda t, g=g, m=m, n=n, k=k, tf32=tf32: matmul_tf32_ref[g](
                             *t, m, n, k, BM=128, BN=128, BK=32, PRECISION="tf32" if tf32 else "ieee", num_warps=4,
                             num_stages=3), TF32=tf32), 2))
+    if "matmul_unaligned" in only:
+        # examples/matmul.tle (128x128x64, 4 warps) on rows TMA cannot read, and auto's choice: an odd K; K = 4100
+        # (8-byte rows); the odd K in rows padded to 4104 (a view); x @ w.t() into an output of N = 4099 (only the
+        # output unaligned). The reference is bench.py's, at the same tiles (its K masks; no wrap-around needed).
+        mm = tle.compile(os.path.join(HERE, "..", "examples", "matmul.tle")).matmul
+        for title, (m, n, k), make_a, make_b in (
+                ("4096x4096x4099", (4096, 4096, 4099), lambda m, k: r(m, k, dt=torch.float16), None),
+                ("4096x4096x4100", (4096, 4096, 4100), lambda m, k: r(m, k, dt=torch.float16), None),
+                ("4096x4096x4099 in rows of 4104", (4096, 4096, 4099),
+                 lambda m, k: r(m, 4104, dt=torch.float16)[:, :k], None),
+                ("x @ w.t() 4096x4099x4096", (4096, 4099, 4096), lambda m, k: r(m, k, dt=torch.float16),
+                 lambda k, n: r(n, k, dt=torch.float16).t())):
+            nb = 2 * (m * k + k * n + m * n)
+            make_b = make_b or (lambda k, n: r(k, n, dt=torch.float16))
+            sets = _sets(lambda: [make_a(m, k), make_b(k, n), torch.empty(m, n, device=dev, dtype=torch.float16)],
+                         nb)
+            g = (triton.cdiv(m, 128), triton.cdiv(n, 128))
+            impls = _both_paths(mm, g, lambda t: (lambda kern, grid, a, kw: kern[grid](*a, **kw))(
+                *triton_ref._prep_matmul(*t)))
+            impls["tle:auto"] = lambda t, g=g: mm[g](*t)
+            out.append((f"matmul_unaligned {title} f16", (nb, 2 * m * n * k), sets,
+                        lambda t: torch.matmul(t[0], t[1], out=t[2]), impls, 2))
     if "softmax_bwd" in only:
         for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((8192, 4096), (16384, 1000))):
             nb = 3 * m * n * dt.itemsize
@@ -1820,7 +1843,8 @@ def main() -> int:
                                        "vocab_softmax,"
                                        "linear_nt,bmm,add_rmsnorm,rope,rope_pairs,cross_entropy,linear_w8a8,linear_fp8,"
                                        "linear_fp8_block,moe_gemm,paged_attention,"
-                                       "matmul_tf32,matmul_f32,softmax_bwd,greedy,linear_w4a16,layernorm_bwd,dropout,"
+                                       "matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,linear_w4a16,"
+                                       "layernorm_bwd,dropout,"
                                        "topk,adam,quant_rows,histogram,vector_sum")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",
