@@ -785,6 +785,16 @@ entry(file="matmul_dot.tle", kernel="mm", make=_mm_make, grid=lambda c, k: (cdiv
       note="ragged M, N and K (K=80 is 2.5 tiles of 32: the zero-padded last tile adds nothing)")
 
 
+# dot_loop_split.tle -------------------------------------------------------------------------------------------------
+entry(file="dot_loop_split.tle", kernel="mm", make=_mm_make,
+      grid=lambda c, k: (cdiv(c["M"], 128), cdiv(c["N"], 128)),
+      ref=lambda a, c, k: {"c": a["a"].double() @ a["b"].double()},
+      tol={"c": dot_half(300)}, interp_tol={"c": dot_f32(300)},
+      cases=[{"M": 200, "N": 130, "K": 299}, {"M": 130, "N": 200, "K": 300}, {"M": 128, "N": 128, "K": 296}],
+      note="K=299: rows not 16-byte aligned and an odd K (Tile IR splits the K loop); K=300: unaligned rows, an "
+           "even K (not split); K=296: aligned rows (not split); ragged M and N")
+
+
 # pipeline_dot_loop.tle ----------------------------------------------------------------------------------------------
 def _scaled_mm_make(c, k, g):
     m, n, kk = c["M"], c["N"], c["K"]
