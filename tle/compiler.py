@@ -327,9 +327,9 @@ def _spec_for(kernel: Kernel, spec: Spec, backend: str) -> Spec:
     Measured on the H200 (benchmarks/RESULTS.md "Matmuls on rows not 16-byte aligned"), f16 and bf16 matmuls at
     128x128x64 and 128x256x64 whose K is not a multiple of 8:
     - the native path gains where the rows are 16-byte aligned, so that the unchecked tiles' loads are vectorised
-      (K = 4097, 4099 and 4100 in rows padded to 4104: 1.07-3.1x, 9 of 9), and either way on rows that are
-      not (K = 4098 and 4100: 0.95-1.06x; K = 4099 and 8195: 1.31-1.38x at 128x128, 0.85x at 128x256), so it takes it
-      only where no tensor the loop reads has UnalignedRows;
+      (K = 4097, 4099 and 4100 in rows padded to 4104: 1.07-3.1x, 9 of 9), and goes either way on rows that are
+      not (K = 4098 and 4100: 0.95-1.06x; K = 4099 and 8195: 1.31-1.38x at 128x128, 0.85x at 128x256), so it
+      takes it only where no tensor the loop reads has UnalignedRows;
     - Tile IR, which reads aligned rows with TMA and its out-of-bounds fill, lost on them (0.67-0.92x, 9 of 9) and
       on rows of an even K (0.81-1.10x), and gained only where the rows are not aligned and K is odd, so that its
       loads were checked element by element (K = 4099 and 8195: 2.3-3.7x, 6 of 6; 4096x4096x4099 at 128x128x64:
@@ -341,12 +341,12 @@ def _spec_for(kernel: Kernel, spec: Spec, backend: str) -> Spec:
         if split.ordinal not in reads:
             return True  # a loop without a dot: both paths split it
         loop = reads[split.ordinal]
-        rough = any(t.name in unaligned for t, _ in loop)
+        reads_unaligned = any(t.name in unaligned for t, _ in loop)
         if backend == "triton":
-            return not rough
-        odd = any(isinstance(d := t.type.dims[axis], str) and spec.divisibility(d) == 1 for t, axis in loop
-                  if axis == len(t.type.dims) - 1)
-        return rough and odd
+            return not reads_unaligned
+        odd_k = any(isinstance(d := t.type.dims[axis], str) and spec.divisibility(d) == 1 for t, axis in loop
+                    if axis == len(t.type.dims) - 1)
+        return reads_unaligned and odd_k
 
     dropped = frozenset(f for f in spec.inside if isinstance(f, LoopSplit) and not taken(f))
     return replace(spec, inside=spec.inside - dropped) if dropped else spec
