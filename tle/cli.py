@@ -166,7 +166,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
         check_kernel(program, args.kernel)  # raises the "no kernel named" error with suggestions
     from .abi import generic_spec, launch_spec
     from .check import check_kernel
-    from .compiler import compile_kernel, num_warps_choice
+    from .compiler import compile_kernel, num_warps_choice, split_dot_loops
     # Each kernel's own -D constants; one that no kernel has is an error before anything compiles.
     own_of = {n: {k: v for k, v in constants.items() if any(c.name == k for c in program.kernels[n].const_params)}
               for n in names}
@@ -200,6 +200,10 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             how = (f"the native CUDA path (Triton): {out.fallback}" if out.fallback else
                    {"tileir": "the CUDA Tile IR path", "triton": "the native CUDA path (Triton)"}[out.backend])
             print(f"tlec: kernel '{name}' compiled for {args.arch} on {how}", file=sys.stderr)
+            for loop in split_dot_loops(out):
+                print(f"tlec: kernel '{name}': the loop at {loop.span} runs as two, its last tile alone checked: its "
+                      "dot's K is not a multiple of 16 bytes, so a check on every tile would load them element by "
+                      "element (docs/language.md, \"Rows of 16 bytes\")", file=sys.stderr)
             if out.backend == "triton" and "ptx" in out.stages:
                 if args.num_warps is None:
                     warps, why = num_warps_choice(out.kernel)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from . import debug
 from .abi import (AbiArg, FixedTile, GridTile, LoopSplit, LoopTile, Spec, UnalignedRows, abi, default_spec,
-                  dot_loop_reads)
+                  dot_loop_reads, loop_facts)
 from .check import Program, check_kernel
 from .diagnostics import TleError
 from .typed import Bind, For, If, Kernel, Op, Read, dots, nodes
@@ -350,6 +350,15 @@ def _spec_for(kernel: Kernel, spec: Spec, backend: str) -> Spec:
 
     dropped = frozenset(f for f in spec.inside if isinstance(f, LoopSplit) and not taken(f))
     return replace(spec, inside=spec.inside - dropped) if dropped else spec
+
+
+def split_dot_loops(out: Compiled) -> list:
+    """The loops with a dot (typed Fors) that out's lowering ran as two (_spec_for), for `tlec -v`."""
+    lowered = _spec_for(out.kernel, out.spec, out.backend)
+    described = loop_facts(out.kernel)
+    reads = dot_loop_reads(out.kernel, described)
+    return [n for n in nodes(out.kernel.body) if isinstance(n, For) and id(n) in described
+            and (ordinal := described[id(n)][0].ordinal) in reads and LoopSplit(ordinal) in lowered.inside]
 
 
 def _to_tle(out: Compiled):
