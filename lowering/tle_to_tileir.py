@@ -105,7 +105,7 @@ from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
 from ..dialects.mlir import has_uses, ir, nested_ops
 from ..dialects.tle import constant_int, inside_axes, relaxed_atomics
-from ..types import BITS, MLIR_F8
+from ..types import BYTES, MLIR_F8
 
 __all__ = ["tle_to_tileir", "TileirOptions", "LOWERED_OPS"]
 
@@ -295,7 +295,7 @@ _ELEMENTWISE = {"arith.mulf", "arith.divf", "arith.addf", "arith.subf", "arith.n
 
 def _elem_bytes(elem: str) -> int:
     """Bytes of one element of a tle-dialect element type ("f32", "f8E4M3FN", "i1", ...)."""
-    return max(1, BITS[MLIR_F8.get(elem, elem)] // 8)
+    return BYTES[MLIR_F8.get(elem, elem)]
 
 
 def _zeros(v: "ir.Value") -> bool:

@@ -46,7 +46,7 @@ from ..check import OCCUPANCIES
 from ..compiler import default_num_warps, largest_tile
 from .cache import build_id as _build_id
 from ..diagnostics import TleError
-from ..types import BITS, DTYPES
+from ..types import BYTES
 
 OPTIONS = ("num_warps", "num_stages", "backend", "occupancy")
 BACKENDS = ("auto", "triton", "tileir", "interp")
@@ -418,7 +418,6 @@ def hardware_of(device, arch: str) -> Hardware | None:
     return Hardware(props.multi_processor_count, smem, base.flops, base.bandwidth)
 
 
-_BYTES = {d: max(1, BITS[d] // 8) for d in DTYPES}  # bools take a byte
 
 
 @dataclass
@@ -487,7 +486,7 @@ def analyze(checked, dims: dict, num_stages: int = 3, grid: tuple | None = None)
         for a in e.args:
             expr(a, trips, loop)
         if e.name in ("load", "gather"):
-            b = elems(e.type) * _BYTES[e.type.dtype]
+            b = elems(e.type) * BYTES[e.type.dtype]
             f.bytes += b * trips
             f.read.add(e.tensor.name)
             if loop is not None:
@@ -496,13 +495,13 @@ def analyze(checked, dims: dict, num_stages: int = 3, grid: tuple | None = None)
                 overshoot(e.attrs.get("tile", e.type.shape), e.tensor)
         elif e.name in ("store", "scatter", "atomic"):
             n = max(elems(a.type) for a in e.args if a.type is not None)
-            f.bytes += n * _BYTES[e.tensor.type.dtype] * trips
+            f.bytes += n * BYTES[e.tensor.type.dtype] * trips
             f.written.add(e.tensor.name)
             f.atomics |= e.name == "atomic"
             if e.name == "store" and isinstance(e.args[0].type, Tile):
                 overshoot(e.args[0].type.shape, e.tensor)
                 if e.attrs.get("tma") and len(e.args[0].type.shape) == 2:
-                    staged.add((id(e), elems(e.args[0].type) * _BYTES[e.tensor.type.dtype]))
+                    staged.add((id(e), elems(e.args[0].type) * BYTES[e.tensor.type.dtype]))
         elif e.name == "dot":
             (m, k), n = e.args[0].type.shape[-2:], e.args[1].type.shape[-1]
             f.flops += 2.0 * m * n * k * trips
@@ -538,7 +537,7 @@ def analyze(checked, dims: dict, num_stages: int = 3, grid: tuple | None = None)
                     f.stages_staged = True
                 if inner["dot"]:
                     f.smem = max(f.smem, (s.stages or num_stages) * inner["loads"])
-                f.carried_regs = max(f.carried_regs, sum(elems(v.type) * _BYTES[v.type.dtype] / 4
+                f.carried_regs = max(f.carried_regs, sum(elems(v.type) * BYTES[v.type.dtype] / 4
                                                          for v in s.carried if isinstance(v.type, Tile)))
                 if loop is not None:
                     loop["loads"] += inner["loads"]

@@ -45,9 +45,9 @@ from __future__ import annotations
 
 import math
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .types import BITS
+from .types import BYTES
 from .typed import Bind, Const, Dim, For, Kernel, Op, Read, TensorParam, dots, nodes
 
 
@@ -179,10 +179,9 @@ def unaligned_rows(kernel: Kernel, spec: Spec, known_strides) -> frozenset:
     for p in kernel.params:
         if not isinstance(p, TensorParam):
             continue
-        nbytes = max(1, BITS[p.type.dtype] // 8)
         strides = [f"{p.name}.stride{axis}" for axis in range(len(p.type.dims))]
         if p.name not in spec.divisible16 or any(
-                k in known_strides and k not in spec.unit_strides and spec.divisibility(k) * nbytes % 16
+                k in known_strides and k not in spec.unit_strides and spec.divisibility(k) * BYTES[p.type.dtype] % 16
                 for k in strides):
             out.add(UnalignedRows(p.name))
     return frozenset(out)
@@ -264,8 +263,7 @@ def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None, sms: int | 
             part.add((a.key, div))
     spec = Spec(frozenset(d16), frozenset(unit), launch_facts(kernel, grid, values, sms), frozenset(part))
     strides = {a.key for a in all_args(kernel) if a.kind == "stride"}
-    return Spec(spec.divisible16, spec.unit_strides, spec.inside | unaligned_rows(kernel, spec, strides),
-                spec.divisible)
+    return replace(spec, inside=spec.inside | unaligned_rows(kernel, spec, strides))
 
 
 def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | None = None) -> frozenset:
@@ -300,7 +298,7 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | Non
     splittable = step1_loops(kernel, described) | {
         ordinal for ordinal, reads in dot_loop_reads(kernel, described).items()
         if any(axis == len(t.type.dims) - 1 and isinstance(dim := t.type.dims[axis], str) and dim in sizes
-               and sizes[dim] * max(1, BITS[t.type.dtype] // 8) % 16 for t, axis in reads)}
+               and sizes[dim] * BYTES[t.type.dtype] % 16 for t, axis in reads)}
     for fact, start, stop in described.values():
         if (end := loops[fact.ordinal]) is not None and start < end:
             facts.add(fact)
@@ -342,8 +340,13 @@ def step1_loops(kernel: Kernel, described: dict | None = None) -> frozenset:
     loop with a dot is split only where its K is not a multiple of 16 bytes (dot_loop_reads)."""
     described = loop_facts(kernel) if described is None else described  # loop_facts(kernel), if already at hand
     return frozenset(described[id(n)][0].ordinal for n in nodes(kernel.body)
-                     if isinstance(n, For) and id(n) in described and n.step.value == 1
-                     and not any(isinstance(m, For) for m in nodes(n.body)) and next(dots(n.body), None) is None)
+                     if _innermost_step1(n, described) and next(dots(n.body), None) is None)
+
+
+def _innermost_step1(n, described: dict) -> bool:
+    """Is n a for loop that loop_facts describes, of step 1, with no loop inside (a split doubles the body)?"""
+    return isinstance(n, For) and id(n) in described and n.step.value == 1 and \
+        not any(isinstance(m, For) for m in nodes(n.body))
 
 
 def dot_loop_reads(kernel: Kernel, described: dict | None = None) -> dict:
@@ -361,8 +364,7 @@ def dot_loop_reads(kernel: Kernel, described: dict | None = None) -> dict:
     facts = access_facts(kernel, described)
     out = {}
     for n in nodes(kernel.body):
-        if not (isinstance(n, For) and id(n) in described and n.step.value == 1) or \
-                any(isinstance(m, For) for m in nodes(n.body)) or len(list(dots(n.body))) != 1:
+        if not _innermost_step1(n, described) or len(list(dots(n.body))) != 1:
             continue
         ordinal = described[id(n)][0].ordinal
         out[ordinal] = [(m.tensor, axis) for m in nodes(n.body) if isinstance(m, Op) and m.name == "load"
@@ -504,8 +506,7 @@ def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None, sms: int
     d16 = set(d.divisible16) | {k for k, v in given.items() if v % 16 == 0}
     part = {(k, div) for k, v in given.items() if (div := partial_divisor(v))}
     spec = Spec(frozenset(d16), d.unit_strides, launch_facts(kernel, grid, sizes, sms), frozenset(part))
-    return Spec(spec.divisible16, spec.unit_strides, spec.inside | unaligned_rows(kernel, spec, given),
-                spec.divisible)
+    return replace(spec, inside=spec.inside | unaligned_rows(kernel, spec, given))
 
 
 def generic_spec(kernel: Kernel) -> Spec:

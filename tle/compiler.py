@@ -296,12 +296,11 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
         return out
 
     backend, out.fallback = route(module, name, arch, backend) if backend != "triton" else ("triton", None)
-    if backend != out.backend:
-        lowered = _spec_for(kernel, spec, backend)
-        out.backend = backend
-        if lowered != _spec_for(kernel, spec, "tileir"):  # the module routed was Tile IR's (_to_tle)
-            module = _to_tle(out)
-            debug.dump("tle", out.stages["tle"])
+    routed = _spec_for(kernel, spec, out.backend)  # the facts the module above was lowered under
+    out.backend = backend
+    if _spec_for(kernel, spec, backend) != routed:  # the path taken splits other loops
+        module = _to_tle(out)
+        debug.dump("tle", out.stages["tle"])
     if out.fallback:
         debug.note(f"kernel '{name}' runs on the native CUDA path (Triton): {out.fallback}")
     order = STAGES[backend]
@@ -334,6 +333,8 @@ def _spec_for(kernel: Kernel, spec: Spec, backend: str) -> Spec:
       on rows of an even K (0.81-1.10x), and gained only where the rows are not aligned and K is odd, so that its
       loads were checked element by element (K = 4099 and 8195: 2.3-3.7x, 6 of 6; 4096x4096x4099 at 128x128x64:
       499.2 us against 1766.2, and the native path's 1168.3). It takes the split only there."""
+    if not any(isinstance(f, LoopSplit) for f in spec.inside):
+        return spec
     reads = dot_loop_reads(kernel)
     unaligned = {f.tensor for f in spec.inside if isinstance(f, UnalignedRows)}
 

@@ -20,6 +20,7 @@ FLOATS = ("f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2")
 INTS = ("i1", "i8", "i16", "i32", "i64")
 BITS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "f16": 16, "bf16": 16, "f32": 32, "f64": 64,
         "f8e4m3": 8, "f8e5m2": 8}
+BYTES = {d: max(1, b // 8) for d, b in BITS.items()}  # in memory: a bool takes a byte
 # The 8-bit floats (OCP FP8): (mantissa bits, smallest normal exponent, largest finite value). f8e4m3 is E4M3FN:
 # no infinities, one NaN pattern, 448 the largest value (torch.float8_e4m3fn, MLIR f8E4M3FN, Triton fp8e4nv);
 # f8e5m2 is IEEE-like with infinities, 57344 the largest finite value (torch.float8_e5m2, MLIR f8E5M2).
