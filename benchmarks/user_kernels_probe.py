@@ -20,7 +20,7 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     moe_gemm,paged_attention,
                                                     matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,
                                                     linear_w4a16,layernorm_bwd,dropout,topk,adam,quant_rows,
-                                                    histogram,vector_sum] [--rounds 3]
+                                                    histogram,vector_sum,conv2d] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -471,6 +471,34 @@ kernel histogram_local<BLOCK: int = 4096, CHUNKS: int = 4, B: int = 256>(x: tens
 // The sum of a vector: each program sums its tile and adds it to out[0] with an atomic (out starts at 0).
 kernel vector_sum<BLOCK: int = 4096>(x: tensor<f32>[N], out: tensor<f32>[1]) {
     atomic_add(out, 0, sum(load(x, tile=[BLOCK], at=program_id(0))))
+}
+
+// 2-D convolution as an implicit GEMM: x in NHWC, w as [KH * KW, C, F], y as the NHWC output's [N * P * Q, F]
+// view. Program (pm, pn) owns BM output pixels and BN filters; each K step is one filter tap (r, s) and BK
+// channels, the pixels' inputs gathered (zero outside the image: the padding).
+kernel conv2d<BM: int = 128, BN: int = 64, BK: int = 64, KH: int = 3, KW: int = 3, STRIDE: int = 1, PAD: int = 1,
+              T: dtype = f16>(x: tensor<T>[NB, H, W, C], w: tensor<T>[TAPS, C, F], y: tensor<T>[PIX, F], P: i32,
+                              Q: i32) {
+    let pm = program_id(0)
+    let pn = program_id(1)
+    let pix = reshape(pm * BM + arange(0, BM), [BM, 1])
+    let n = pix / (P * Q)
+    let oh = pix % (P * Q) / Q
+    let ow = pix % Q
+    let real = pix < PIX
+    let cb = cdiv(C, BK)
+    var acc = zeros<f32>[BM, BN]
+    for k in range(KH * KW * cb) pipeline(stages=3) {
+        let tap = k / cb
+        let ih = oh * STRIDE - PAD + tap / KW
+        let iw = ow * STRIDE - PAD + tap % KW
+        let cols = reshape(k % cb * BK + arange(0, BK), [1, BK])
+        let inside = real & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        let a = gather(x, [n, ih, iw, cols], mask=inside & (cols < C), other=0)
+        let b = reshape(load(w, tile=[1, BK, BN], at=[tap, k % cb, pn]), [BK, BN])
+        acc = dot(a, b, acc)
+    }
+    store(y, cast<T>(acc), at=[pm, pn])
 }
 """
 
@@ -1151,6 +1179,32 @@ def histogram_local_ref(x_ptr, bins_ptr, N, B: tl.constexpr, BLOCK: tl.constexpr
     tl.atomic_add(bins_ptr + tl.arange(0, B), h)
 
 
+@triton.jit
+def conv2d_ref(x_ptr, w_ptr, y_ptr, NB, H, W, C, F, P, Q, KH: tl.constexpr, KW: tl.constexpr, STRIDE: tl.constexpr,
+               PAD: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pix = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    n = pix // (P * Q)
+    oh = pix % (P * Q) // Q
+    ow = pix % Q
+    real = pix < NB * P * Q
+    cb = tl.cdiv(C, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, KH * KW * cb):
+        tap = k // cb
+        ih = oh * STRIDE - PAD + tap // KW
+        iw = ow * STRIDE - PAD + tap % KW
+        cols = k % cb * BK + tl.arange(0, BK)
+        inside = real & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        a = tl.load(x_ptr + (((n * H + ih) * W + iw) * C)[:, None] + cols[None, :],
+                    mask=inside[:, None] & (cols < C)[None, :], other=0.0)
+        b = tl.load(w_ptr + ((tap * C + cols) * F)[:, None] + rn[None, :],
+                    mask=(cols < C)[:, None] & (rn < F)[None, :], other=0.0)
+        acc = tl.dot(a, b, acc)
+    tl.store(y_ptr + (pix * F)[:, None] + rn[None, :], acc.to(y_ptr.dtype.element_ty),
+             mask=real[:, None] & (rn < F)[None, :])
+
+
 def _sets(make, nbytes: int) -> list:
     """Input sets: enough copies that bench.py's default rotation (Context.rotate_bytes, 4x an H200's L2) separate
     two uses of one, at most 16."""
@@ -1826,6 +1880,35 @@ def cases(dev, only):
             impls["triton_ref BLOCK 16384"] = lambda t, n=n, g4=g4: vector_sum_ref[g4](*t, n, BLOCK=16384)
             out.append((f"vector_sum {n} f32", (nb, 0), sets, lambda t: torch.sum(t[0], 0, out=t[1][0]),
                         {k: _zeroed(f) for k, f in impls.items()}, 1))
+    if "conv2d" in only:
+        # ResNet-50's 3x3 convolutions (and a 1x1 and a stride-2 one) on a batch of 32 in f16, channels last; torch:
+        # F.conv2d on the same NHWC memory (cuDNN, with cudnn.benchmark on), whose own output replaces y in the set
+        torch.backends.cudnn.benchmark = True
+        for nbt, hw, c, f, kk, stride in ((32, 56, 64, 64, 3, 1), (32, 28, 128, 128, 3, 1), (32, 14, 256, 256, 3, 1),
+                                          (32, 7, 512, 512, 3, 1), (32, 56, 256, 64, 1, 1), (32, 56, 128, 128, 3, 2)):
+            pad = kk // 2
+            p_ = q_ = (hw + 2 * pad - kk) // stride + 1
+            pix = nbt * p_ * q_
+            nb = 2 * (nbt * hw * hw * c + kk * kk * c * f + pix * f)
+            bn = min(f, 128)
+            sets = _sets(lambda: (lambda x, wt: [x, wt.permute(2, 3, 1, 0).reshape(kk * kk, c, f).contiguous(),
+                                                 torch.empty(pix, f, device=dev, dtype=torch.float16), wt])(
+                r(nbt, hw, hw, c, dt=torch.float16), r(f, c, kk, kk, dt=torch.float16) / math.sqrt(kk * kk * c)), nb)
+            g = (triton.cdiv(pix, 128), triton.cdiv(f, bn))
+            consts = dict(BN=bn, KH=kk, KW=kk, STRIDE=stride, PAD=pad)
+
+            def torch_conv(t, stride=stride, pad=pad, pix=pix, f=f):
+                t[2] = torch.nn.functional.conv2d(t[0].permute(0, 3, 1, 2), t[3], stride=stride, padding=pad).permute(
+                    0, 2, 3, 1).reshape(pix, f)
+            impls = {"tle:triton": lambda t, g=g, c_=consts, p_=p_: small.conv2d[g](*t[:3], p_, p_, **c_,
+                                                                                   backend="triton"),
+                     "tle:tileir": lambda t, g=g, c_=consts, p_=p_: small.conv2d[g](*t[:3], p_, p_, **c_,
+                                                                                   backend="tileir"),
+                     "tle:auto": lambda t, g=g, c_=consts, p_=p_: small.conv2d[g](*t[:3], p_, p_, **c_),
+                     "triton_ref": lambda t, g=g, a=(nbt, hw, hw, c, f, p_, p_), c_=consts: conv2d_ref[g](
+                         *t[:3], *a, **c_, BM=128, BK=64, num_warps=4, num_stages=3)}
+            out.append((f"conv2d {nbt}x{hw}x{hw}x{c} -> {f}, {kk}x{kk} stride {stride} f16",
+                        (nb, 2 * pix * f * kk * kk * c), sets, torch_conv, impls, 2))
     return out
 
 
@@ -1845,7 +1928,7 @@ def main() -> int:
                                        "linear_fp8_block,moe_gemm,paged_attention,"
                                        "matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,linear_w4a16,"
                                        "layernorm_bwd,dropout,"
-                                       "topk,adam,quant_rows,histogram,vector_sum")
+                                       "topk,adam,quant_rows,histogram,vector_sum,conv2d")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",
                     help="comma-separated Tile IR occupancy hints (programs per SM) to time as extra columns, "

@@ -317,3 +317,18 @@ def test_router_topk_ids(small):
     small.router_topk_ids[(3,)](x, y, ids, BM=16, E=256, K=8)
     top = torch.topk(x, 8, dim=-1)
     assert torch.equal(y, top.values) and torch.equal(ids.long(), top.indices)
+
+
+@pytest.mark.parametrize("nb, hw, c, f, kk, stride", [(2, 6, 32, 32, 3, 1), (2, 7, 48, 40, 3, 2), (1, 5, 16, 24, 1, 1)])
+def test_conv2d(small, nb, hw, c, f, kk, stride):
+    # ragged: channels past one BK tile, filters not a multiple of BN, pixels past one BM tile, padding at the edges
+    pad = kk // 2
+    p = (hw + 2 * pad - kk) // stride + 1
+    x = torch.randn(nb, hw, hw, c, dtype=torch.float16)
+    wt = torch.randn(f, c, kk, kk, dtype=torch.float16)
+    w = wt.permute(2, 3, 1, 0).reshape(kk * kk, c, f).contiguous()
+    y = torch.full((nb * p * p, f), float("nan"), dtype=torch.float16)
+    small.conv2d[(-(-nb * p * p // 32), -(-f // 32))](x, w, y, p, p, BM=32, BN=32, BK=16, KH=kk, KW=kk,
+                                                        STRIDE=stride, PAD=pad)
+    want = torch.nn.functional.conv2d(x.permute(0, 3, 1, 2).float(), wt.float(), stride=stride, padding=pad)
+    torch.testing.assert_close(y.float(), want.permute(0, 2, 3, 1).reshape(-1, f), rtol=2e-3, atol=2e-2)
