@@ -235,5 +235,13 @@ def constant_int(value: "ir.Value") -> int | None:
     return ir.IntegerAttr(owner.attributes["value"]).value if isa(value.type, ir.IntegerType) else None
 
 
+def unbroadcast(v: "ir.Value") -> "ir.Value":
+    """The tile that tle.broadcast ops widened into v (v itself where none did). Both lowerings compute a gather's
+    element offsets at each index's own shape: a [BM, 1] row index times its stride is BM products, not BM x BK."""
+    while not isinstance(v.owner, ir.Block) and v.owner.name == "tle.broadcast":
+        v = v.owner.operands[0]
+    return v
+
+
 def registered() -> bool:
     return PROVIDER == "torch_mlir"

@@ -71,8 +71,13 @@ def tileir_blockers(module: "ir.Module", arch: str) -> list[Blocker]:
 
 # Measured on the H200 (tileiras 13.5; benchmarks/RESULTS.md, fourteenth session), each against the native path in
 # the same run, with every Tile IR hint the lowering has tried (latency, worker warps, occupancy, TMA off).
-_GATHERED_OPERAND = ("a dot operand is gathered through pointers, and tileiras does not pipeline such loads into "
-                     "the tensor cores: a mixture-of-experts GEMM ran 3.1x slower than on the native path (H200)")
+# A gathered operand, again in the thirty-fourth session (RESULTS.md "Convolution as an implicit GEMM"): tileiras
+# stages it with cp.async like Triton, yet MoE GEMMs ran 1.5-2.0x slower on grids of 64 to 256 programs.
+# Convolutions went either way: Tile IR 0.85-0.92x on the 9 of 16 with 128-filter tiles on at most one wave,
+# 1.03-1.57x on the other 7. No rule told the MoE GEMMs of one wave from those convolutions, so every gathered
+# operand takes the native path.
+_GATHERED_OPERAND = ("a dot operand is gathered through pointers, which tileiras ran up to 3.2x slower than the "
+                     "native path (H200: mixture-of-experts GEMMs 1.5-3.2x, convolutions 0.85-1.57x)")
 _SCALED_PRODUCT = ("a dot's product is scaled before it joins a loop-carried accumulator, which tileiras runs 1.6x "
                    "slower than the native path (a block-scaled FP8 GEMM, H200)")
 # A dot accumulator of more than 128x256 values: tileiras runs a CTA on at most 8 worker warps, whose threads then

@@ -104,7 +104,7 @@ from dataclasses import dataclass, field
 from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
 from ..dialects.mlir import has_uses, ir, nested_ops
-from ..dialects.tle import constant_int, inside_axes, relaxed_atomics
+from ..dialects.tle import constant_int, inside_axes, relaxed_atomics, unbroadcast
 from ..types import BYTES, MLIR_F8
 
 __all__ = ["tle_to_tileir", "TileirOptions", "LOWERED_OPS"]
@@ -1260,15 +1260,23 @@ class _Kernel:
         return ct.load_ptr_tko(ptrs, mask, self.const(pad, shape, view.elem) if mask is not None else None, token)
 
     def pointers(self, view: _View, indices, shape) -> "ir.Value":
-        """base + sum(indices[i] * strides[i]) for element-index tiles of `shape`, offsets in i64."""
-        offset = None
+        """base + sum(indices[i] * strides[i]) for element-index tiles broadcast to `shape`, offsets in i64.
+        Each index's term is computed at the index's own shape and terms of one shape are summed there, so only the
+        last additions run at `shape`: a conv's gather([n, ih, iw, c]) of a [BM, BK] tile multiplies three
+        [BM, 1] tiles, not three [BM, BK] ones, which tileiras does not fold back (a 255-register kernel)."""
+        sums: dict = {}
         for idx, stride in zip(indices, view.strides):
+            at = self.shape(idx)
             term = ct.exti(idx, "i64")
             if isinstance(stride, int):
                 if stride != 1:
-                    term = ct.muli(term, self.const(stride, shape, "i64"))
+                    term = ct.muli(term, self.const(stride, at, "i64"))
             else:
-                term = ct.muli(term, self.splat(ct.exti(stride, "i64"), shape))
+                term = ct.muli(term, self.splat(ct.exti(stride, "i64"), at))
+            sums[at] = ct.addi(sums[at], term) if at in sums else term
+        offset = None
+        for at, term in sums.items():
+            term = term if at == tuple(shape) else ct.broadcast(term, tuple(shape))
             offset = term if offset is None else ct.addi(offset, term)
         return ct.offset(self.splat(view.base, shape), offset)
 
@@ -1290,7 +1298,7 @@ class _Kernel:
         rank = tle_type(operands[0].type)[2]
         rest = operands[1:]
         value = self.get(rest.pop(0)) if with_value else None
-        idx = [self.get(v) for v in rest[:rank]]
+        idx = [self.get(unbroadcast(v)) for v in rest[:rank]]
         mask = self.get(rest[rank]) if len(rest) > rank else None
         return view, value, idx, mask
 

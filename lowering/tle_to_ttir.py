@@ -51,7 +51,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..dialects.mlir import has_uses, ir, isa, nested_ops
-from ..dialects.tle import constant_int, inside_axes, relaxed_atomics
+from ..dialects.tle import constant_int, inside_axes, relaxed_atomics, unbroadcast
 from ..types import BITS, MLIR_F8, wrap
 
 # Triton 3.6 enums (I32EnumAttr: written as plain i32 in the generic form). Values from triton._C.libtriton.ir.
@@ -395,16 +395,22 @@ class _Lowering:
             mask = s if mask is None else self.binop("arith.andi", mask, s)
         return ptrs, mask
 
-    def gather_pointers(self, view: _View, indices):
-        """Pointers ptr + sum(idx_i * stride_i) for equal-shaped i32 index tiles."""
-        shape = _shape(indices[0])
-        offset = None
+    def gather_pointers(self, view: _View, indices, shape):
+        """Pointers ptr + sum(idx_i * stride_i) for i32 index tiles broadcast to `shape`: each term at its index's
+        own shape, terms of one shape summed there, then broadcast (the Tile IR lowering's `pointers`)."""
+        sums: dict = {}
         for idx, stride in zip(indices, view.strides):
+            at = tuple(_shape(idx))
             c = constant_int(stride)
             if c != 1:
                 idx = self.binop("arith.muli", idx, self.const(idx.type, c) if c is not None
-                                 else self.splat(stride, shape))
-            offset = idx if offset is None else self.binop("arith.addi", offset, idx)
+                                 else self.splat(stride, list(at)))
+            sums[at] = self.binop("arith.addi", sums[at], idx) if at in sums else idx
+        offset = None
+        for at, term in sums.items():
+            if list(at) != list(shape):
+                term = self.val("tt.broadcast", _tensor(shape, _i(32)), [term])
+            offset = term if offset is None else self.binop("arith.addi", offset, term)
         ptrs = self.splat(view.ptr, shape)
         return self.val("tt.addptr", ptrs.type, [ptrs, offset])
 
@@ -570,29 +576,30 @@ def _segments(op):
 
 
 def _indexed(L: _Lowering, op, with_value: bool):
-    """(view, value, index tiles, mask) of a gather, scatter or atomic."""
+    """(view, value, (index tiles before their broadcasts, the shape they broadcast to), mask) of a gather,
+    scatter or atomic."""
     seg = _segments(op)
-    ops = [L.v(x) for x in list(op.operands)[1:]]
-    value = ops.pop(0) if with_value else None
+    ops = list(op.operands)[1:]
+    value = L.v(ops.pop(0)) if with_value else None
     n_idx = seg[2 if with_value else 1]
-    idx, mask = ops[:n_idx], ops[n_idx:]
-    return L.views[op.operands[0]], value, idx, (mask[0] if mask else None)
+    idx, mask = [L.v(unbroadcast(x)) for x in ops[:n_idx]], [L.v(x) for x in ops[n_idx:]]
+    return L.views[op.operands[0]], value, (idx, _shape(ops[0])), (mask[0] if mask else None)
 
 
 def _gather(L: _Lowering, op):
     view, _, idx, mask = _indexed(L, op, False)
-    L.bind(op, L.load(L.gather_pointers(view, idx), mask, op.attributes["other"], op.result.type))
+    L.bind(op, L.load(L.gather_pointers(view, *idx), mask, op.attributes["other"], op.result.type))
 
 
 def _scatter(L: _Lowering, op):
     view, value, idx, mask = _indexed(L, op, True)
-    L.store(L.gather_pointers(view, idx), value, mask)
+    L.store(L.gather_pointers(view, *idx), value, mask)
 
 
 def _atomic(L: _Lowering, op):
     view, value, idx, mask = _indexed(L, op, True)
     kind = _attr_str(op, "kind")
-    ptrs = L.gather_pointers(view, idx)
+    ptrs = L.gather_pointers(view, *idx)
     if kind == "add":
         L.bind(op, L.atomic_rmw("fadd" if _is_float(value.type) else "add", ptrs, value, mask))
     elif not _is_float(value.type):

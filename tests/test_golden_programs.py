@@ -581,6 +581,25 @@ entry(file="gather_scatter.tle", kernel="gs", make=_gs_make, grid=lambda c, k: (
            "indices leave their element alone")
 
 
+# gather_offsets.tle -------------------------------------------------------------------------------------------------
+def _go_make(c, k, g):
+    m, kk, r = c["M"], c["K"], c["R"]
+    return {"x": randn((m, kk), g), "ids": randint((r,), g, -3, m + 3), "y": poison((r, kk))}
+
+
+def _go_ref(a, c, k):
+    ids = a["ids"].to(torch.int64)
+    ok = (ids >= 0) & (ids < c["M"])
+    y = torch.full((c["R"], c["K"]), -1.0, dtype=torch.float64)
+    y[ok] = a["x"].double()[ids[ok]]
+    return {"y": y}
+
+
+entry(file="gather_offsets.tle", kernel="rows", make=_go_make, grid=lambda c, k: (cdiv(c["R"], 32), cdiv(c["K"], 64)),
+      ref=_go_ref, tol={"y": EXACT}, cases=[{"M": 50, "K": 100, "R": 64}, {"M": 7, "K": 64, "R": 96}],
+      note="row ids past both ends read `other`; R a multiple of BM (ids pads a ragged tile with row 0)")
+
+
 # grid_facts.tle -----------------------------------------------------------------------------------------------------
 def _rows_make(c, k, g):
     return {"x": randn((c["M"], c["N"]), g), "y": poison((c["M"], c["N"]))}
