@@ -1884,6 +1884,11 @@ def cases(dev, only):
         # ResNet-50's 3x3 convolutions (and a 1x1 and a stride-2 one) on a batch of 32 in f16, channels last; torch:
         # F.conv2d on the same NHWC memory (cuDNN, with cudnn.benchmark on), whose own output replaces y in the set
         torch.backends.cudnn.benchmark = True
+        # tle:tuned: tiles, warps and the path through the tuning database, as a user would where 128-pixel tiles
+        # leave SMs idle (7x7x512: 52 programs)
+        conv_tuned = tle.compile(SMALL_TLE, tune={"conv2d": {
+            "BM": [64, 128], "BN": [64, 128], "BK": [32, 64], "num_warps": [4, 8], "backend": ["triton", "tileir"]}})
+        conv_tuned.conv2d.tune_space.budget_s = 30
         for nbt, hw, c, f, kk, stride in ((32, 56, 64, 64, 3, 1), (32, 28, 128, 128, 3, 1), (32, 14, 256, 256, 3, 1),
                                           (32, 7, 512, 512, 3, 1), (32, 56, 256, 64, 1, 1), (32, 56, 128, 128, 3, 2)):
             pad = kk // 2
@@ -1906,7 +1911,10 @@ def cases(dev, only):
                                                                                    backend="tileir"),
                      "tle:auto": lambda t, g=g, c_=consts, p_=p_: small.conv2d[g](*t[:3], p_, p_, **c_),
                      "triton_ref": lambda t, g=g, a=(nbt, hw, hw, c, f, p_, p_), c_=consts: conv2d_ref[g](
-                         *t[:3], *a, **c_, BM=128, BK=64, num_warps=4, num_stages=3)}
+                         *t[:3], *a, **c_, BM=128, BK=64, num_warps=4, num_stages=3),
+                     "tle:tuned": lambda t, p_=p_, c_={k: v for k, v in consts.items() if k != "BN"}:
+                         conv_tuned.conv2d[lambda d: (triton.cdiv(d["PIX"], d["BM"]), triton.cdiv(d["F"], d["BN"]))](
+                             *t[:3], p_, p_, **c_)}
             out.append((f"conv2d {nbt}x{hw}x{hw}x{c} -> {f}, {kk}x{kk} stride {stride} f16",
                         (nb, 2 * pix * f * kk * kk * c), sets, torch_conv, impls, 2))
     return out
