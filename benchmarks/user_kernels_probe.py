@@ -20,7 +20,7 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     moe_gemm,paged_attention,
                                                     matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,
                                                     linear_w4a16,layernorm_bwd,dropout,topk,adam,quant_rows,
-                                                    histogram,vector_sum,conv2d] [--rounds 3]
+                                                    histogram,vector_sum,conv2d,gate_up_silu] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -499,6 +499,23 @@ kernel conv2d<BM: int = 128, BN: int = 64, BK: int = 64, KH: int = 3, KW: int = 
         acc = dot(a, b, acc)
     }
     store(y, cast<T>(acc), at=[pm, pn])
+}
+
+// A gated MLP's first half (Llama's gate_proj and up_proj with SwiGLU): y = silu(x @ wg^T) * (x @ wu^T), both
+// weights in nn.Linear's [N, K] layout. Each x tile feeds two dots, so x is read once for both products, and only
+// y is written: torch writes and reads both products, then the silu.
+kernel gate_up_silu<BM: int = 128, BN: int = 128, BK: int = 64, T: dtype = bf16>(
+        x: tensor<T>[M, K], wg: tensor<T>[N, K], wu: tensor<T>[N, K], y: tensor<T>[M, N]) {
+    let pm = program_id(0)
+    let pn = program_id(1)
+    var g = zeros<f32>[BM, BN]
+    var u = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) pipeline(stages=3) {
+        let a = load(x, tile=[BM, BK], at=[pm, k])
+        g = dot(a, transpose(load(wg, tile=[BN, BK], at=[pn, k])), g)
+        u = dot(a, transpose(load(wu, tile=[BN, BK], at=[pn, k])), u)
+    }
+    store(y, cast<T>(g * sigmoid(g) * u), at=[pm, pn])
 }
 """
 
@@ -1203,6 +1220,23 @@ def conv2d_ref(x_ptr, w_ptr, y_ptr, NB, H, W, C, F, P, Q, KH: tl.constexpr, KW: 
         acc = tl.dot(a, b, acc)
     tl.store(y_ptr + (pix * F)[:, None] + rn[None, :], acc.to(y_ptr.dtype.element_ty),
              mask=real[:, None] & (rn < F)[None, :])
+
+
+@triton.jit
+def gate_up_silu_ref(x_ptr, wg_ptr, wu_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    g = tl.zeros((BM, BN), dtype=tl.float32)
+    u = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        x, wg = _x_w_tiles(x_ptr, wg_ptr, rm, rn, k * BK + rk, M, N, K)
+        wu = tl.load(wu_ptr + rn[:, None] * K + (k * BK + rk)[None, :],
+                     mask=(rn[:, None] < N) & ((k * BK + rk)[None, :] < K), other=0.0)
+        g = tl.dot(x, tl.trans(wg), g)
+        u = tl.dot(x, tl.trans(wu), u)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], (g * tl.sigmoid(g) * u).to(y_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 def _sets(make, nbytes: int) -> list:
@@ -1917,6 +1951,25 @@ def cases(dev, only):
                              *t[:3], p_, p_, **c_)}
             out.append((f"conv2d {nbt}x{hw}x{hw}x{c} -> {f}, {kk}x{kk} stride {stride} f16",
                         (nb, 2 * pix * f * kk * kk * c), sets, torch_conv, impls, 2))
+    if "gate_up_silu" in only:
+        # Llama-3-8B's MLP input side (K = 4096, N = 14336) from decode-sized to prefill-sized batches; torch: the two
+        # nn.Linear products, silu and the product (four kernels, cuBLAS for the GEMMs)
+        gu_tuned = tle.compile(SMALL_TLE, tune={"gate_up_silu": {
+            "BM": [64, 128], "BN": [64, 128], "BK": [32, 64], "num_warps": [4, 8], "backend": ["triton", "tileir"]}})
+        gu_tuned.gate_up_silu.tune_space.budget_s = 60
+        for m, n, k in ((128, 14336, 4096), (1024, 14336, 4096), (4096, 14336, 4096), (4000, 11008, 4096)):
+            dt = torch.bfloat16
+            nb = (m * k + 2 * k * n + m * n) * dt.itemsize
+            sets = _sets(lambda: [r(m, k, dt=dt), r(n, k, dt=dt) / 8, r(n, k, dt=dt) / 8,
+                                  torch.empty(m, n, device=dev, dtype=dt)], nb)
+            g = (triton.cdiv(m, 128), triton.cdiv(n, 128))
+            impls = _both_paths(small.gate_up_silu, g, lambda t, g=g, m=m, n=n, k=k: gate_up_silu_ref[g](
+                *t, m, n, k, BM=128, BN=128, BK=64, num_warps=8, num_stages=3))
+            impls["tle:tuned"] = lambda t: gu_tuned.gate_up_silu[
+                lambda c: (triton.cdiv(c["M"], c["BM"]), triton.cdiv(c["N"], c["BN"]))](*t)
+            out.append((f"gate_up_silu {m}x{n}x{k} bf16", (nb, 4 * m * n * k), sets,
+                        lambda t: torch.mul(torch.nn.functional.silu(torch.nn.functional.linear(t[0], t[1])),
+                                            torch.nn.functional.linear(t[0], t[2]), out=t[3]), impls, 3))
     return out
 
 
@@ -1936,7 +1989,7 @@ def main() -> int:
                                        "linear_fp8_block,moe_gemm,paged_attention,"
                                        "matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,linear_w4a16,"
                                        "layernorm_bwd,dropout,"
-                                       "topk,adam,quant_rows,histogram,vector_sum,conv2d")
+                                       "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",
                     help="comma-separated Tile IR occupancy hints (programs per SM) to time as extra columns, "

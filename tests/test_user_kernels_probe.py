@@ -332,3 +332,13 @@ def test_conv2d(small, nb, hw, c, f, kk, stride):
                                                         STRIDE=stride, PAD=pad)
     want = torch.nn.functional.conv2d(x.permute(0, 3, 1, 2).float(), wt.float(), stride=stride, padding=pad)
     torch.testing.assert_close(y.float(), want.permute(0, 2, 3, 1).reshape(-1, f), rtol=2e-3, atol=2e-2)
+
+
+def test_gate_up_silu_fuses_two_products(small):
+    # ragged on every axis: rows past one BM tile, N not a multiple of BN, K past one BK tile and not a multiple of it
+    x = torch.randn(40, 50, dtype=torch.bfloat16)
+    wg, wu = torch.randn(70, 50, dtype=torch.bfloat16), torch.randn(70, 50, dtype=torch.bfloat16)
+    y = torch.full((40, 70), float("nan"), dtype=torch.bfloat16)
+    small.gate_up_silu[(2, 3)](x, wg, wu, y, BM=32, BN=32, BK=16)
+    g, u = x.float() @ wg.float().t(), x.float() @ wu.float().t()
+    torch.testing.assert_close(y.float(), torch.nn.functional.silu(g) * u, rtol=2e-2, atol=2e-2)
