@@ -72,8 +72,9 @@ Performance choices (TileirOptions; each was measured on the H200, docs/tileir.m
   `latency = 4` (16x4096x4096 bf16: 13.7 -> 12.8 us); other tiles get no hint, which is what they ran best with.
 - The entry's num_worker_warps hint (_worker_warps): 8 warps for a dot accumulator of more than 128 values per
   thread on 4 warps (128x256 f32: otherwise hundreds of spilled registers, 45 instead of 717 TFLOP/s; a dot added
-  into a loop-carried tile counts both, _held_registers), and for a kernel without a dot whose largest tile has
-  more than 32 values per thread on 4 warps.
+  into a loop-carried tile counts both, _held_registers, and dots carried together in one loop count together,
+  _live_registers), and for a kernel without a dot whose largest tile has more than 32 values per thread on 4
+  warps. A dot kernel that spills on 4 worker warps all the same is compiled again on 8 (tle/compiler.py).
 - The entry's occupancy hint: 8 CTAs per SM for a kernel without a dot whose tiles are all loaded and stored in 16
   bits and hold at most 4096 elements (layernorm 8192x4096 bf16: 0.81x -> 0.99x of Triton, swiglu 0.91x -> 0.99x);
   f32 rows lose with it (rmsnorm f32 -6%, 8192-wide f32 rows -45%), so they get none. 2 CTAs per SM for a kernel
@@ -267,7 +268,9 @@ def _all_or_none(axes: frozenset, rank: int) -> frozenset:
 # - A dot's accumulator is split over the worker warp groups; at more than 128 f32 values per thread (128x256 or
 #   256x128 on 4 warps: 256) the 255-register threads spill hundreds of values (STL/LDL) and a 4096^3 bf16 matmul
 #   ran at 45 (128x256) and 75 (256x128) TFLOP/s; with 8 worker warps (two consumer warp groups, 168 registers, no
-#   spills) at 717 and 687, as Triton with num_warps=8.
+#   spills) at 717 and 687, as Triton with num_warps=8. Two 128x128 accumulators carried through one loop (a gated
+#   MLP's gate and up products) are the same 256 values a thread: 255 registers and 512 bytes of spills on 4, and
+#   2.8-4.0x slower than on 8 (thirty-fifth session, benchmarks/RESULTS.md "Two accumulators in one loop").
 # - A kernel without a dot: 8 warps only when its largest tile has more than 32 values per thread on 4 warps. At
 #   4096-element rows 8 warps were slower than 4 (softmax bf16 52.0 vs 49.8 us, layernorm 53.8 vs 47.4, rmsnorm 38.7
 #   vs 37.1: fewer rows in flight per SM); at 8192 f32 elements 4 warps need 168 registers and 8 were faster (262
@@ -278,13 +281,13 @@ _TILE_VALUES_PER_THREAD = 32
 _SMALL_DOTS_VALUES_PER_THREAD = 32  # _occupancy: dots this small leave room for 4 CTAs per SM
 
 
-def _worker_warps(held: list, largest_tile: int) -> int | None:
-    """The num_worker_warps hint: for a kernel with dots (`held`: the accumulator registers each keeps live,
-    _held_registers) 8 when the most exceeds _ACC_VALUES_PER_THREAD per thread on 4 warps; for one without, 8 when
+def _worker_warps(live: list, largest_tile: int) -> int | None:
+    """The num_worker_warps hint: for a kernel with dots (`live`: the accumulator registers kept live together,
+    _live_registers) 8 when the most exceeds _ACC_VALUES_PER_THREAD per thread on 4 warps; for one without, 8 when
     its largest tile (elements) exceeds _TILE_VALUES_PER_THREAD per thread on 4 warps; else none (tileiras' choice,
     4)."""
-    if held:
-        return 8 if max(held) > _ACC_VALUES_PER_THREAD * 4 * 32 else None
+    if live:
+        return 8 if max(live) > _ACC_VALUES_PER_THREAD * 4 * 32 else None
     return 8 if largest_tile > _TILE_VALUES_PER_THREAD * 4 * 32 else None
 
 
@@ -342,6 +345,46 @@ def _held_registers(dot) -> int:
         return math.prod(shape) * (2 if elem in ("f64", "i64") else 1)
     partner = carried_partner(dot)
     return registers(dot.operands[2].type) + (registers(partner.type) if partner is not None else 0)
+
+
+def _live_registers(dots) -> list:
+    """The accumulator registers the kernel's dots keep live together: one entry per loop whose dots accumulate
+    into two or more of its loop-carried tiles (their _held_registers summed: a gated MLP's `g = dot(x, wg^T, g)`
+    and `u = dot(x, wu^T, u)` hold both 128x128 f32 tiles through the whole K loop), and one per other dot. A dot
+    whose result is not carried (attention's scores, recomputed each iteration) counts alone, as before: attention
+    runs best on 4 worker warps and 2 CTAs per SM (_occupancy). Two 128x128 accumulators on tileiras' 4 worker
+    warps took 255 registers and spilled 512 bytes per thread, on 8 168 and none (H200, benchmarks/RESULTS.md
+    "Two accumulators in one loop")."""
+    alone, loops = [], []  # loops: (the scf.for, its carried tiles seen, their registers)
+    for dot in dots:
+        tile = _carried_tile(dot)
+        if tile is None:
+            alone.append(_held_registers(dot))
+            continue
+        loop = dot.operation.parent
+        group = next((g for g in loops if g[0] == loop), None)
+        if group is None:
+            loops.append(group := (loop, [], []))
+        if not any(tile == t for t in group[1]):  # two dots into one tile (an int4 product's halves) hold it once
+            group[1].append(tile)
+            group[2].append(_held_registers(dot))
+    return alone + [sum(registers) for _, _, registers in loops]
+
+
+def _carried_tile(dot) -> "ir.Value | None":
+    """The loop-carried tile (a block argument of the scf.for around the dot) its accumulation lives in: its acc
+    operand (`acc = dot(a, b, acc)`), the tile `acc + dot(a, b)` adds into (_dot_into_add), or its carried_partner;
+    None for a dot outside a loop or one whose result starts afresh each iteration."""
+    loop = dot.operation.parent
+    if loop is None or loop.name != "scf.for":
+        return None
+    carried = list(loop.regions[0].blocks[0].arguments)[1:]
+    add = _dot_into_add(dot)
+    candidates = [dot.operands[2]] if add is None else [o for o in add.operands if o != dot.result]
+    partner = carried_partner(dot)
+    if partner is not None:
+        candidates.append(partner)
+    return next((c for c in candidates if any(c == a for a in carried)), None)
 
 
 def carried_partner(dot) -> "ir.Value | None":
@@ -414,7 +457,7 @@ def unaligned_operand(v: "ir.Value") -> bool:
                for _, owner in _upstream(v, in_registers))
 
 
-def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int,
+def _occupancy(accumulators, held: list, live: list, io_elems: list, largest_tile: int,
                many_programs: bool = False) -> tuple[int | None, str]:
     """(The occupancy hint, why, in words for `tlec -v`; "" with no hint).
 
@@ -457,7 +500,7 @@ def _occupancy(accumulators, held: list, io_elems: list, largest_tile: int,
       (lowering/tileir_legality.py, `tileir_slower`); this hint serves launches of up to two waves and
       backend="tileir".
     - Otherwise none (a single matmul's pipelined K loop keeps the tensor cores busy on its own)."""
-    if len(accumulators) >= 2 and _worker_warps(held, largest_tile) is None:
+    if len(accumulators) >= 2 and _worker_warps(live, largest_tile) is None:
         small = _SMALL_DOTS_VALUES_PER_THREAD * 4 * 32
         if max(held) <= small and largest_tile <= small:
             return 4, (f"{len(accumulators)} dots, none holding more than {_SMALL_DOTS_VALUES_PER_THREAD} values a "
@@ -648,6 +691,7 @@ class _Kernel:
         dots = [op for op in self.ops if op.name == "tle.dot"]
         accumulators = [tle_type(op.operands[2].type) for op in dots]
         held = [_held_registers(op) for op in dots]
+        live = _live_registers(dots)
         tma = options.tma
         self.allow_tma = (None if accumulators else False) if tma == "auto" else tma
         loads = options.pointer_loads
@@ -657,7 +701,7 @@ class _Kernel:
         largest = max((math.prod(tle_type(r.type)[1] or ()) for op in self.ops for r in op.results
                        if str(r.type).startswith("tensor<")), default=1)
         warps = options.num_worker_warps
-        self.num_worker_warps = _worker_warps(held, largest) if warps == "auto" else warps
+        self.num_worker_warps = _worker_warps(live, largest) if warps == "auto" else warps
         persistent = options.persistent
         self.persistent = _persistent(self.func, self.ops, accumulators) if persistent == "auto" else bool(persistent)
         occupancy = options.occupancy
@@ -676,7 +720,7 @@ class _Kernel:
             many = "tle.many_programs" in self.func.attributes and not self.persistent and \
                 not walks_tiles(self.ops) and \
                 not any(gathered_operand(v) for op in dots for v in list(op.operands)[:2])
-            occupancy, self.occupancy_why = _occupancy(accumulators, held, io, largest, many)
+            occupancy, self.occupancy_why = _occupancy(accumulators, held, live, io, largest, many)
         self.occupancy = occupancy
         self.num_cta_in_cga = None if options.num_cta_in_cga == "auto" else options.num_cta_in_cga
         latency = options.load_latency

@@ -715,11 +715,12 @@ def test_matmul_selects_tma_and_tensor_cores_with_the_facts(arch, mma):
 
 # ---- performance choices (TileirOptions) ----------------------------------------------------------------------------
 
-def _example_module(name: str, consts: dict, spec="full", options=None):
-    """An example lowered with `consts`; spec "full": every pointer aligned, every size and stride divisible by 16
-    (what the runtime proves for 8192x4096 tensors), "default": tlec's."""
+def _example_module(name: str, consts: dict, spec="full", options=None, kernel=None):
+    """An example's kernel (`kernel`, default the example's name) lowered with `consts`; spec "full": every pointer
+    aligned, every size and stride divisible by 16 (what the runtime proves for 8192x4096 tensors), "default":
+    tlec's."""
     path = os.path.join(ROOT, "examples", f"{name}.tle")
-    kernel = check_kernel(load_program(open(path).read(), path), name, consts)
+    kernel = check_kernel(load_program(open(path).read(), path), kernel or name, consts)
     d = default_spec(kernel)
     if spec == "full":
         spec = Spec(d.divisible16 | {a.key for a in all_args(kernel) if a.kind in ("dim", "stride")}, d.unit_strides)
@@ -808,6 +809,49 @@ def test_worker_warps_count_a_dot_added_into_an_accumulator(variant, warps):
     product): at 128x128 tileiras spilled 224 bytes a thread on its 4 worker warps, none on 8
     (benchmarks/RESULTS.md)."""
     assert _entry_hint(lower(variant, "k"), "num_worker_warps") == warps
+
+
+GATE_UP = """
+kernel k<BM: int = 128, BN: int = 128, BK: int = 64>(x: tensor<bf16>[M, K], wg: tensor<bf16>[N, K],
+        wu: tensor<bf16>[N, K], y: tensor<bf16>[M, N]) {
+    var g = zeros<f32>[BM, BN]
+    var u = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) {
+        let a = load(x, tile=[BM, BK], at=[program_id(0), k])
+        g = dot(a, transpose(load(wg, tile=[BN, BK], at=[program_id(1), k])), g)
+        u = dot(a, transpose(load(wu, tile=[BN, BK], at=[program_id(1), k])), u)
+    }
+    store(y, cast<bf16>(g * sigmoid(g) * u), at=[program_id(0), program_id(1)])
+}
+"""
+
+
+@pytest.mark.parametrize("variant,warps", [
+    (GATE_UP, 8),                                                      # g and u: 2 x 128 x 128 values live
+    (GATE_UP.replace("BN: int = 128", "BN: int = 64"), None),          # 2 x 128 x 64: 128 a thread on 4 warps
+    (GATE_UP.replace("u = dot(a", "u += dot(a").replace("k])), u)", "k])))"), 8),  # `u += dot(..)` carries u too
+    (GATE_UP.replace(", u)\n", ")\n"), None),                       # u = a fresh product each step: not carried
+    (GATE_UP.replace("g = dot(a", "var h = dot(a"), None),              # nor is a let product beside u
+    (GATE_UP.replace("wu, tile", "wg, tile").replace("u = dot(a", "g = dot(a").replace(", u)\n", ", g)\n"),
+     None),                                                             # two products into one tile: held once
+])
+def test_worker_warps_count_accumulators_carried_together(variant, warps):
+    """Dots that accumulate into two loop-carried tiles keep both live through the loop (a gated MLP's gate and up
+    products): at 128x128 tileiras took 255 registers and spilled 512 bytes a thread on its 4 worker warps, 168 and
+    none on 8 (benchmarks/RESULTS.md "Two accumulators in one loop"). A product recomputed each step (attention's
+    scores) counts alone."""
+    assert _entry_hint(lower(variant, "k"), "num_worker_warps") == warps
+
+
+def test_worker_warps_of_attention_count_only_its_carried_tiles():
+    # the forward's scores are recomputed each step: only its output accumulator counts (4 warps, occupancy 2)
+    assert _entry_hint(_example_module("attention", {"BM": 128, "BN": 64, "D": 128}), "num_worker_warps") is None
+    # the backward's dk and dv are both carried: 2 x 128 x 128 at BN = D = 128, 2 x 128 x 64 below
+    def dkdv(bn, d):
+        m = _example_module("attention_bwd", {"BN": bn, "D": d}, kernel="attention_bwd_dkdv")
+        return _entry_hint(m, "num_worker_warps"), _entry_hint(m, "occupancy")
+    assert dkdv(128, 128) == (8, None)
+    assert dkdv(128, 64) == (None, 2)
 
 
 DOT_ADD = """
