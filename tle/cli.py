@@ -300,6 +300,9 @@ def _report_tileiras(name: str, out, arch: str) -> None:
         print(f"tlec: kernel '{name}': tileiras spilled {spilled} bytes per thread {under}, so the cubin was "
               f"compiled with {f'a hint of {kept}' if kept else 'no hint'} (--emit=tileir shows the first)",
               file=sys.stderr)
+    if extra.get("spilled_on_4_warps"):
+        print(f"tlec: kernel '{name}': tileiras spilled {extra['spilled_on_4_warps']} bytes per thread on its 4 "
+              "worker warps, so the cubin was compiled on 8 (--emit=tileir shows the first)", file=sys.stderr)
     if extra.get("persistent"):
         print(f"tlec: kernel '{name}': runs its grid as a persistent loop: the runtime starts one wave of programs, "
               "each walking the grid's programs in order (a short K over several waves: docs/tileir.md)",

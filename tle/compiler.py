@@ -525,7 +525,34 @@ def _without_spills(module, tileir, binary, arch, kernel: Kernel):
             was = binary.extra.get("spilled_under") or (first, spilled)
             retried.extra["spilled_under"] = (*was[:2], hint)  # (first hint, its spill, the hint kept): tlec -v
             tileir, binary = retry, retried
+    if has_dot:
+        tileir, binary = _on_eight_worker_warps(module, tileir, binary, arch, hint)
     return tileir, binary
+
+
+def _on_eight_worker_warps(module, tileir, binary, arch, occupancy: int | None):
+    """(Tile IR, binary) compiled again on 8 worker warps, for a kernel with a dot that still spills more than
+    _SPILL_BYTES_KEPT on tileiras' 4 after the occupancy retries, when the retry spills less; else the same two.
+
+    The lowering asks for 8 where it can count the accumulator values live at once (_worker_warps there), but dots
+    hold more than their accumulators: attention's backward dk/dv kernel at BN = 128, D = 64 carries two 128x64
+    tiles (within 4 warps' budget) beside two 128x64 products recomputed each step, and spilled 144 bytes per
+    thread on 4 worker warps at 255 registers; on 8, 168 registers and none. H200, 32 x 4096 x 64 f16: 1283.6 ->
+    594.5 us (the native path 676.7; benchmarks/RESULTS.md "Two accumulators in one loop"). No dot kernel that
+    spilled on 4 worker warps has run faster there than on 8."""
+    from .dialects import cuda_tile as ct
+    spilled = binary.extra.get("stack_bytes", 0)
+    if spilled <= _SPILL_BYTES_KEPT or "num_worker_warps" in ct.entries(tileir)[0].attributes:
+        return tileir, binary
+    debug.note(f"kernel '{binary.name}': tileiras spilled {spilled} bytes per thread on 4 worker warps; compiling "
+               "again on 8")
+    retry, retried = _compiled_with_hint(module, arch, occupancy, worker_warps=8)
+    if retried.extra.get("stack_bytes", 0) >= spilled:
+        return tileir, binary
+    retried.extra["spilled_on_4_warps"] = spilled  # tlec -v: why the binary has 8 worker warps
+    if "spilled_under" in binary.extra:
+        retried.extra["spilled_under"] = binary.extra["spilled_under"]
+    return retry, retried
 
 
 def _past_one_program(module, tileir, binary, arch, kernel: Kernel):
@@ -557,12 +584,12 @@ def _past_one_program(module, tileir, binary, arch, kernel: Kernel):
     return retry, retried
 
 
-def _compiled_with_hint(module, arch, occupancy: int | None):
-    """(Tile IR, binary) of the kernel lowered with this occupancy hint (None: no hint) and run through tileiras: one
-    try of the two retries above."""
+def _compiled_with_hint(module, arch, occupancy: int | None, worker_warps="auto"):
+    """(Tile IR, binary) of the kernel lowered with this occupancy hint (None: no hint) and num_worker_warps hint
+    ("auto": the lowering's) and run through tileiras: one try of the retries above."""
     from .lowering.tle_to_tileir import TileirOptions, tle_to_tileir
     from .targets.tileir import compile_tileir
-    tileir = tle_to_tileir(module, TileirOptions(occupancy=occupancy))
+    tileir = tle_to_tileir(module, TileirOptions(occupancy=occupancy, num_worker_warps=worker_warps))
     with debug.timed("tileiras"):
         return tileir, compile_tileir(tileir, arch)
 
