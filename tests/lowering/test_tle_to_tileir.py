@@ -112,7 +112,8 @@ def test_example_lowers_and_compiles(path, arch):
         assert binary.cubin[:4] == b"\x7fELF" and binary.name == name and binary.arch == arch
         want = ["ptr" if a.kind == "ptr" else a.dtype for a in abi(kernel, spec)]
         assert binary.params == want
-        assert binary.num_threads % 32 == 0 and 32 <= binary.num_threads <= 1024  # e.g. 384: 8 worker warps + 4 more (sm_100)
+        # e.g. 384: 8 worker warps + 4 more (sm_100)
+        assert binary.num_threads % 32 == 0 and 32 <= binary.num_threads <= 1024
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: os.path.basename(p))
