@@ -526,11 +526,11 @@ def _without_spills(module, tileir, binary, arch, kernel: Kernel):
             retried.extra["spilled_under"] = (*was[:2], hint)  # (first hint, its spill, the hint kept): tlec -v
             tileir, binary = retry, retried
     if has_dot:
-        tileir, binary = _on_eight_worker_warps(module, tileir, binary, arch, hint)
+        tileir, binary = _on_eight_worker_warps(module, tileir, binary, arch)
     return tileir, binary
 
 
-def _on_eight_worker_warps(module, tileir, binary, arch, occupancy: int | None):
+def _on_eight_worker_warps(module, tileir, binary, arch):
     """(Tile IR, binary) compiled again on 8 worker warps, for a kernel with a dot that still spills more than
     _SPILL_BYTES_KEPT on tileiras' 4 after the occupancy retries, when the retry spills less; else the same two.
 
@@ -541,11 +541,15 @@ def _on_eight_worker_warps(module, tileir, binary, arch, occupancy: int | None):
     594.5 us (the native path 676.7; benchmarks/RESULTS.md "Two accumulators in one loop"). No dot kernel that
     spilled on 4 worker warps has run faster there than on 8."""
     from .dialects import cuda_tile as ct
+    from .dialects.mlir import ir
     spilled = binary.extra.get("stack_bytes", 0)
-    if spilled <= _SPILL_BYTES_KEPT or "num_worker_warps" in ct.entries(tileir)[0].attributes:
+    entry = ct.entries(tileir)[0]
+    if spilled <= _SPILL_BYTES_KEPT or "num_worker_warps" in entry.attributes:
         return tileir, binary
     debug.note(f"kernel '{binary.name}': tileiras spilled {spilled} bytes per thread on 4 worker warps; compiling "
                "again on 8")
+    # the occupancy hint of the IR kept so far (the last retry tried may have been dropped)
+    occupancy = ir.IntegerAttr(entry.attributes["occupancy"]).value if "occupancy" in entry.attributes else None
     retry, retried = _compiled_with_hint(module, arch, occupancy, worker_warps=8)
     if retried.extra.get("stack_bytes", 0) >= spilled:
         return tileir, binary
