@@ -347,19 +347,19 @@ def _held_registers(dot) -> int:
     return registers(dot.operands[2].type) + (registers(partner.type) if partner is not None else 0)
 
 
-def _live_registers(dots) -> list:
+def _live_registers(dots, held: list) -> list:
     """The accumulator registers the kernel's dots keep live together: one entry per loop whose dots accumulate
     into two or more of its loop-carried tiles (their _held_registers summed: a gated MLP's `g = dot(x, wg^T, g)`
     and `u = dot(x, wu^T, u)` hold both 128x128 f32 tiles through the whole K loop), and one per other dot. A dot
     whose result is not carried (attention's scores, recomputed each iteration) counts alone, as before: attention
     runs best on 4 worker warps and 2 CTAs per SM (_occupancy). Two 128x128 accumulators on tileiras' 4 worker
     warps took 255 registers and spilled 512 bytes per thread, on 8 168 and none (H200, benchmarks/RESULTS.md
-    "Two accumulators in one loop")."""
+    "Two accumulators in one loop"). `held`: each dot's _held_registers."""
     alone, loops = [], []  # loops: (the scf.for, its carried tiles seen, their registers)
-    for dot in dots:
+    for dot, registers in zip(dots, held):
         tile = _carried_tile(dot)
         if tile is None:
-            alone.append(_held_registers(dot))
+            alone.append(registers)
             continue
         loop = dot.operation.parent
         group = next((g for g in loops if g[0] == loop), None)
@@ -367,8 +367,8 @@ def _live_registers(dots) -> list:
             loops.append(group := (loop, [], []))
         if not any(tile == t for t in group[1]):  # two dots into one tile (an int4 product's halves) hold it once
             group[1].append(tile)
-            group[2].append(_held_registers(dot))
-    return alone + [sum(registers) for _, _, registers in loops]
+            group[2].append(registers)
+    return alone + [sum(each) for _, _, each in loops]
 
 
 def _carried_tile(dot) -> "ir.Value | None":
@@ -691,7 +691,7 @@ class _Kernel:
         dots = [op for op in self.ops if op.name == "tle.dot"]
         accumulators = [tle_type(op.operands[2].type) for op in dots]
         held = [_held_registers(op) for op in dots]
-        live = _live_registers(dots)
+        live = _live_registers(dots, held)
         tma = options.tma
         self.allow_tma = (None if accumulators else False) if tma == "auto" else tma
         loads = options.pointer_loads
