@@ -799,12 +799,16 @@ def vocab_softmax_ref(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _rows_tile(ptr, rows, kk, R, K):
+    """K tile `kk` of rows `rows` of an [R, K] row-major tensor, masked on both axes, zero past the edges."""
+    return tl.load(ptr + rows[:, None] * K + kk[None, :], mask=(rows[:, None] < R) & (kk[None, :] < K), other=0.0)
+
+
+@triton.jit
 def _x_w_tiles(x_ptr, w_ptr, rm, rn, kk, M, N, K):
     """K tile `kk` of x[rm, :] and w[rn, :] in nn.Linear's layout (both [rows, K]), masked on every axis, zero past
-    the edges (what _x_wt and linear_fp8_block_ref share)."""
-    x = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
-    w = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
-    return x, w
+    the edges (what _x_wt, linear_fp8_block_ref and gate_up_silu_ref share)."""
+    return _rows_tile(x_ptr, rm, kk, M, K), _rows_tile(w_ptr, rn, kk, N, K)
 
 
 @triton.jit
@@ -1231,8 +1235,7 @@ def gate_up_silu_ref(x_ptr, wg_ptr, wu_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN
     u = tl.zeros((BM, BN), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BK)):
         x, wg = _x_w_tiles(x_ptr, wg_ptr, rm, rn, k * BK + rk, M, N, K)
-        wu = tl.load(wu_ptr + rn[:, None] * K + (k * BK + rk)[None, :],
-                     mask=(rn[:, None] < N) & ((k * BK + rk)[None, :] < K), other=0.0)
+        wu = _rows_tile(wu_ptr, rn, k * BK + rk, N, K)
         g = tl.dot(x, tl.trans(wg), g)
         u = tl.dot(x, tl.trans(wu), u)
     tl.store(y_ptr + rm[:, None] * N + rn[None, :], (g * tl.sigmoid(g) * u).to(y_ptr.dtype.element_ty),
