@@ -20,7 +20,8 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     moe_gemm,paged_attention,
                                                     matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,
                                                     linear_w4a16,layernorm_bwd,dropout,topk,adam,quant_rows,
-                                                    histogram,vector_sum,conv2d,gate_up_silu] [--rounds 3]
+                                                    histogram,vector_sum,conv2d,gate_up_silu,
+                                                    linear_wgrad] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -516,6 +517,19 @@ kernel gate_up_silu<BM: int = 128, BN: int = 128, BK: int = 64, T: dtype = bf16>
         u = dot(a, transpose(load(wu, tile=[BN, BK], at=[pn, k])), u)
     }
     store(y, cast<T>(g * sigmoid(g) * u), at=[pm, pn])
+}
+
+// A linear layer's weight gradient, dW = dY^T @ X (nn.Linear's [N, K] layout), summed over the M tokens: the left
+// operand is dY's [BT, BN] tile transposed, so both tiles are loaded along the tokens as they lie.
+kernel linear_wgrad<BN: int = 128, BK: int = 128, BT: int = 64, T: dtype = bf16>(
+        dy: tensor<T>[M, N], x: tensor<T>[M, K], dw: tensor<T>[N, K]) {
+    let pn = program_id(0)
+    let pk = program_id(1)
+    var acc = zeros<f32>[BN, BK]
+    for t in range(cdiv(M, BT)) pipeline(stages=3) {
+        acc = dot(transpose(load(dy, tile=[BT, BN], at=[t, pn])), load(x, tile=[BT, BK], at=[t, pk]), acc)
+    }
+    store(dw, cast<T>(acc), at=[pn, pk])
 }
 """
 
@@ -1240,6 +1254,18 @@ def gate_up_silu_ref(x_ptr, wg_ptr, wu_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN
         u = tl.dot(x, tl.trans(wu), u)
     tl.store(y_ptr + rm[:, None] * N + rn[None, :], (g * tl.sigmoid(g) * u).to(y_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+@triton.jit
+def linear_wgrad_ref(dy_ptr, x_ptr, dw_ptr, M, N, K, BN: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr):
+    rn = tl.program_id(0) * BN + tl.arange(0, BN)
+    rk = tl.program_id(1) * BK + tl.arange(0, BK)
+    rt = tl.arange(0, BT)
+    acc = tl.zeros((BN, BK), dtype=tl.float32)
+    for t in range(0, tl.cdiv(M, BT)):
+        tt = t * BT + rt  # the tokens of this step: rows of both dy and x
+        acc = tl.dot(tl.trans(_rows_tile(dy_ptr, tt, rn, M, N)), _rows_tile(x_ptr, tt, rk, M, K), acc)
+    tl.store(dw_ptr + rn[:, None] * K + rk[None, :], acc.to(dw_ptr.dtype.element_ty),
+             mask=(rn[:, None] < N) & (rk[None, :] < K))
 
 
 def _sets(make, nbytes: int) -> list:
@@ -1973,6 +1999,26 @@ def cases(dev, only):
             out.append((f"gate_up_silu {m}x{n}x{k} bf16", (nb, 4 * m * n * k), sets,
                         lambda t: torch.mul(torch.nn.functional.silu(torch.nn.functional.linear(t[0], t[1])),
                                             torch.nn.functional.linear(t[0], t[2]), out=t[3]), impls, 3))
+    if "linear_wgrad" in only:
+        # The weight gradients of Llama-3-8B's projections over a training step's tokens: q_proj's (4096x4096) at
+        # 8192 and 16384 tokens, up_proj's (14336x4096) and down_proj's (4096x14336) at 8192, and a ragged 4000;
+        # torch: dY^T @ X (cuBLAS on the transposed view)
+        wg_tuned = tle.compile(SMALL_TLE, tune={"linear_wgrad": {
+            "BN": [64, 128, 256], "BK": [64, 128, 256], "BT": [32, 64], "num_warps": [4, 8],
+            "backend": ["triton", "tileir"]}})
+        wg_tuned.linear_wgrad.tune_space.budget_s = 45
+        for m, n, k in ((8192, 4096, 4096), (16384, 4096, 4096), (8192, 14336, 4096), (8192, 4096, 14336),
+                        (4000, 4096, 4096)):
+            dt = torch.bfloat16
+            nb = (m * n + m * k + n * k) * dt.itemsize
+            sets = _sets(lambda: [r(m, n, dt=dt), r(m, k, dt=dt) / 8, torch.empty(n, k, device=dev, dtype=dt)], nb)
+            g = (triton.cdiv(n, 128), triton.cdiv(k, 128))
+            impls = _both_paths(small.linear_wgrad, g, lambda t, g=g, m=m, n=n, k=k: linear_wgrad_ref[g](
+                *t, m, n, k, BN=128, BK=128, BT=64, num_warps=8, num_stages=3))
+            impls["tle:tuned"] = lambda t: wg_tuned.linear_wgrad[
+                lambda c: (triton.cdiv(c["N"], c["BN"]), triton.cdiv(c["K"], c["BK"]))](*t)
+            out.append((f"linear_wgrad {m}x{n}x{k} bf16", (nb, 2 * m * n * k), sets,
+                        lambda t: torch.mm(t[0].t(), t[1], out=t[2]), impls, 2))
     return out
 
 
@@ -1992,7 +2038,7 @@ def main() -> int:
                                        "linear_fp8_block,moe_gemm,paged_attention,"
                                        "matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,linear_w4a16,"
                                        "layernorm_bwd,dropout,"
-                                       "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu")
+                                       "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",
                     help="comma-separated Tile IR occupancy hints (programs per SM) to time as extra columns, "

@@ -342,3 +342,12 @@ def test_gate_up_silu_fuses_two_products(small):
     small.gate_up_silu[(2, 3)](x, wg, wu, y, BM=32, BN=32, BK=16)
     g, u = x.float() @ wg.float().t(), x.float() @ wu.float().t()
     torch.testing.assert_close(y.float(), torch.nn.functional.silu(g) * u, rtol=2e-2, atol=2e-2)
+
+
+def test_linear_wgrad_sums_over_tokens(small):
+    # ragged on every axis: tokens past two BT tiles and not a multiple of BT, N and K not multiples of their tiles
+    dy = torch.randn(70, 40, dtype=torch.bfloat16)
+    x = torch.randn(70, 50, dtype=torch.bfloat16)
+    dw = torch.full((40, 50), float("nan"), dtype=torch.bfloat16)
+    small.linear_wgrad[(2, 2)](dy, x, dw, BN=32, BK=32, BT=16)
+    torch.testing.assert_close(dw.float(), dy.float().t() @ x.float(), rtol=2e-2, atol=5e-2)
