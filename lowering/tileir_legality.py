@@ -139,6 +139,45 @@ _SPLIT_K_ATOMICS = ("an atomic in a kernel whose one dot takes at most 64x64x64 
                     "native path (22 of 22 launches, H200)")
 
 
+# Three or more dots in one loop step, each of at most 64x64x64 multiply-adds (attention's backward at head dim 64
+# on 64x64 tiles: dq's Q K^T, dO V^T and dS K, dk/dv's four), on a launch of more than two waves (tle.many_waves).
+# Measured on the H200 (thirty-sixth session; benchmarks/RESULTS.md "Attention's backward at head dim 64"),
+# examples/attention_bwd.tle f16 at S of 1024, 4096 and 16384 (2048 programs each), causal and not, Tile IR with
+# the lowering's hints against the native path's defaults: dq ran faster natively on 6 of 6 (1.03-1.14x), dk/dv on
+# the 3 non-causal (1.08-1.17x) and slower on the 3 causal (Tile IR 1.03-1.07x faster); the two together 1.01-1.14x
+# faster natively on 6 of 6, and the training step's three kernels (forward on Tile IR, which won all 6)
+# 1.01-1.10x. At head dim 128 (steps of 64x64x128) Tile IR won all 18 kernels, by 1.03-1.35x: the forward's two
+# dots a step won at both head dims, and 128-wide tiles at 64 (dk/dv at BN = 128) ran faster on Tile IR too.
+CHAINED_DOTS = 3
+CHAINED_DOT_MACS = 64 * 64 * 64
+
+
+def _loop_of(op):
+    """The innermost scf.for around op, or None."""
+    parent = op.parent
+    while parent is not None and parent.name != "scf.for":
+        parent = parent.parent
+    return parent
+
+
+def _small_dots_in_one_step(dots) -> list:
+    """The dots of the first loop whose step holds CHAINED_DOTS or more dots, each of at most CHAINED_DOT_MACS
+    multiply-adds; [] when no loop does."""
+    loops: dict = {}
+    for dot in dots:
+        if (loop := _loop_of(dot)) is not None:
+            loops.setdefault(loop, []).append(dot)
+    for step in loops.values():
+        if len(step) >= CHAINED_DOTS and all(_multiply_adds(d) <= CHAINED_DOT_MACS for d in step):
+            return step
+    return []
+
+
+def _small_dots(step) -> str:
+    return (f"one loop step holds {len(step)} dots of at most 64x64x64 multiply-adds each, on a launch of more than "
+            "two waves: attention's backward at head dim 64 ran its dq and dk/dv kernels 1.01-1.14x faster "
+            "together on the native path (6 of 6 shapes, H200)")
+
 # A dot at full precision on f32 or f64 operands (f32 without tf32=true, any f64): tileiras runs the f32 product on
 # the FMA units, holding its tiles in registers that spill, and the f64 one on DMMA at half the native path's rate.
 # Measured on the H200 (thirty-second session; benchmarks/RESULTS.md "Full-precision f32 and f64 matmuls"), a
@@ -257,6 +296,8 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
         elif "tle.many_programs" in top.operation.attributes and len(dots) == 1 and atomics and \
                 _multiply_adds(dots[0]) <= SPLIT_K_MACS:
             out.append(Blocker(span_of_location(atomics[0].location), _SPLIT_K_ATOMICS))
+        elif "tle.many_waves" in top.operation.attributes and (step := _small_dots_in_one_step(dots)):
+            out.append(Blocker(span_of_location(step[0].location), _small_dots(step)))
         for op in ops:
             if op.name == "tle.scan":
                 elements = math.prod(tle_type(op.operands[0].type)[1] or (1,))

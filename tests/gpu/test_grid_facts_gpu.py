@@ -145,3 +145,35 @@ def test_a_dot_on_unaligned_rows_takes_the_faster_path(k_size, k_stride, backend
     assert (UnalignedRows("a") in entry.compiled.spec.inside) == (k_stride % 8 != 0)
     assert ("tle.split" in entry.compiled.stages["tle"]) == split
     torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.1, rtol=0.02)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d,backend", [(64, "triton"), (128, "tileir")])
+def test_auto_takes_the_native_path_for_attention_backward_at_head_dim_64(d, backend):
+    """examples/attention_bwd.tle's dq and dk/dv at their 64x64 tiles with backend="auto" on a grid of more than two
+    waves: at head dim 64 their loop steps hold three and four dots of 64x64x64 multiply-adds, which ran faster on
+    the native path (lowering/tileir_legality.py tileir_slower); at 128 Tile IR keeps them. Each result matches the
+    other path's."""
+    mod = tle.compile(os.path.join(ROOT, "examples", "attention_bwd.tle"))
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    s = 1024
+    b = -(-(2 * sms + 1) // (s // 64))  # programs: (s / 64) * b, more than two waves
+    q, k, v, do = (torch.randn(b, s, d, device="cuda", dtype=torch.float16) for _ in range(4))
+    o = torch.empty_like(q)
+    lse, delta = torch.empty(b, s, device="cuda"), torch.empty(b, s, device="cuda")
+    grid, scale = (s // 64, b), d ** -0.5
+    mod.attention_fwd[grid](q, k, v, o, lse, scale, D=d)
+    mod.attention_bwd_delta[grid](o, do, delta, D=d)
+    got = {}
+    other = "tileir" if backend == "triton" else "triton"
+    for how in ("auto", other):
+        dq, dk, dv = (torch.full_like(q, float("nan")) for _ in range(3))
+        mod.attention_bwd_dkdv[grid](q, k, v, do, lse, delta, dk, dv, scale, D=d, backend=how)
+        mod.attention_bwd_dq[grid](q, k, v, do, lse, delta, dq, scale, D=d, backend=how)
+        torch.cuda.synchronize()
+        got[how] = (dq.float(), dk.float(), dv.float())
+        if how == "auto":
+            chosen = (mod.attention_bwd_dkdv.last_backend, mod.attention_bwd_dq.last_backend)
+    assert chosen == (backend, backend)
+    for a, want in zip(got["auto"], got[other]):
+        assert torch.isfinite(a).all() and (a - want).norm() / want.norm() < 1e-2

@@ -1216,9 +1216,10 @@ def test_kernels_tile_ir_runs_much_slower_are_named(src, rule, line):
         assert rule in b.reason and "H200" in b.reason and b.span.line == line
 
 
-def _tle_with_facts(src, name, consts, facts):
-    """The tle module of kernel `name` in `src` under its default spec plus the launch facts `facts`."""
-    kernel = check_kernel(load_program(src, "k.tle"), name, consts)
+def _tle_with_facts(src, name, consts, facts, filename="k.tle"):
+    """The tle module of kernel `name` in `src` (the text of `filename`, where its imports are found) under its
+    default spec plus the launch facts `facts`."""
+    kernel = check_kernel(load_program(src, filename), name, consts)
     d = default_spec(kernel)
     return ast_to_tle(kernel, Spec(d.divisible16, d.unit_strides, d.inside | set(facts), d.divisible))
 
@@ -1337,6 +1338,37 @@ def test_a_small_dot_step_beside_another_dot_keeps_the_tileir_path():
     module = _tle_with_facts(src, "attention", {"BM": 64, "BN": 32, "D": 32}, {ManyPrograms(), ManyWaves()})
     assert tileir_slower(module) == []
 
+
+
+@pytest.mark.parametrize("kernel,consts,waves,line", [
+    ("attention_bwd_dq", {}, 3, 87),                            # three 64x64x64 dots a step: Q K^T, dO V^T, dS K
+    ("attention_bwd_dq", {"CAUSAL": True}, 3, 87),
+    ("attention_bwd_dkdv", {}, 3, 42),                          # four: K Q^T, P^T dO, V dO^T, dS^T Q
+    ("attention_bwd_dkdv", {"CAUSAL": True}, 3, 42),            # causal: slower natively alone, faster with dq
+    ("attention_bwd_dq", {}, 2, None),                          # up to two waves: not measured
+    ("attention_bwd_dq", {"D": 128}, 3, None),                  # head dim 128: Tile IR won all 18
+    ("attention_bwd_dkdv", {"D": 128}, 3, None),
+    ("attention_bwd_dkdv", {"BN": 128}, 3, None),               # 128x64x64 steps: Tile IR ran faster (594.5 us
+    ("attention_bwd_dq", {"BM": 128}, 3, None),                 # against 676.7 native for dk/dv)
+    ("attention_fwd", {}, 3, None),                             # two dots a step: Tile IR won all 6 at D = 64
+])
+def test_three_small_dots_in_one_loop_step_past_two_waves_take_the_native_path(kernel, consts, waves, line):
+    """Attention's backward at head dim 64 (examples/attention_bwd.tle at its 64x64 tiles): dq and dk/dv chain three
+    and four dots of at most 64x64x64 multiply-adds through each loop step; past two waves (ManyWaves) the two ran
+    1.01-1.14x faster together natively (6 of 6 shapes, H200), so auto takes the native path, naming the loop's
+    first dot. Bigger steps, the forward's two dots and launches of up to two waves keep Tile IR."""
+    from tle.abi import ManyPrograms, ManyWaves
+    from tle.lowering.tileir_legality import tileir_slower
+    path = os.path.join(ROOT, "examples", "attention_bwd.tle")
+    src = open(path, encoding="utf-8").read()
+    facts = {ManyPrograms()} | ({ManyWaves()} if waves > 2 else set())
+    found = tileir_slower(_tle_with_facts(src, kernel, consts, facts, path))
+    if line is None:
+        assert found == []
+    else:
+        (b,) = found
+        assert f"holds {3 if kernel.endswith('dq') else 4} dots of at most 64x64x64" in b.reason
+        assert "H200" in b.reason and b.span.line == line and b.span.file == path
 
 SORT = """
 kernel k<N: int = 16>(x: tensor<f32>[L], y: tensor<f32>[L]) {
