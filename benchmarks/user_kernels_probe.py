@@ -9,7 +9,9 @@ on fresh random inputs before anything is timed (dropout, whose mask torch draws
 tl.rand: tle's rand is the same Philox, bit for bit). Columns:
 tle on the native path with no launch options (tle.compiler.default_num_warps: 4 unless its dots or tiles are big),
 tle native with the reference's options, tle on Tile IR, the Triton reference, torch (and, for some kernels,
-`tle:tuned` through the tuning database, or bmm's `tle:persistent`: examples/matmul_batched.tle). Timing:
+`tle:tuned` through the tuning database, or bmm's `tle:persistent`: examples/matmul_batched.tle). The kernels
+launched on both paths are also launched once with no backend named, checked, and the path `auto` took is named
+on the case's line ("auto took tileir"); it is not timed, being one of the two. Timing:
 bench.time_events (a spin kernel, then events around one launch), inputs rotated through enough copies to keep them
 out of L2, implementations in a rotating order over --rounds rounds, median of the rounds.
 
@@ -1275,11 +1277,12 @@ def _sets(make, nbytes: int) -> list:
 
 
 def _zeroed(f):
-    """f(set) after zeroing the set's output t[1], for kernels that add into it with atomics."""
-    return lambda t: (t[1].zero_(), f(t))
+    """f(set) after zeroing the set's output t[1], for kernels that add into it with atomics; f's result."""
+    return lambda t: (t[1].zero_(), f(t))[1]
 
 
 OCCUPANCY: list = []  # --occupancy: Tile IR occupancy hints to time beside the lowering's own choice
+AUTO = "tle:auto"  # an impl checked but not timed: it returns the path backend="auto" took
 
 
 def _both_paths(kernel, grid, ref, **consts) -> dict:
@@ -1288,6 +1291,9 @@ def _both_paths(kernel, grid, ref, **consts) -> dict:
     launch option)."""
     impls = {"tle:triton": lambda t: kernel[grid](*t, **consts, backend="triton"),
              "tle:tileir": lambda t: kernel[grid](*t, **consts, backend="tileir"),
+             # what a user who names no backend gets: checked, and its path named on the case's line, not timed
+             # (its binary is one of the two above)
+             AUTO: lambda t: (kernel[grid](*t, **consts), kernel.last_backend)[1],
              "triton_ref": ref}
     for n in OCCUPANCY:
         impls[f"tle:tileir occ{n}"] = lambda t, n=n: kernel[grid](*t, **consts, backend="tileir", occupancy=n)
@@ -1397,6 +1403,9 @@ def cases(dev, only):
                         train_tuned.attention_bwd_dq[rows](q, k, v, do, lse, delta, dq, d ** -0.5, **c)
                     impls = {"tle:triton": tle_train,
                              "tle:tileir": lambda t, f=tle_train: f(t, backend="tileir"),
+                             AUTO: lambda t, f=tle_train: (f(t, backend="auto"), "/".join(
+                                 k.last_backend for k in (train.attention_fwd, train.attention_bwd_dkdv,
+                                                          train.attention_bwd_dq)) + " (forward/dk,dv/dq)")[1],
                              "triton_ref": triton_train}
                     if dt == torch.float16:
                         impls["tle:tuned"] = tuned_train
@@ -2068,11 +2077,14 @@ def main() -> int:
             try:
                 for o, _ in outs:
                     sets[0][o].fill_(float("nan") if sets[0][o].is_floating_point() else -1)
-                fn(sets[0])
+                took = fn(sets[0])
                 torch.cuda.synchronize()
                 err = output_error([view(sets[0]) for _, view in outs], wants)
                 if not err <= 2e-2:
                     notes.append(f"{name} wrong ({err:.2e})")
+                    continue
+                if name == AUTO:
+                    notes.append(f"auto took {took}")
                     continue
                 runs[name] = lambda i, fn=timed_impls[name], sets=sets: fn(sets[i])
             except Exception as exc:  # noqa: BLE001

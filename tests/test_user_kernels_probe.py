@@ -351,3 +351,13 @@ def test_linear_wgrad_sums_over_tokens(small):
     dw = torch.full((40, 50), float("nan"), dtype=torch.bfloat16)
     small.linear_wgrad[(2, 2)](dy, x, dw, BN=32, BK=32, BT=16)
     torch.testing.assert_close(dw.float(), dy.float().t() @ x.float(), rtol=2e-2, atol=5e-2)
+
+
+def test_both_paths_names_the_path_auto_took(small):
+    """_both_paths' `tle:auto` launches with no backend named and returns the path taken (the probe prints it, and
+    does not time it); on the CPU that is the interpreter."""
+    x = torch.randn(70, 130)
+    y = torch.full((130, 70), float("nan"))
+    impls = probe._both_paths(small.transpose, (2, 3), None, BM=64, BN=64)
+    assert impls[probe.AUTO]([x, y]) == "interp"
+    assert torch.equal(y, x.t())
