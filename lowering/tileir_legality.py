@@ -173,10 +173,11 @@ def _small_dots_in_one_step(dots) -> list:
     return []
 
 
-def _small_dots(step) -> str:
+def _many_small_dots(step) -> str:
     return (f"one loop step holds {len(step)} dots of at most 64x64x64 multiply-adds each, on a launch of more than "
             "two waves: attention's backward at head dim 64 ran its dq and dk/dv kernels 1.01-1.14x faster "
             "together on the native path (6 of 6 shapes, H200)")
+
 
 # A dot at full precision on f32 or f64 operands (f32 without tf32=true, any f64): tileiras runs the f32 product on
 # the FMA units, holding its tiles in registers that spill, and the f64 one on DMMA at half the native path's rate.
@@ -297,7 +298,7 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
                 _multiply_adds(dots[0]) <= SPLIT_K_MACS:
             out.append(Blocker(span_of_location(atomics[0].location), _SPLIT_K_ATOMICS))
         elif "tle.many_waves" in top.operation.attributes and (step := _small_dots_in_one_step(dots)):
-            out.append(Blocker(span_of_location(step[0].location), _small_dots(step)))
+            out.append(Blocker(span_of_location(step[0].location), _many_small_dots(step)))
         for op in ops:
             if op.name == "tle.scan":
                 elements = math.prod(tle_type(op.operands[0].type)[1] or (1,))
