@@ -1257,6 +1257,7 @@ def gate_up_silu_ref(x_ptr, wg_ptr, wu_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN
     tl.store(y_ptr + rm[:, None] * N + rn[None, :], (g * tl.sigmoid(g) * u).to(y_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
+
 @triton.jit
 def linear_wgrad_ref(dy_ptr, x_ptr, dw_ptr, M, N, K, BN: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr):
     rn = tl.program_id(0) * BN + tl.arange(0, BN)
