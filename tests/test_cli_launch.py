@@ -86,3 +86,20 @@ def test_auto_names_the_small_dot_step_it_leaves_tile_ir_for(capsys, tmp_path):
     err = capsys.readouterr().err
     assert "on the native CUDA path (Triton): the kernel's one dot takes 64x64x32 multiply-adds a step" in err
     assert "matmul.tle:10:15" in err
+
+
+ATTENTION_BWD = os.path.join(os.path.dirname(__file__), "..", "examples", "attention_bwd.tle")
+
+
+@pytest.mark.parametrize("d,native", [(64, True), (128, False)])
+def test_auto_names_the_small_dots_of_attention_backward_it_leaves_tile_ir_for(capsys, tmp_path, d, native):
+    """tlec -v on dq at head dim 64 over 2048 programs (more than two waves on 132 SMs): the native path, and why,
+    at the loop step's first dot; at head dim 128 the Tile IR path."""
+    assert main([ATTENTION_BWD, "-v", "--kernel", "attention_bwd_dq", "-D", f"D={d}", "--sizes",
+                 "B=32,S=4096,L=4096", "--grid", "64,32", "--sms", "132", "-o", str(tmp_path / "dq.cubin")]) == 0
+    err = capsys.readouterr().err
+    if native:
+        assert "on the native CUDA path (Triton): one loop step holds 3 dots of at most 64x64x64" in err
+        assert "attention_bwd.tle:87:18" in err
+    else:
+        assert "compiled for sm_90 on the CUDA Tile IR path" in err
