@@ -355,20 +355,16 @@ def _live_registers(dots, held: list) -> list:
     runs best on 4 worker warps and 2 CTAs per SM (_occupancy). Two 128x128 accumulators on tileiras' 4 worker
     warps took 255 registers and spilled 512 bytes per thread, on 8 168 and none (H200, benchmarks/RESULTS.md
     "Two accumulators in one loop"). `held`: each dot's _held_registers."""
-    alone, loops = [], []  # loops: (the scf.for, its carried tiles seen, their registers)
+    alone, loops = [], {}  # loops: the scf.for -> [(a carried tile, its registers)]
     for dot, registers in zip(dots, held):
         tile = _carried_tile(dot)
         if tile is None:
             alone.append(registers)
             continue
-        loop = dot.operation.parent
-        group = next((g for g in loops if g[0] == loop), None)
-        if group is None:
-            loops.append(group := (loop, [], []))
-        if not any(tile == t for t in group[1]):  # two dots into one tile (an int4 product's halves) hold it once
-            group[1].append(tile)
-            group[2].append(registers)
-    return alone + [sum(each) for _, _, each in loops]
+        tiles = loops.setdefault(dot.operation.parent, [])
+        if not any(tile == t for t, _ in tiles):  # two dots into one tile (an int4 product's halves) hold it once
+            tiles.append((tile, registers))
+    return alone + [sum(r for _, r in tiles) for tiles in loops.values()]
 
 
 def _carried_tile(dot) -> "ir.Value | None":
