@@ -1339,7 +1339,6 @@ def test_a_small_dot_step_beside_another_dot_keeps_the_tileir_path():
     assert tileir_slower(module) == []
 
 
-
 @pytest.mark.parametrize("kernel,consts,waves,line", [
     ("attention_bwd_dq", {}, 3, 87),                            # three 64x64x64 dots a step: Q K^T, dO V^T, dS K
     ("attention_bwd_dq", {"CAUSAL": True}, 3, 87),
@@ -1369,6 +1368,7 @@ def test_three_small_dots_in_one_loop_step_past_two_waves_take_the_native_path(k
         (b,) = found
         assert f"holds {3 if kernel.endswith('dq') else 4} dots of at most 64x64x64" in b.reason
         assert "H200" in b.reason and b.span.line == line and b.span.file == path
+
 
 SORT = """
 kernel k<N: int = 16>(x: tensor<f32>[L], y: tensor<f32>[L]) {
