@@ -43,6 +43,10 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
   accumulator is widened to f32 for the mma and rounded once, as the interpreter does; precision = "tf32" converts
   both operands to `tf32` (round to nearest even) first. `acc + dot(a, b)` (the dot from zeros, in the add's block)
   is one mma into `acc`, as Triton's combine pass makes it natively (_dot_into_add).
+- In a kernel with a dot, an f32 or f64 `a * b + c`, `a * b - c` or `c - a * b` whose product has no other use is
+  one `fma` (_fused_mul), the contraction ptxas makes on the native path and cuTile's front end makes for tileiras,
+  which does not contract on its own (docs/numerics.md: backends may contract; the interpreter does not). Kernels
+  without a dot keep mulf + addf: measured, they gained nothing and a softmax loop lost (_Kernel.choose).
 - tle.reduce -> `reduce`: sum (identity -0.0, the true additive identity; f16/bf16 summed in f32), max / min with
   NaN-propagating maxf/minf, argmax / argmin as a two-operand reduce over (value, index) whose combine prefers the
   larger (smaller) value, then NaN, then the lower index: commutative, so Tile IR's unspecified order gives the
@@ -127,6 +131,8 @@ class TileirOptions:
       traffic is expected to be; tileiras pipelines deeper for a higher one).
     persistent: "auto", True or False: run the launch grid as a persistent loop (_persistent; the entry then takes
       the grid as three more i32 parameters, and the runtime launches one wave of programs).
+    fma: "auto" (in a kernel with a dot), True or False: lower an f32/f64 product added once to one `fma`
+      (_fused_mul).
     """
     tma: object = "auto"
     pointer_loads: str = "auto"
@@ -135,6 +141,7 @@ class TileirOptions:
     num_cta_in_cga: object = "auto"
     load_latency: object = "auto"
     persistent: object = "auto"
+    fma: object = "auto"
 
 
 def tle_to_tileir(module: "ir.Module", options: TileirOptions | None = None) -> "ir.Module":
@@ -311,6 +318,36 @@ def _zeros(v: "ir.Value") -> bool:
         return False
     value = _scalar_value(dense.get_splat_value(), tle_type(v.type)[0])
     return value == 0 and math.copysign(1.0, value) > 0  # not -0.0, as before
+
+
+def _fused_mul(add):
+    """The arith.mulf lowered into `add` (an f32 or f64 arith.addf or arith.subf) as one fma, or None: the add's
+    first operand that is a product in the add's block with no other use, unless a dot folds into the add
+    (_dot_into_add). ptxas contracts such pairs on the native path (Triton compiles with fp fusion) and cuTile's
+    front end rewrites them to fma (`fuse_mul_addsub`); tileiras does not: attention's backward had an FMUL and an
+    FADD per score (`qk * scale - lse`) where the native path's SASS had one FFMA. f16 and bf16 are left as they
+    are: the kernels that matter compute in f32."""
+    if add.name not in ("arith.addf", "arith.subf") or tle_type(add.result.type)[0] not in ("f32", "f64"):
+        return None
+    owners = [None if isinstance(v.owner, ir.Block) else v.owner for v in add.operands]
+    if any(o is not None and o.name == "tle.dot" and (folded := _dot_into_add(o)) is not None and folded == add
+           for o in owners):
+        return None
+    for v, mul in zip(add.operands, owners):
+        if mul is not None and mul.name == "arith.mulf" and len(list(v.uses)) == 1 and \
+                mul.operation.parent == add.operation.parent:
+            return mul
+    return None
+
+
+def _mul_into_add(mul):
+    """The add or sub an arith.mulf is lowered into (_fused_mul), or None."""
+    uses = list(mul.result.uses)
+    if mul.name != "arith.mulf" or len(uses) != 1:
+        return None
+    add = uses[0].owner
+    fused = _fused_mul(add)
+    return add if fused is not None and fused == mul else None
 
 
 def _dot_into_add(dot):
@@ -700,6 +737,14 @@ class _Kernel:
         self.num_worker_warps = _worker_warps(live, largest) if warps == "auto" else warps
         persistent = options.persistent
         self.persistent = _persistent(self.func, self.ops, accumulators) if persistent == "auto" else bool(persistent)
+        # Contraction where a dot is (_fused_mul). H200, Tile IR, every kernel of benchmarks/user_kernels_probe.py
+        # whose binary it changes, timed with and without it in one run (thirty-seventh session): dot kernels gained
+        # (block-scaled FP8 linear on 64x128 tiles 262.6 -> 188.7 us at 4096^3, 1777 -> 1425 at 8192x14336x4096;
+        # attention forward up to 1.03x, paged attention 1.02x, the d128 training step 1.02x, none lost beyond
+        # noise); the row kernels without one gained nothing (cross-entropy, layernorm's backward: level) and one
+        # lost: vocab_softmax f32, 410 -> 464 us, where tileiras unrolled its fma loop further, on 139 registers
+        # instead of 122, 3 programs per SM instead of 4. A memory-bound loop has no use for fewer float ops.
+        self.fma = bool(dots) if options.fma == "auto" else bool(options.fma)
         occupancy = options.occupancy
         self.occupancy_why = ""  # the lowering's reason for its own hint (tlec -v); none for a hint it was given
         if occupancy == "auto":
@@ -975,6 +1020,20 @@ class _Kernel:
                     (add := _dot_into_add(source)) is not None and add == op:
                 self.set(op.result, self.dot(source, self.get(op.operands[1 - i])))
                 return
+        if self.fma and _mul_into_add(op) is not None:
+            return  # lowered at that add as one fma, below
+        if self.fma and (mul := _fused_mul(op)) is not None:
+            a, b = (self.get(v) for v in mul.operands)
+            first = op.operands[0] == mul.result
+            c = self.get(op.operands[1 if first else 0])
+            if name == "arith.addf":
+                r = ct.fma(a, b, c)
+            elif first:  # a * b - c
+                r = ct.fma(a, b, ct.negf(c))
+            else:  # c - a * b
+                r = ct.fma(ct.negf(a), b, c)
+            self.set(op.result, r)
+            return
         a, b = (self.get(v) for v in op.operands)
         if name in _FLOAT_BINARY:
             r = _FLOAT_BINARY[name](a, b, **self.f32_fast(name, a))

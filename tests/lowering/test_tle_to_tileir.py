@@ -880,6 +880,65 @@ def test_a_dot_added_to_a_tile_accumulates_into_it(variant, mmas, adds):
     assert (len(ops(m, "mmaf")), len(ops(m, "addf"))) == (mmas, adds)
 
 
+MUL_ADD = """
+kernel k<T: dtype = f32>(x: tensor<T>[64], y: tensor<T>[64], z: tensor<T>[64], w: tensor<T>[64]) {
+    let a = load(x, tile=[64])
+    let b = load(y, tile=[64])
+    let c = load(z, tile=[64])
+    store(w, a * b + c, at=0)
+}
+"""
+FMA = lowering.TileirOptions(fma=True)  # MUL_ADD has no dot, where "auto" keeps the product apart
+
+
+@pytest.mark.parametrize("expr,fmas,muls,adds,negs", [
+    ("a * b + c", 1, 0, 0, 0),
+    ("c + a * b", 1, 0, 0, 0),
+    ("a * b - c", 1, 0, 0, 1),                                 # fma(a, b, -c)
+    ("c - a * b", 1, 0, 0, 1),                                 # fma(-a, b, c)
+    ("a * b + c * a", 1, 1, 0, 0),                             # the first product only
+    ("(a * b + c) * b + a", 2, 0, 0, 0),                       # a chain: both
+    ("a * b + (a * b) * c", 1, 2, 0, 0),                       # the product that joins the add is used once
+])
+def test_a_product_added_is_one_fma(expr, fmas, muls, adds, negs):
+    """An f32 `a * b + c` (and `- c`, `c -`) whose product has no other use lowers to one fma, the contraction ptxas
+    makes on the native path; tileiras does not contract mulf + addf by itself (separate FMUL and FADD in the
+    SASS)."""
+    m = lower(MUL_ADD.replace("a * b + c", expr), "k", options=FMA)
+    counts = tuple(len(ops(m, n)) for n in ("fma", "mulf", "addf", "negf"))
+    assert counts == (fmas, muls, adds + len(ops(m, "subf")), negs)
+    assert not ops(m, "subf")
+
+
+def test_a_product_kept_twice_in_a_loop_or_in_16_bits_stays_apart():
+    """No fma where the product has another use, where the add is in a loop the product is not, for f16 and bf16,
+    and where a dot folds into the add (`x * y + dot(a, b)`: the mmaf takes the product as its accumulator)."""
+    twice = MUL_ADD.replace("store(w, a * b + c, at=0)", "let p = a * b\n    store(w, p + c, at=0)\n"
+                            "    store(z, p, at=0)")
+    assert not ops(lower(twice, "k", options=FMA), "fma")
+    loop = MUL_ADD.replace("store(w, a * b + c, at=0)", "let p = a * b\n    var s = c\n"
+                           "    for i in range(4) {\n        s = p + s\n    }\n    store(w, s, at=0)")
+    assert not ops(lower(loop, "k", options=FMA), "fma")
+    for t in ("f16", "bf16"):
+        assert not ops(lower(MUL_ADD, "k", {"T": t}, options=FMA), "fma")
+    f64 = lower(MUL_ADD, "k", {"T": "f64"}, options=FMA)
+    assert len(ops(f64, "fma")) == 1 and not ops(f64, "mulf")
+    folded = DOT_ADD.replace("acc += dot(t, t)", "acc = acc * acc + dot(t, t)")
+    m = lower(folded, "k")
+    assert (len(ops(m, "mmaf")), len(ops(m, "mulf")), len(ops(m, "fma"))) == (1, 1, 0)
+
+
+def test_products_fuse_by_default_only_in_a_kernel_with_a_dot():
+    """`auto` contracts where a dot is (attention's `qk * scale - lse`, a scaled product added to its accumulator)
+    and not in a kernel without one: a softmax's running sum `total * exp(m - m2) + exp(t - m2)` ran 1.13x slower
+    on the H200 as an fma (tileiras unrolled it onto more registers); fma=False keeps a dot kernel's apart."""
+    assert not ops(lower(MUL_ADD, "k"), "fma") and len(ops(lower(MUL_ADD, "k"), "mulf")) == 1
+    scaled = DOT_ADD.replace("acc += dot(t, t)", "let s = load(d, tile=[64, 64])\n    acc = dot(t, t) * s + acc")
+    assert (len(ops(lower(scaled, "k"), "fma")), len(ops(lower(scaled, "k"), "mulf"))) == (1, 0)
+    apart = lower(scaled, "k", options=lowering.TileirOptions(fma=False))
+    assert (len(ops(apart, "fma")), len(ops(apart, "mulf"))) == (0, 1)
+
+
 def test_narrow_tiles_load_through_pointers_in_a_dot_kernel():
     """Tiles whose rows span under 16 bytes (TMA cannot move them) load through masked pointers even in a kernel
     with a dot: the block-scaled product's [128, 1] and [1, 1] f32 scales; x and w stay view loads."""
