@@ -23,7 +23,7 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,
                                                     linear_w4a16,layernorm_bwd,dropout,topk,adam,quant_rows,
                                                     histogram,vector_sum,conv2d,gate_up_silu,
-                                                    linear_wgrad] [--rounds 3]
+                                                    linear_wgrad,embedding_bwd,row_cumsum] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -85,6 +85,28 @@ kernel embedding<BM: int = 16, BN: int = 512, T: dtype = bf16>(ids: tensor<i32>[
     let rows = reshape(load(ids, tile=[BM], at=[program_id(0)]), [BM, 1])
     let cols = reshape(program_id(1) * BN + arange(0, BN), [1, BN])
     store(y, gather(w, [rows, cols], mask=cols < D), at=[program_id(0), program_id(1)])
+}
+
+// The embedding's backward: dw[ids[i], :] += dy[i, :] in f32, one atomic add per element (tokens sharing an id add
+// into one row). Rows past M read id -1 (the padding) and add nothing.
+kernel embedding_bwd<BM: int = 16, BN: int = 512, T: dtype = bf16>(ids: tensor<i32>[M], dy: tensor<T>[M, D],
+                                                                   dw: tensor<f32>[V, D]) {
+    let rows = reshape(load(ids, tile=[BM], at=[program_id(0)], pad=-1), [BM, 1])
+    let cols = reshape(program_id(1) * BN + arange(0, BN), [1, BN])
+    let g = cast<f32>(load(dy, tile=[BM, BN], at=[program_id(0), program_id(1)]))
+    atomic_add(dw, [rows, cols], g, mask=(rows >= 0) & (cols < D))
+}
+
+// A running sum along rows longer than a tile: each program scans its row tile by tile, in f32, carrying the sum
+// of the tiles before.
+kernel row_cumsum<BLOCK: int = 2048, T: dtype = f32>(x: tensor<T>[M, N], y: tensor<T>[M, N]) {
+    let row = program_id(0)
+    var carry = 0.0
+    for j in range(cdiv(N, BLOCK)) {
+        let t = cast<f32>(load(x, tile=[1, BLOCK], at=[row, j]))
+        store(y, cast<T>(cumsum(t, axis=1) + carry), at=[row, j])
+        carry = carry + sum(t)
+    }
 }
 
 // Softmax over rows too long for one tile (a vocabulary of logits): one pass keeps a running maximum and sum per
@@ -787,6 +809,27 @@ def embedding_ref(ids_ptr, w_ptr, y_ptr, M, D, BM: tl.constexpr, BN: tl.constexp
 
 
 @triton.jit
+def embedding_bwd_ref(ids_ptr, dy_ptr, dw_ptr, M, D, BM: tl.constexpr, BN: tl.constexpr, SEM: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rows = tl.load(ids_ptr + rm, mask=rm < M, other=-1)
+    g = tl.load(dy_ptr + rm[:, None] * D + rn[None, :], mask=(rm[:, None] < M) & (rn[None, :] < D), other=0.0)
+    tl.atomic_add(dw_ptr + rows[:, None] * D + rn[None, :], g.to(tl.float32),
+                  mask=(rows[:, None] >= 0) & (rn[None, :] < D), sem=SEM)
+
+
+@triton.jit
+def row_cumsum_ref(x_ptr, y_ptr, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    carry = 0.0
+    for j in range(0, tl.cdiv(N, BLOCK)):
+        cols = j * BLOCK + tl.arange(0, BLOCK)
+        t = tl.load(x_ptr + row * N + cols, mask=cols < N, other=0.0).to(tl.float32)
+        tl.store(y_ptr + row * N + cols, (tl.cumsum(t, 0) + carry).to(y_ptr.dtype.element_ty), mask=cols < N)
+        carry += tl.sum(t, 0)
+
+
+@triton.jit
 def _row_max_sum(x_ptr, row, N, BLOCK: tl.constexpr):
     """One pass over row `row` of x in tiles of BLOCK: a running maximum and sum of exp per lane, folded at the end
     into the row's maximum m and sum(exp(x - m)) (what vocab_softmax_ref and cross_entropy_ref both need)."""
@@ -1467,6 +1510,44 @@ def cases(dev, only):
                         lambda t: torch.index_select(t[1], 0, t[0], out=t[2]),
                         _both_paths(small.embedding, g,
                                     lambda t, g=g, m=m, d=d: embedding_ref[g](*t, m, d, BM=16, BN=512)), 2))
+    if "embedding_bwd" in only:
+        # Llama-2's table, 8192 tokens (ids at random: few share a row) and 32768 drawn from 512 ids (a small
+        # vocabulary's contention); dw in f32 (mixed precision's master gradient), dy in T. One dw per case, zeroed
+        # for the checked launches; the timed ones add into it (zeroing it, 524 MB, would outweigh the kernel).
+        # `relaxed`: the twin with relaxed atomics, as tle makes them where no result is read (Triton's default is
+        # acquire-release). torch: index_add_ (its atomics; from bf16 it first converts dy to f32)
+        for dt, (v, d, m, ids) in itertools.product((torch.bfloat16, torch.float32),
+                                                    ((32000, 4096, 8192, 32000), (32000, 4096, 32768, 512))):
+            nb = m * d * (dt.itemsize + 8) + 4 * m  # dy read, each dw element added into (read and written)
+            dw = torch.zeros(v, d, device=dev)
+            sets = _sets(lambda: [torch.randint(0, ids, (m,), device=dev, dtype=torch.int32), r(m, d, dt=dt), dw],
+                         nb)
+            g = (triton.cdiv(m, 16), triton.cdiv(d, 512))
+
+            def torch_index_add(t):
+                t[2].index_add_(0, t[0], t[1].float())
+
+            def want(t):
+                t[2].zero_()
+                torch_index_add(t)
+                return [t[2].clone()]
+            impls = _both_paths(small.embedding_bwd, g,
+                                lambda t, g=g, m=m, d=d: embedding_bwd_ref[g](*t, m, d, BM=16, BN=512, SEM="acq_rel"))
+            impls["triton_ref relaxed"] = lambda t, g=g, m=m, d=d: embedding_bwd_ref[g](*t, m, d, BM=16, BN=512,
+                                                                                           SEM="relaxed")
+            checked = {k: (lambda t, f=f: (t[2].zero_(), f(t))[1]) for k, f in impls.items()}
+            out.append((f"embedding_bwd {m} tokens of {ids} ids into {v}x{d} f32 from {str(dt)[6:]}", (nb, 0), sets,
+                        torch_index_add, checked, 2, want, impls))
+    if "row_cumsum" in only:
+        # prefix sums along rows of 8192 (4096 rows: 31 waves of one program per SM) and 65536 (512 rows)
+        for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((4096, 8192), (512, 65536))):
+            nb = 2 * m * n * dt.itemsize
+            sets = _sets(lambda: [r(m, n, dt=dt), torch.empty(m, n, device=dev, dtype=dt)], nb)
+            out.append((f"row_cumsum {m}x{n} {str(dt)[6:]}", (nb, 0), sets,
+                        lambda t: torch.cumsum(t[0], 1, dtype=torch.float32, out=t[1]) if t[1].dtype ==
+                        torch.float32 else t[1].copy_(torch.cumsum(t[0], 1, dtype=torch.float32)),
+                        _both_paths(small.row_cumsum, (m,),
+                                    lambda t, m=m, n=n: row_cumsum_ref[(m,)](*t, n, BLOCK=2048)), 1))
     if "vocab_softmax" in only:
         # logits over Llama-3's vocabulary (128256: not a multiple of the block, so the last tile is ragged)
         for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((1024, 128256), (4096, 32000))):
@@ -2042,13 +2123,14 @@ def output_error(got: list, wants: list) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="attention,attention_train,transpose,colsum,bias_gelu,linear_relu,embedding,"
+    ap.add_argument("--only", default="attention,attention_train,transpose,colsum,bias_gelu,linear_relu,embedding,embedding_bwd,"
                                        "vocab_softmax,"
                                        "linear_nt,bmm,add_rmsnorm,rope,rope_pairs,cross_entropy,linear_w8a8,linear_fp8,"
                                        "linear_fp8_block,moe_gemm,paged_attention,"
                                        "matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,linear_w4a16,"
                                        "layernorm_bwd,dropout,"
-                                       "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad")
+                                       "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad,"
+                                       "row_cumsum")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",
                     help="comma-separated Tile IR occupancy hints (programs per SM) to time as extra columns, "

@@ -56,6 +56,27 @@ def test_embedding(small):
     assert torch.equal(y, w[ids.long()])
 
 
+def test_embedding_bwd_adds_rows_that_share_an_id(small):
+    # 21 tokens (a ragged last tile of ids) drawn from 5 ids, so rows collide; 300 columns, ragged against BN
+    dy = torch.randn(21, 300, dtype=torch.bfloat16)
+    ids = torch.randint(0, 5, (21,), dtype=torch.int32)
+    dw = torch.zeros(50, 300)
+    small.embedding_bwd[(2, 3)](ids, dy, dw, BM=16, BN=128)
+    want = torch.zeros(50, 300).index_add_(0, ids, dy.float())
+    torch.testing.assert_close(dw, want, rtol=1e-5, atol=1e-5)
+
+
+def test_row_cumsum_carries_across_tiles(small):
+    x = torch.randn(3, 1000)
+    y = torch.full((3, 1000), float("nan"))
+    small.row_cumsum[(3,)](x, y, BLOCK=256)  # 4 tiles, the last one 232 wide
+    torch.testing.assert_close(y, torch.cumsum(x, 1), rtol=1e-5, atol=1e-4)
+    xb = torch.randn(2, 600, dtype=torch.bfloat16)
+    yb = torch.full((2, 600), float("nan"), dtype=torch.bfloat16)
+    small.row_cumsum[(2,)](xb, yb, BLOCK=256)
+    torch.testing.assert_close(yb.float(), torch.cumsum(xb.float(), 1), rtol=1e-2, atol=5e-2)
+
+
 def test_vocab_softmax_loops_over_a_ragged_row(small):
     x = torch.randn(3, 1000) * 4
     y = torch.full((3, 1000), float("nan"))
