@@ -2123,8 +2123,8 @@ def output_error(got: list, wants: list) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="attention,attention_train,transpose,colsum,bias_gelu,linear_relu,embedding,embedding_bwd,"
-                                       "vocab_softmax,"
+    ap.add_argument("--only", default="attention,attention_train,transpose,colsum,bias_gelu,linear_relu,embedding,"
+                                       "embedding_bwd,vocab_softmax,"
                                        "linear_nt,bmm,add_rmsnorm,rope,rope_pairs,cross_entropy,linear_w8a8,linear_fp8,"
                                        "linear_fp8_block,moe_gemm,paged_attention,"
                                        "matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,linear_w4a16,"
