@@ -740,10 +740,10 @@ class _Kernel:
         # Contraction where a dot is (_fused_mul). H200, Tile IR, every kernel of benchmarks/user_kernels_probe.py
         # whose binary it changes, timed with and without it in one run (thirty-seventh session): dot kernels gained
         # (block-scaled FP8 linear on 64x128 tiles 262.6 -> 188.7 us at 4096^3, 1777 -> 1425 at 8192x14336x4096;
-        # attention forward up to 1.03x, paged attention 1.02x, the d128 training step 1.02x, none lost beyond
-        # noise); the row kernels without one gained nothing (cross-entropy, layernorm's backward: level) and one
-        # lost: vocab_softmax f32, 410 -> 464 us, where tileiras unrolled its fma loop further, on 139 registers
-        # instead of 122, 3 programs per SM instead of 4. A memory-bound loop has no use for fewer float ops.
+        # attention forward up to 1.03x, the d128 training step 1.02x, none lost beyond noise); the kernels without
+        # one gained little (paged attention 1.02x on one shape of two; cross-entropy, layernorm's backward level)
+        # and one lost: vocab_softmax f32, 410 -> 464 us, where tileiras unrolled its fma loop further, on 139
+        # registers instead of 122, 3 programs per SM instead of 4 (benchmarks/RESULTS.md, "fma on Tile IR").
         self.fma = bool(dots) if options.fma == "auto" else bool(options.fma)
         occupancy = options.occupancy
         self.occupancy_why = ""  # the lowering's reason for its own hint (tlec -v); none for a hint it was given
