@@ -468,12 +468,13 @@ kernel adam<BLOCK: int = 1024>(p: tensor<f32>[N], g: tensor<f32>[N], m: tensor<f
 }
 
 // Symmetric int8 quantisation of each row: scale = max |x| / 127, q = x / scale truncated toward zero.
-kernel quant_rows<BLOCK: int = 4096, T: dtype = bf16>(x: tensor<T>[M, N], q: tensor<i8>[M, N], s: tensor<f32>[M]) {
+kernel quant_rows<BLOCK: int = 4096, T: dtype = bf16, Q: dtype = i8, QMAX: float = 127.0>(
+        x: tensor<T>[M, N], q: tensor<Q>[M, N], s: tensor<f32>[M]) {
     let row = program_id(0)
     let t = cast<f32>(load(x, tile=[1, BLOCK], at=[row, 0]))
     let amax = max(max(abs(t)), 1e-12)
-    store(q, cast<i8>(t * (127.0 / amax)), at=[row, 0])
-    store(s, full<f32>[1](amax / 127.0), at=row)
+    store(q, cast<Q>(t * (QMAX / amax)), at=[row, 0])
+    store(s, full<f32>[1](amax / QMAX), at=row)
 }
 
 // Counts of the values of x (each in [0, B)): one atomic per element.
@@ -1227,14 +1228,14 @@ def adam_ref(p_ptr, g_ptr, m_ptr, v_ptr, lr, beta1, beta2, eps, c1, c2, N, BLOCK
 
 
 @triton.jit
-def quant_rows_ref(x_ptr, q_ptr, s_ptr, N, BLOCK: tl.constexpr):
+def quant_rows_ref(x_ptr, q_ptr, s_ptr, N, BLOCK: tl.constexpr, QMAX: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
     t = tl.load(x_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
     amax = tl.maximum(tl.max(tl.abs(t), 0), 1e-12)
-    tl.store(q_ptr + row * N + cols, (t * (127.0 / amax)).to(tl.int8), mask=mask)
-    tl.store(s_ptr + row, amax / 127.0)
+    tl.store(q_ptr + row * N + cols, (t * (QMAX / amax)).to(q_ptr.dtype.element_ty), mask=mask)
+    tl.store(s_ptr + row, amax / QMAX)
 
 
 @triton.jit
@@ -1993,19 +1994,23 @@ def cases(dev, only):
             checked = {k: (lambda t, f=f: (restore(t), f(t))) for k, f in impls.items()}
             out.append((f"adam {n} f32", (nb, 0), sets, torch_fused, checked, (0, 2, 3), want, impls))
     if "quant_rows" in only:
-        # int8 rows with a per-row scale (compared dequantised: q * s against x, the error under one step)
-        for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((8192, 4096), (16384, 1024))):
+        # int8 and FP8 (e4m3, saturating) rows with a per-row scale, the per-token quantisation before a W8A8 or
+        # FP8 product (compared dequantised: q * s against x, the error under one step)
+        for (q, qmax), dt, (m, n) in itertools.product(((torch.int8, 127.0), (torch.float8_e4m3fn, 448.0)),
+                                                       (torch.bfloat16, torch.float32), ((8192, 4096), (16384, 1024))):
             nb = m * n * (dt.itemsize + 1) + 4 * m
-            sets = _sets(lambda: [r(m, n, dt=dt), torch.empty(m, n, device=dev, dtype=torch.int8),
+            sets = _sets(lambda: [r(m, n, dt=dt), torch.empty(m, n, device=dev, dtype=q),
                                   torch.empty(m, device=dev)], nb)
 
-            def torch_quant(t):
+            def torch_quant(t, q=q, qmax=qmax):
                 amax = t[0].float().abs().amax(1).clamp_min(1e-12)
-                t[1].copy_((t[0].float() * (127.0 / amax)[:, None]).to(torch.int8)), t[2].copy_(amax / 127.0)
+                t[1].copy_((t[0].float() * (qmax / amax)[:, None]).to(q)), t[2].copy_(amax / qmax)
             deq = (1, lambda t: t[1].float() * t[2][:, None])
-            out.append((f"quant_rows {m}x{n} {str(dt)[6:]}", (nb, 0), sets, torch_quant,
+            qname = "" if q == torch.int8 else " to e4m3"
+            out.append((f"quant_rows {m}x{n} {str(dt)[6:]}{qname}", (nb, 0), sets, torch_quant,
                         _both_paths(small.quant_rows, (m,),
-                                    lambda t, m=m, n=n: quant_rows_ref[(m,)](*t, n, BLOCK=n), BLOCK=n), (deq,)))
+                                    lambda t, m=m, n=n, qmax=qmax: quant_rows_ref[(m,)](*t, n, BLOCK=n, QMAX=qmax),
+                                    BLOCK=n, QMAX=qmax), (deq,)))
     if "histogram" in only:
         # torch.bincount's counts of 2^24 and 2^27 values in [0, B); out zeroed first by every implementation.
         # `relaxed`: the twin with relaxed atomics (tle's and Triton's default are acquire-release). `histogram()`:

@@ -297,6 +297,19 @@ def test_layernorm_bwd_matches_torch_with_partial_sums(small):
         torch.testing.assert_close(got, exp, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("q,qmax", [(torch.int8, 127.0), (torch.float8_e4m3fn, 448.0)])
+def test_quant_rows_scales_each_row_to_its_largest_value(small, q, qmax):
+    x = torch.randn(5, 300, dtype=torch.bfloat16) * 3
+    y = torch.zeros(5, 300, dtype=q)
+    s = torch.full((5,), float("nan"))
+    small.quant_rows[(5,)](x, y, s, BLOCK=512, QMAX=qmax)  # one ragged tile a row
+    amax = x.float().abs().amax(1)
+    torch.testing.assert_close(s, amax / qmax)
+    # torch's `qmax / amax` multiplies by a reciprocal (1 ulp off IEEE division); the kernel divides
+    scale = torch.full_like(amax, qmax) / amax
+    assert torch.equal(y, (x.float() * scale[:, None]).to(q))  # int8 truncates, e4m3 rounds to nearest even
+
+
 def test_output_error_fails_an_output_left_unwritten():
     want = torch.ones(4)
     assert probe.output_error([torch.ones(4), torch.ones(4)], [want, want]) == 0
