@@ -328,6 +328,9 @@ PERSISTENT_ATTR = "tle.persistent"
 OCCUPANCY_WHY_ATTR = "tle.occupancy_why"
 # The same for the `latency` hint the lowering put on the entry's view loads: the hint and its reason, in words.
 LATENCY_WHY_ATTR = "tle.latency_why"
+# How many f32/f64 products added once the lowering contracted to `fma` (lowering/tle_to_tileir.py, _fused_mul),
+# for `tlec -v`: results then differ from the interpreter's, which rounds the product and the sum apart.
+FMA_COUNT_ATTR = "tle.fma_count"
 
 
 def entry(name: str, arg_types: Sequence[ir.Type], *, occupancy: int | None = None,

@@ -745,6 +745,7 @@ class _Kernel:
         # and one lost: vocab_softmax f32, 410 -> 464 us, where tileiras unrolled its fma loop further, on 139
         # registers instead of 122, 3 programs per SM instead of 4 (benchmarks/RESULTS.md, "fma on Tile IR").
         self.fma = bool(dots) if options.fma == "auto" else bool(options.fma)
+        self.fused = 0  # products lowered into fma (tlec -v says how many)
         occupancy = options.occupancy
         self.occupancy_why = ""  # the lowering's reason for its own hint (tlec -v); none for a hint it was given
         if occupancy == "auto":
@@ -820,6 +821,8 @@ class _Kernel:
                     self.persistent_loop(values[len(args):])
                 else:
                     self.block(self.body)
+            if self.fused:
+                op.attributes[ct.FMA_COUNT_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), self.fused)
 
     def persistent_loop(self, grid):
         """The kernel's body inside `for t in range(program_id, programs, num_programs)`, where `programs` is the
@@ -1032,6 +1035,7 @@ class _Kernel:
                 r = ct.fma(a, b, ct.negf(c))
             else:  # c - a * b
                 r = ct.fma(ct.negf(a), b, c)
+            self.fused += 1
             self.set(op.result, r)
             return
         a, b = (self.get(v) for v in op.operands)

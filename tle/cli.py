@@ -294,6 +294,11 @@ def _report_tileiras(name: str, out, arch: str) -> None:
               "\"Performance\"; --occupancy N to choose)", file=sys.stderr)
     if extra.get("latency_why"):
         print(f"tlec: kernel '{name}': {extra['latency_why']} (docs/tileir.md, \"Performance\")", file=sys.stderr)
+    if extra.get("fma_count"):
+        n = extra["fma_count"]
+        print(f"tlec: kernel '{name}': {n} product{'s' if n > 1 else ''} added once fused to fma, as ptxas does on "
+              "the native path (tileiras does not contract); each rounds once where the interpreter rounds twice "
+              "(docs/numerics.md)", file=sys.stderr)
     if extra.get("spilled_under"):
         hint, spilled, kept = extra["spilled_under"]
         under = f"under the lowering's occupancy hint of {hint} programs per SM" if hint else "without a hint"
