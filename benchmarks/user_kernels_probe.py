@@ -1321,9 +1321,9 @@ def _sets(make, nbytes: int) -> list:
     return [make() for _ in range(max(1, min(16, math.ceil(bench.Context.rotate_bytes / max(1, nbytes)))))]
 
 
-def _zeroed(f):
-    """f(set) after zeroing the set's output t[1], for kernels that add into it with atomics; f's result."""
-    return lambda t: (t[1].zero_(), f(t))[1]
+def _zeroed(f, out: int = 1):
+    """f(set) after zeroing the set's output t[out], for kernels that add into it with atomics; f's result."""
+    return lambda t: (t[out].zero_(), f(t))[1]
 
 
 OCCUPANCY: list = []  # --occupancy: Tile IR occupancy hints to time beside the lowering's own choice
@@ -1538,7 +1538,7 @@ def cases(dev, only):
                                 lambda t, g=g, m=m, d=d: embedding_bwd_ref[g](*t, m, d, BM=16, BN=512, SEM="acq_rel"))
             impls["triton_ref relaxed"] = lambda t, g=g, m=m, d=d: embedding_bwd_ref[g](*t, m, d, BM=16, BN=512,
                                                                                            SEM="relaxed")
-            checked = {k: (lambda t, f=f: (t[2].zero_(), f(t))[1]) for k, f in impls.items()}
+            checked = {k: _zeroed(f, 2) for k, f in impls.items()}
             out.append((f"embedding_bwd {m} tokens of {ids} ids into {v}x{d} f32 from {str(dt)[6:]}", (nb, 0), sets,
                         torch_index_add, checked, 2, want, impls))
     if "row_cumsum" in only:

@@ -342,8 +342,7 @@ def _fused_mul(add):
 
 def _mul_into_add(mul):
     """The add or sub an arith.mulf is lowered into (_fused_mul), or None."""
-    uses = list(mul.result.uses)
-    if mul.name != "arith.mulf" or len(uses) != 1:
+    if mul.name != "arith.mulf" or len(uses := list(mul.result.uses)) != 1:
         return None
     add = uses[0].owner
     fused = _fused_mul(add)
