@@ -1836,8 +1836,10 @@ def cases(dev, only):
                         _both_paths(small.softmax_bwd, (m,), lambda t, m=m, n=n, b=block: softmax_bwd_ref[(m,)](
                             *t, n, BLOCK=b), BLOCK=block), 2))
     if "greedy" in only:
-        # argmax over Llama-3's and Llama-2's vocabularies (greedy decoding of a batch of rows)
-        for dt, (m, v) in itertools.product((torch.bfloat16, torch.float32), ((1024, 128256), (4096, 32000))):
+        # argmax over Llama-3's and Llama-2's vocabularies (greedy decoding of a batch of rows), and a serving
+        # step's batches of 1 and 64 rows (grids under one wave)
+        for dt, (m, v) in itertools.product((torch.bfloat16, torch.float32),
+                                            ((1024, 128256), (4096, 32000), (1, 128256), (64, 128256))):
             nb = m * v * dt.itemsize + 4 * m
             sets = _sets(lambda: [r(m, v, dt=dt), torch.empty(m, device=dev, dtype=torch.int32)], nb)
             out.append((f"greedy {m}x{v} {str(dt)[6:]}", (nb, 0), sets,

@@ -38,7 +38,9 @@ every program has an SM to itself (lowering/tle_to_tileir.py, `_occupancy`). Bes
 whose programs' one dot sums at most SHORT_K values of K each, so writing the output tile is a large part of a
 program's time; the Tile IR lowering then runs the grid as a persistent loop (`_persistent`). And ManyWaves: more
 than two waves, where a dot on small tiles runs faster on the native path (lowering/tileir_legality.py,
-`tileir_slower`). And UnalignedRows: a tensor whose rows TMA cannot read (a base or a stride other than 1 that is
+`tileir_slower`), and where a kernel without a dot that tileiras leaves at fewer than 12 warps per SM is compiled
+again for more (tle/compiler.py, `_to_twelve_warps`): of these facts of the grid alone, the one proved for kernels
+without a dot too. And UnalignedRows: a tensor whose rows TMA cannot read (a base or a stride other than 1 that is
 not a multiple of 16 bytes), which the Tile IR router reads the same way.
 """
 from __future__ import annotations
@@ -131,7 +133,10 @@ MANY_WAVES = 2
 
 @dataclass(frozen=True, order=True)
 class ManyWaves:
-    """With ManyPrograms: the grid has more than MANY_WAVES times as many programs as the GPU has SMs."""
+    """The grid has more than MANY_WAVES times as many programs as the GPU has SMs. For a kernel with a `dot`, with
+    ManyPrograms (the native-path routing of small dot tiles); for one without, alone: a kernel that tileiras leaves
+    at two programs of 4 warps per SM is compiled again for more only on such a launch (tle/compiler.py,
+    `_to_twelve_warps`), so these kernels' binaries split on the grid's size at this one bound."""
 
     def __str__(self) -> str:
         return f"waves>{MANY_WAVES}"
@@ -288,7 +293,10 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | Non
 
     candidates = grid_tiles(kernel, described)
     facts = {f for f in candidates if holds(f)}
-    if grid is not None and sms and math.prod(grid) > sms and next(dots(kernel.body), None) is not None:
+    has_dot = next(dots(kernel.body), None) is not None
+    if grid is not None and sms and not has_dot and math.prod(grid) > MANY_WAVES * sms:
+        facts.add(ManyWaves())  # for tle/compiler.py's _to_twelve_warps
+    if grid is not None and sms and math.prod(grid) > sms and has_dot:
         facts.add(ManyPrograms())
         if math.prod(grid) > MANY_WAVES * sms:
             facts.add(ManyWaves())

@@ -316,6 +316,11 @@ def _report_tileiras(name: str, out, arch: str) -> None:
         print(f"tlec: kernel '{name}': without a hint tileiras gave {extra['one_program']} registers per thread, one "
               "program per SM, so the cubin was compiled with a hint of 2 (--emit=tileir shows the first)",
               file=sys.stderr)
+    if extra.get("few_warps"):
+        registers, programs, warps, hint = extra["few_warps"]
+        print(f"tlec: kernel '{name}': without a hint tileiras gave {registers} registers per thread, {programs} "
+              f"programs of {warps} warps per SM, so on this launch of more than two waves the cubin was compiled "
+              f"with a hint of {hint} (--emit=tileir shows the first)", file=sys.stderr)
 
 
 def _parse_launch(sizes: str | None, grid: str | None, generic: bool, parser):

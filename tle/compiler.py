@@ -18,7 +18,8 @@ Each stage lives in its own module with one entry point:
 This module only sequences them, routes `backend="auto"`, and records what each stage produced. The feedback
 loops live here because each spans stages: when tileiras spills under the Tile IR lowering's own occupancy choice,
 the kernel is lowered and compiled again with another hint (`_without_spills`), and one that tileiras leaves at a
-single program per SM is tried at two (`_past_one_program`); when ptxas spills a kernel without a dot on the native
+single program per SM is tried at two (`_past_one_program`), and one it leaves at fewer than 12 warps per SM on
+a launch of many waves at more (`_to_twelve_warps`); when ptxas spills a kernel without a dot on the native
 path whose bounds checks the launch facts dropped, it is lowered again with the checks (`_triton_without_spills`);
 and one whose full-precision f32 dot ptxas spills on its default warps is compiled again on twice as many
 (`_fma_dot_without_spills`).
@@ -568,23 +569,63 @@ def _past_one_program(module, tileir, binary, arch, kernel: Kernel):
     143.2 -> 135.0 (the native path 54.8, 69.7, 105.9, 135.3; the f32 row of 12800 spills 8 bytes under the hint).
     Where 2 programs spill more it loses (the same kernels at 32000, 208 and 296 bytes: 185.7 -> 193.0 and 260.5 ->
     485.2 us; layernorm, 176 bytes: 177.6 -> 284.6), so such a retry is dropped."""
+    if _programs_per_sm_unhinted(tileir, binary, arch, kernel) != 1:
+        return tileir, binary
+    debug.note(f"kernel '{binary.name}': tileiras fits one program per SM ({binary.extra['registers']} registers); "
+               "compiling again with an occupancy hint of 2")
+    return _kept_unless_it_spills(module, tileir, binary, arch, 2, "one_program", binary.extra["registers"])
+
+
+# Warps per SM that _to_twelve_warps asks for. Measured on the H200 (benchmarks/RESULTS.md "Greedy decoding at 12 warps
+# per SM"): a bf16 argmax streaming rows of 32000-128256 (205 registers, 2 programs of 4 warps per SM) ran 1.29-1.34x
+# faster at 3 programs (tileiras then fits 4); a cross-entropy already at 3 programs of 4 warps ran 6% slower at 4 in
+# bf16 (14% faster in f32), so the rule stops at 12.
+_WARPS_PER_SM = 12
+
+
+def _to_twelve_warps(module, tileir, binary, arch, kernel: Kernel, spec: Spec):
+    """(Tile IR, binary) compiled again with an occupancy hint of enough programs for _WARPS_PER_SM warps per SM, for
+    a kernel without a dot that tileiras left, without a hint and without spills, at two or more programs per SM
+    but fewer warps (registers the limit), on a launch of more than two waves (ManyWaves), when the retry spills no
+    more than _SPILL_BYTES_KEPT; else the same two objects. The greedy argmax above (1024 and 4096 rows) went 88.5 ->
+    68.6 and 95.5 -> 71.3 us, past the native path's 70.9 and 72.6; on grids under one wave (1 and 64 rows) the hint
+    only changes the code, and lost (10.7 -> 12.4, 20.6 -> 22.0 us), hence the grid's bound. A LayerNorm backward
+    pass in f32 at 2 programs spills 112 bytes per thread at 3, so it keeps its cubin."""
+    from .abi import ManyWaves
+    programs = _programs_per_sm_unhinted(tileir, binary, arch, kernel)
+    warps = -(-binary.num_threads // 32)
+    if ManyWaves() not in spec.inside or binary.extra.get("one_program") or programs is None or programs < 2 \
+            or programs * warps >= _WARPS_PER_SM:
+        return tileir, binary
+    hint = -(-_WARPS_PER_SM // warps)
+    registers = binary.extra["registers"]
+    debug.note(f"kernel '{binary.name}': tileiras fits {programs} programs of {warps} warps per SM ({registers} "
+               f"registers) on a launch of more than two waves; compiling again with an occupancy hint of {hint}")
+    return _kept_unless_it_spills(module, tileir, binary, arch, hint, "few_warps", (registers, programs, warps, hint))
+
+
+def _programs_per_sm_unhinted(tileir, binary, arch, kernel: Kernel) -> int | None:
+    """The programs per SM tileiras fits for a kernel without a dot that it compiled without an occupancy hint and
+    without spills, where registers are what limits them (so a hint can raise them); else None."""
     from .dialects import cuda_tile as ct
     from .targets.binary import resident_programs
     extra = binary.extra
     if (extra.get("registers") is None or extra.get("stack_bytes") or extra.get("spilled_under")
             or next(dots(kernel.body), None) is not None
             or "occupancy" in ct.entries(tileir)[0].attributes):
-        return tileir, binary
+        return None
     programs, limit = resident_programs(extra["registers"], binary.num_threads, extra.get("static_shared_mem", 0),
                                         arch)
-    if programs != 1 or limit != "registers":
-        return tileir, binary
-    debug.note(f"kernel '{binary.name}': tileiras fits one program per SM ({extra['registers']} registers); "
-               "compiling again with an occupancy hint of 2")
-    retry, retried = _compiled_with_hint(module, arch, 2)
+    return programs if limit == "registers" else None
+
+
+def _kept_unless_it_spills(module, tileir, binary, arch, hint: int, why: str, first):
+    """(Tile IR, binary) compiled again with the occupancy hint `hint`, with `first` (what the first compile gave)
+    recorded as extra[why] for tlec -v, when the retry spills no more than _SPILL_BYTES_KEPT; else the same two."""
+    retry, retried = _compiled_with_hint(module, arch, hint)
     if retried.extra.get("stack_bytes", 0) > _SPILL_BYTES_KEPT:
         return tileir, binary
-    retried.extra["one_program"] = extra["registers"]  # tlec -v: what the first compile gave
+    retried.extra[why] = first
     return retry, retried
 
 
@@ -617,6 +658,7 @@ def _tileir(out: Compiled, module, arch, upto, occupancy: int | None = None) -> 
     if occupancy is None:
         kept, binary = _without_spills(module, tileir, binary, arch, out.kernel)
         kept, binary = _past_one_program(module, kept, binary, arch, out.kernel)
+        kept, binary = _to_twelve_warps(module, kept, binary, arch, out.kernel, out.spec)
         if kept is not tileir:  # the retried IR is what the cubin was built from
             out.stages["tileir"] = kept.operation.get_asm(enable_debug_info=debug.level() >= 2)
     out.binary = binary

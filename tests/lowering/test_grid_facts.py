@@ -170,8 +170,9 @@ def test_the_tle_dialect_marks_views_of_unaligned_rows():
 
 
 def test_more_than_two_waves_is_a_fact_beside_many_programs():
-    """ManyWaves: more than twice as many programs as SMs (where auto sends a dot on small tiles to the native
-    path), proved with ManyPrograms only: for a kernel with a dot, given a grid and an SM count."""
+    """ManyWaves: more than twice as many programs as SMs, given a grid and an SM count. For a kernel with a dot
+    (where auto sends a dot on small tiles to the native path) beside ManyPrograms; for one without (where the
+    compiler asks tileiras for 12 warps per SM) alone."""
     k = kernel_of(MM)
     values = {"a": _Aligned(), "b": _Aligned(), "c": _Aligned(), "M": 64 * 24, "K": 16, "N": 64 * 12,
               "a.stride0": 16, "a.stride1": 1, "b.stride0": 64 * 12, "b.stride1": 1, "c.stride0": 64 * 12,
@@ -182,8 +183,12 @@ def test_more_than_two_waves_is_a_fact_beside_many_programs():
     assert ManyWaves() not in spec_of(k, values, (23, 12, 1)).inside  # no SM count
     v = kernel_of(VADD)
     vvalues = {"x": _Aligned(), "o": _Aligned(), "N": 1 << 20, "x.stride0": 1, "o.stride0": 1}
-    assert ManyWaves() not in spec_of(v, vvalues, (4096, 1, 1), sms=132).inside  # no dot
+    no_dot = spec_of(v, vvalues, (4096, 1, 1), sms=132).inside
+    assert ManyWaves() in no_dot and ManyPrograms() not in no_dot
+    assert ManyWaves() not in spec_of(v, vvalues, (264, 1, 1), sms=132).inside  # two waves exactly
+    assert ManyWaves() not in spec_of(v, vvalues, (4096, 1, 1)).inside  # no SM count
     assert spec_of(k, values, (23, 12, 1), sms=132).key().endswith("waves>1,waves>2")
+    assert spec_of(v, vvalues, (4096, 1, 1), sms=132).key().endswith("waves>2")
 
 
 KLOOP = """
