@@ -18,7 +18,8 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
     python benchmarks/user_kernels_probe.py [--only attention,transpose,colsum,bias_gelu,linear_relu,embedding,
                                                     vocab_softmax,linear_nt,bmm,add_rmsnorm,rope,rope_pairs,
                                                     attention_train,
-                                                    cross_entropy,linear_w8a8,linear_fp8,linear_fp8_block,
+                                                    cross_entropy,cross_entropy_bwd,linear_w8a8,linear_fp8,
+                                                    linear_fp8_block,
                                                     moe_gemm,paged_attention,
                                                     matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,
                                                     linear_w4a16,layernorm_bwd,dropout,topk,adam,quant_rows,
@@ -212,6 +213,21 @@ kernel cross_entropy<BLOCK: int = 4096, T: dtype = bf16>(x: tensor<T>[M, V], tar
     let lse = m + log(sum(total * exp(mx - m)))
     let picked = cast<f32>(gather(x, [row, gather(target, row)]))
     store(loss, lse - picked, at=row)
+}
+
+// Its backward pass: dx = (softmax(x) - onehot(target)) * dloss per row, from the log-sum-exp the forward pass keeps
+// per row (as fused cross-entropy kernels do), streamed through tiles of BLOCK: one read of x, one write of dx.
+kernel cross_entropy_bwd<BLOCK: int = 4096, T: dtype = bf16>(x: tensor<T>[M, V], target: tensor<i32>[M],
+        lse: tensor<f32>[M], dloss: tensor<f32>[M], dx: tensor<T>[M, V]) {
+    let row = program_id(0)
+    let l = gather(lse, row)
+    let g = gather(dloss, row)
+    let hit = gather(target, row)
+    let lanes = reshape(arange(0, BLOCK), [1, BLOCK])
+    for j in range(cdiv(V, BLOCK)) {
+        let p = exp(cast<f32>(load(x, tile=[1, BLOCK], at=[row, j])) - l)
+        store(dx, cast<T>((p - where(j * BLOCK + lanes == hit, 1.0, 0.0)) * g), at=[row, j])
+    }
 }
 // W8A8 linear: int8 activations x [M, K] and weights w [N, K] (nn.Linear's layout), an i32 product on the tensor
 // cores, then the per-row and per-channel scales of their quantisation, stored in T.
@@ -962,6 +978,20 @@ def cross_entropy_ref(x_ptr, target_ptr, loss_ptr, V, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def cross_entropy_bwd_ref(x_ptr, target_ptr, lse_ptr, dloss_ptr, dx_ptr, V, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    lse = tl.load(lse_ptr + row)
+    g = tl.load(dloss_ptr + row)
+    hit = tl.load(target_ptr + row)
+    for j in range(0, tl.cdiv(V, BLOCK)):
+        cols = j * BLOCK + tl.arange(0, BLOCK)
+        mask = cols < V
+        p = tl.exp(tl.load(x_ptr + row * V + cols, mask=mask, other=0.0).to(tl.float32) - lse)
+        dx = (p - tl.where(cols == hit, 1.0, 0.0)) * g
+        tl.store(dx_ptr + row * V + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def linear_scaled_ref(x_ptr, w_ptr, sx_ptr, sw_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
                       BK: tl.constexpr, ACC: tl.constexpr):
     """The W8A8 (ACC int32) and FP8 (ACC float32) linear layers: x @ w^T accumulated in ACC, then scaled per row
@@ -1655,6 +1685,23 @@ def cases(dev, only):
                         lambda t: t[2].copy_(torch.nn.functional.cross_entropy(t[0], t[1].long(), reduction="none")),
                         _both_paths(small.cross_entropy, (m,), lambda t, m=m, v=v: cross_entropy_ref[(m,)](
                             *t, v, BLOCK=4096)), 2))
+    if "cross_entropy_bwd" in only:
+        # its backward pass on the same logits, from the forward's log-sum-exp; torch: the same expression, unfused
+        for dt, (m, v) in itertools.product((torch.bfloat16, torch.float32), ((1024, 128256), (4096, 32000))):
+            nb = 2 * m * v * dt.itemsize + 12 * m
+
+            def ce_bwd_set(m=m, v=v, dt=dt):
+                x = r(m, v, dt=dt)
+                return [x, torch.randint(0, v, (m,), device=dev, dtype=torch.int32),
+                        torch.logsumexp(x.float(), -1), torch.rand(m, device=dev) / m, torch.empty_like(x)]
+
+            def torch_ce_bwd(t, v=v):
+                onehot = torch.nn.functional.one_hot(t[1].long(), v)
+                return t[4].copy_((torch.exp(t[0].float() - t[2][:, None]) - onehot) * t[3][:, None])
+
+            out.append((f"cross_entropy_bwd {m}x{v} {str(dt)[6:]}", (nb, 0), _sets(ce_bwd_set, nb), torch_ce_bwd,
+                        _both_paths(small.cross_entropy_bwd, (m,), lambda t, m=m, v=v: cross_entropy_bwd_ref[(m,)](
+                            *t, v, BLOCK=4096)), 4))
     if "linear_w8a8" in only:
         # int8 x int8 -> i32 on the tensor cores, dequantised per row and channel; torch: cuBLASLt's _int_mm, then
         # the scales (two kernels)
@@ -2141,7 +2188,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="attention,attention_train,transpose,colsum,bias_gelu,linear_relu,embedding,"
                                        "embedding_bwd,vocab_softmax,"
-                                       "linear_nt,bmm,add_rmsnorm,rope,rope_pairs,cross_entropy,linear_w8a8,linear_fp8,"
+                                       "linear_nt,bmm,add_rmsnorm,rope,rope_pairs,cross_entropy,cross_entropy_bwd,"
+                                       "linear_w8a8,linear_fp8,"
                                        "linear_fp8_block,moe_gemm,paged_attention,"
                                        "matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,linear_w4a16,"
                                        "layernorm_bwd,dropout,"

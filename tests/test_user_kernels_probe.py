@@ -137,6 +137,22 @@ def test_cross_entropy_over_a_ragged_vocabulary(small):
     torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-5)
 
 
+def test_cross_entropy_bwd_over_a_ragged_vocabulary(small):
+    x = torch.randn(4, 1000) * 3
+    target = torch.tensor([0, 999, 512, 256], dtype=torch.int32)  # the first and last column, a tile's first lane
+    lse, dloss = torch.logsumexp(x, -1), torch.rand(4)
+    dx = torch.full((4, 1000), float("nan"))
+    small.cross_entropy_bwd[(4,)](x, target, lse, dloss, dx, BLOCK=256)  # 4 tiles, the last one 232 wide
+    xg = x.clone().requires_grad_()
+    torch.nn.functional.cross_entropy(xg, target.long(), reduction="none").backward(dloss)
+    torch.testing.assert_close(dx, xg.grad, rtol=1e-5, atol=1e-6)
+    xb, dxb = x.to(torch.bfloat16), torch.full((4, 1000), float("nan"), dtype=torch.bfloat16)
+    small.cross_entropy_bwd[(4,)](xb, target, torch.logsumexp(xb.float(), -1), dloss, dxb, BLOCK=256)
+    xg = xb.float().requires_grad_()
+    torch.nn.functional.cross_entropy(xg, target.long(), reduction="none").backward(dloss)
+    torch.testing.assert_close(dxb.float(), xg.grad, rtol=1e-2, atol=1e-3)
+
+
 def test_linear_w8a8_scales_an_exact_integer_product(small):
     x = torch.randint(-128, 128, (40, 300), dtype=torch.int8)
     w = torch.randint(-128, 128, (70, 300), dtype=torch.int8)  # K = 300: the last K tile is ragged
