@@ -2184,17 +2184,21 @@ def output_error(got: list, wants: list) -> float:
     return math.inf if any(math.isnan(e) for e in errs) else max(errs)
 
 
+# Every case, in the order they run
+DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_relu,embedding,"
+                "embedding_bwd,vocab_softmax,"
+                "linear_nt,bmm,add_rmsnorm,rope,rope_pairs,cross_entropy,cross_entropy_bwd,"
+                "linear_w8a8,linear_fp8,"
+                "linear_fp8_block,moe_gemm,paged_attention,"
+                "matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,linear_w4a16,"
+                "layernorm_bwd,dropout,"
+                "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad,"
+                "row_cumsum")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="attention,attention_train,transpose,colsum,bias_gelu,linear_relu,embedding,"
-                                       "embedding_bwd,vocab_softmax,"
-                                       "linear_nt,bmm,add_rmsnorm,rope,rope_pairs,cross_entropy,cross_entropy_bwd,"
-                                       "linear_w8a8,linear_fp8,"
-                                       "linear_fp8_block,moe_gemm,paged_attention,"
-                                       "matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,linear_w4a16,"
-                                       "layernorm_bwd,dropout,"
-                                       "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad,"
-                                       "row_cumsum")
+    ap.add_argument("--only", default=DEFAULT_ONLY)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--occupancy", default="",
                     help="comma-separated Tile IR occupancy hints (programs per SM) to time as extra columns, "

@@ -1,0 +1,26 @@
+"""benchmarks/probe_survey.py on the CPU: the probe's own cases built on meta tensors, each `auto` launch compiled
+(not run) as the runtime would for an H200, one line per kernel a case launches."""
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(ROOT, "benchmarks")]
+survey = pytest.importorskip("probe_survey")
+
+
+def test_greedy_shows_the_twelve_warp_retry_only_past_two_waves():
+    lines = survey.survey(["greedy"], 132)
+    assert len(lines) == 8  # 4 shapes x 2 dtypes, one kernel each
+    by_case = {line.split(" [")[0]: line for line in lines}
+    assert "few_warps" in by_case["greedy 1024x128256 bfloat16"]           # 1024 programs: more than two waves
+    assert "4 programs per SM" in by_case["greedy 1024x128256 bfloat16"]
+    assert "few_warps" not in by_case["greedy 64x128256 bfloat16"]         # under one wave
+    assert "2 programs per SM (registers)" in by_case["greedy 64x128256 bfloat16"]
+    assert all(" tileir: " in line for line in lines)                      # the path auto takes
+
+
+def test_a_case_launched_through_its_own_code_says_so():
+    lines = survey.survey(["adam"], 132)
+    assert lines and all(line.endswith("no auto launch (launched through its own code)") for line in lines)
