@@ -135,7 +135,7 @@ MANY_WAVES = 2
 class ManyWaves:
     """The grid has more than MANY_WAVES times as many programs as the GPU has SMs. For a kernel with a `dot`, with
     ManyPrograms (the native-path routing of small dot tiles); for one without, alone: a kernel that tileiras leaves
-    at two programs of 4 warps per SM is compiled again for more only on such a launch (tle/compiler.py,
+    at fewer than 12 warps per SM is compiled again for 12 only on such a launch (tle/compiler.py,
     `_to_twelve_warps`), so these kernels' binaries split on the grid's size at this one bound."""
 
     def __str__(self) -> str:
