@@ -293,14 +293,13 @@ def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | Non
 
     candidates = grid_tiles(kernel, described)
     facts = {f for f in candidates if holds(f)}
-    has_dot = next(dots(kernel.body), None) is not None
-    if grid is not None and sms and not has_dot and math.prod(grid) > MANY_WAVES * sms:
-        facts.add(ManyWaves())  # for tle/compiler.py's _to_twelve_warps
-    if grid is not None and sms and math.prod(grid) > sms and has_dot:
+    sms = sms or 0
+    programs = math.prod(grid) if grid is not None and sms else 0  # 0: no grid or no SM count proves nothing
+    if programs > MANY_WAVES * sms:
+        facts.add(ManyWaves())  # any kernel's (with a dot, beside ManyPrograms)
+    if programs > sms and next(dots(kernel.body), None) is not None:
         facts.add(ManyPrograms())
-        if math.prod(grid) > MANY_WAVES * sms:
-            facts.add(ManyWaves())
-        if math.prod(grid) >= SHORT_K_WAVES * sms and (k := k_per_program(kernel, described, loops)) is not None \
+        if programs >= SHORT_K_WAVES * sms and (k := k_per_program(kernel, described, loops)) is not None \
                 and k <= SHORT_K:
             facts.add(ShortK())
     splittable = step1_loops(kernel, described) | {

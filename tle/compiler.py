@@ -594,8 +594,8 @@ def _to_twelve_warps(module, tileir, binary, arch, kernel: Kernel, spec: Spec):
     from .abi import ManyWaves
     programs = _programs_per_sm_unhinted(tileir, binary, arch, kernel)
     warps = -(-binary.num_threads // 32)
-    if ManyWaves() not in spec.inside or binary.extra.get("one_program") or programs is None or programs < 2 \
-            or programs * warps >= _WARPS_PER_SM:
+    # (a binary _past_one_program kept has its hint of 2, so _programs_per_sm_unhinted gives None for it)
+    if ManyWaves() not in spec.inside or programs is None or programs < 2 or programs * warps >= _WARPS_PER_SM:
         return tileir, binary
     hint = -(-_WARPS_PER_SM // warps)
     registers = binary.extra["registers"]
