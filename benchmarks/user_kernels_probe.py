@@ -1676,8 +1676,12 @@ def cases(dev, only):
                 impls = _both_paths(small.rope_pairs, g, lambda t, g=g, h=h, d=d: rope_pairs_ref[g](*t, h, BH=8, D=d))
             out.append((f"{case} {sq}x{h}x{d} {str(dt)[6:]}", (nb, 0), sets, torch_rope, impls, 3))
     if "cross_entropy" in only:
-        # a training step's logits over Llama-3's vocabulary (ragged last tile) and Llama-2's
-        for dt, (m, v) in itertools.product((torch.bfloat16, torch.float32), ((1024, 128256), (4096, 32000))):
+        # a training step's logits over Llama-3's vocabulary (ragged last tile) and Llama-2's; and 32768 tokens over
+        # Llama-3's in bf16, 4.2e9 logits: past 2^31 elements, so tle's offsets into them are i64 (tle/abi.py
+        # WideTensor), as the twin's are (its row index is cast to int64)
+        shapes = [*itertools.product((torch.bfloat16, torch.float32), ((1024, 128256), (4096, 32000))),
+                  (torch.bfloat16, (32768, 128256))]
+        for dt, (m, v) in shapes:
             nb = m * v * dt.itemsize + 8 * m
             sets = _sets(lambda: [r(m, v, dt=dt), torch.randint(0, v, (m,), device=dev, dtype=torch.int32),
                                   torch.empty(m, device=dev)], nb)

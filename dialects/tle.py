@@ -19,7 +19,9 @@ Conventions (the lowerings and the interpreter rely on them):
   (the runtime proved the value divisible by d: 16, or for a dim or stride also 8, 4 or 2; for a pointer, 16:
   16-byte aligned). Strides proven to be 1 are
   folded into `arith.constant 1` before this IR is built. A `tle.make_view` with the unit attribute
-  `tle.unaligned_rows` views a tensor the launch proved TMA cannot read (tle/abi.py UnalignedRows).
+  `tle.unaligned_rows` views a tensor the launch proved TMA cannot read (tle/abi.py UnalignedRows); one with
+  `tle.wide` views a tensor spanning more than 2**31 - 1 elements (WideTensor), whose element offsets the
+  lowerings compute in i64 (every size, stride and element index along one axis still fits i32).
 - Loop hints live on `scf.for` as `tle.num_stages` and `tle.unroll` (i32). A loop with the unit attribute
   `tle.nonempty` runs at least once: its start is a constant below its stop under the launch's sizes
   (tle/abi.py LoopRuns). The two loops a LoopSplit makes of one both carry the unit attribute `tle.split`.

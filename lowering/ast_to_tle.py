@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 
-from ..abi import (LoopSplit, LoopTile, ManyPrograms, ManyWaves, ShortK, Spec, UnalignedRows, abi, access_facts,
-                   loop_facts)
+from ..abi import (LoopSplit, LoopTile, ManyPrograms, ManyWaves, ShortK, Spec, UnalignedRows, WideTensor, abi,
+                   access_facts, loop_facts)
 from .. import typed as T
 from ..dialects.mlir import ir, new_context
 from ..dialects.tle import constant_int, load_tle
@@ -175,6 +175,8 @@ class _KernelBuilder:
                 }
                 if UnalignedRows(p.name) in self.spec.inside:
                     view_attrs["tle.unaligned_rows"] = ir.UnitAttr.get()
+                if WideTensor(p.name) in self.spec.inside:
+                    view_attrs["tle.wide"] = ir.UnitAttr.get()
                 self.views[p.name] = self.value("tle.make_view", vtype, [by_key[p.name], *sizes, *strides],
                                                 view_attrs, p.span)
             else:

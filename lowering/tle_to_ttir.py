@@ -12,9 +12,10 @@ Every op created for a tle op gets that op's location, so Triton's diagnostics a
 
 Lowering choices (the semantics are the ones dialects/tle.py states):
 - tle.make_view produces no code; loads and stores address (ptr, sizes, strides) directly.
-- tle.load / tle.store: masked tensors of pointers, `ptr + sum((index_i * tile_i + k_i) * stride_i)`, all in i32
-  as hand-written Triton computes them: the runtime refuses tensors that span more than 2**31 - 1 elements
-  (runtime/kernel.py), so every element inside a view has an i32 offset. The mask is `0 <= index_i * tile_i + k
+- tle.load / tle.store: masked tensors of pointers, `ptr + sum((index_i * tile_i + k_i) * stride_i)`, in i32
+  as hand-written Triton computes them, except in a view of a tensor spanning more than 2**31 - 1 elements
+  (tle.wide; tle/abi.py WideTensor), where the offsets are i64 (hand-written Triton overflows there unless its
+  author casts to int64). The mask is `0 <= index_i * tile_i + k
   < size_i` for every axis, one compare per axis (unsigned, signed where the start is a constant >= 0); an axis
   is left unmasked only where the op's tle.inside marks it (dialects/tle.py), and in a kernel with a scan only
   where the axis is 1 wide (`_keeps_checks`). Masked-off elements
@@ -22,7 +23,7 @@ Lowering choices (the semantics are the ones dialects/tle.py states):
   Loads and stores written with `tma=true` (tle.tma), and every one under mode="descriptor", move 2-D tiles whose
   padding is 0 through tensor descriptors (Hopper TMA) where `_descriptor_ok` proves TMA's layout rules; the rest
   keep pointers. Descriptors are built in the entry block (device-side: Triton asks for global scratch for them).
-- gather / scatter / atomic: pointers `ptr + sum(idx_i * stride_i)` in i32 (the whole offset must fit in i32).
+- gather / scatter / atomic: pointers `ptr + sum(idx_i * stride_i)` in i32, or i64 in a wide view.
 - Floating-point atomic max/min use integer atomics on the bit pattern (as Triton does: signed max / unsigned min
   for max, the mirror for min), keyed on the sign bit so -0.0 is right; a NaN operand is first made the NaN that
   wins (+NaN for max, -NaN for min), so NaN propagates from the value. A NaN already in memory stays only if its
@@ -199,6 +200,7 @@ class _View:
     sizes: list  # i32 values
     strides: list  # i32 values, in elements
     elem: "ir.Type"
+    wide: bool = False  # tle.wide: the tensor spans more than 2**31 - 1 elements, so its offsets are i64
     descriptors: dict = field(default_factory=dict)  # tile shape -> tensor descriptor, built once where the view is
 
 
@@ -248,6 +250,18 @@ class _Lowering:
     @staticmethod
     def _like(t, elem):
         return _tensor(ir.RankedTensorType(t).shape, elem) if isa(t, ir.RankedTensorType) else elem
+
+    def widened(self, v, elem):
+        """v (an i32 scalar or tensor) sign-extended to `elem` where that is i64; v itself otherwise."""
+        if _elem(v.type) == elem:
+            return v
+        return self.val("arith.extsi", self._like(v.type, elem), [v])
+
+    def add_offsets(self, a, b):
+        """a + b for offset tensors of one shape, the i32 one first widened where the other is i64."""
+        if _elem(a.type) != _elem(b.type):
+            a, b = self.widened(a, _i(64)), self.widened(b, _i(64))
+        return self.binop("arith.addi", a, b)
 
     def splat(self, v, shape):
         return self.val("tt.splat", _tensor(shape, v.type), [v])
@@ -326,9 +340,11 @@ class _Lowering:
         """Pointers to the tile at tile index `indices` and the mask of its elements inside the view; with
         `squeeze`, both without the tile's size-1 axes (_squeezed: the shape Triton sees, see _load).
 
-        All offsets are i32: the runtime refuses tensors that span more than 2**31 - 1 elements, so the offset of
-        every element inside the view fits (an element outside may wrap, but it is masked off). Per axis, with
-        start = index * tile and k = 0 .. tile-1:
+        Offsets are i32 unless the view is wide (tle.wide: the tensor spans more than 2**31 - 1 elements), so the
+        offset of every element inside any other view fits (an element outside may wrap, but it is masked off).
+        A wide view's scalar base offset is i64, and so is the per-element offset along an axis whose stride is
+        not a small constant; element indices along one axis (start + k, the masks) stay i32 in every view, as
+        each size does. Per axis, with start = index * tile and k = 0 .. tile-1:
         - a 1-wide axis adds index * stride to a scalar base and is masked by one scalar `index <u size`;
         - a masked axis whose index does not change inside its loop (if any) adds (start + k) * stride, the same
           `start + k` its mask compares (as Triton's `offs = pid * B + arange(B)` serves pointer and mask);
@@ -339,25 +355,28 @@ class _Lowering:
         An axis is left unmasked when it is in `inside` (the op's tle.inside: the launch, or a constant index
         along a static size, keeps every program's tile inside; dialects/tle.py)."""
         i32 = _i(32)
+        base_t = _i(64) if view.wide else i32
         out_shape = _squeezed(shape) if squeeze else list(shape)
         axis_of = {i: sum(1 for t in shape[:i] if t != 1 or not squeeze) for i in range(len(shape))}
         masked = [i not in inside for i in range(len(shape))]
-        offset = None  # scalar, i32
-        inner = None  # tensor of the tile's shape, i32
+        offset = None  # scalar, base_t
+        inner = None  # tensor of the tile's shape, i32 (i64 where a wide view needs it)
         pos = {}  # axis -> start + k, tensor<t x i32>
         for i, (idx, t, stride) in enumerate(zip(indices, shape, view.strides)):
             c_idx, c_stride = constant_int(idx), constant_int(stride)
-            shared = t > 1 and c_idx is None and masked[i] and not _loop_variant(idx)
+            shared = not view.wide and t > 1 and c_idx is None and masked[i] and not _loop_variant(idx)
             if not shared and c_idx != 0:  # start * stride into the scalar base
                 if c_idx is not None and c_stride is not None:
-                    term = self.const(i32, wrap(c_idx * t * c_stride, "i32"))
+                    c = c_idx * t * c_stride
+                    term = self.const(base_t, c if view.wide else wrap(c, "i32"))
                 else:
-                    term = idx
+                    term = self.widened(idx, base_t)
                     scale = t * (c_stride if c_stride is not None else 1)
                     if scale != 1:
-                        term = self.binop("arith.muli", term, self.const(i32, wrap(scale, "i32")))
+                        term = self.binop("arith.muli", term,
+                                          self.const(base_t, scale if view.wide else wrap(scale, "i32")))
                     if c_stride is None:
-                        term = self.binop("arith.muli", term, stride)
+                        term = self.binop("arith.muli", term, self.widened(stride, base_t))
                 offset = term if offset is None else self.binop("arith.addi", offset, term)
             if t == 1:
                 continue
@@ -369,10 +388,13 @@ class _Lowering:
                 if shared:
                     r = pos[i]
             if c_stride != 1:
-                st = self.const(r.type, c_stride) if c_stride is not None else self.splat(stride, [t])
+                if view.wide and (c_stride is None or (t - 1) * abs(c_stride) > 2 ** 31 - 1):
+                    r = self.widened(r, _i(64))
+                st = self.const(r.type, c_stride) if c_stride is not None else \
+                    self.splat(self.widened(stride, _elem(r.type)), [t])
                 r = self.binop("arith.muli", r, st)
             r = self.along(r, axis_of[i], out_shape)
-            inner = r if inner is None else self.binop("arith.addi", inner, r)
+            inner = r if inner is None else self.add_offsets(inner, r)
         base = view.ptr if offset is None else self.val("tt.addptr", view.ptr.type, [view.ptr, offset])
         ptrs = self.splat(base, out_shape)
         if inner is not None:
@@ -397,19 +419,22 @@ class _Lowering:
 
     def gather_pointers(self, view: _View, indices, shape):
         """Pointers ptr + sum(idx_i * stride_i) for i32 index tiles broadcast to `shape`: each term at its index's
-        own shape, terms of one shape summed there, then broadcast (the Tile IR lowering's `pointers`)."""
+        own shape, terms of one shape summed there, then broadcast (the Tile IR lowering's `pointers`). The sum is
+        i32, or i64 in a wide view (tle.wide)."""
+        off_t = _i(64) if view.wide else _i(32)
         sums: dict = {}
         for idx, stride in zip(indices, view.strides):
             at = tuple(_shape(idx))
             c = constant_int(stride)
+            idx = self.widened(idx, off_t)
             if c != 1:
                 idx = self.binop("arith.muli", idx, self.const(idx.type, c) if c is not None
-                                 else self.splat(stride, list(at)))
+                                 else self.splat(self.widened(stride, off_t), list(at)))
             sums[at] = self.binop("arith.addi", sums[at], idx) if at in sums else idx
         offset = None
         for at, term in sums.items():
             if list(at) != list(shape):
-                term = self.val("tt.broadcast", _tensor(shape, _i(32)), [term])
+                term = self.val("tt.broadcast", _tensor(shape, off_t), [term])
             offset = term if offset is None else self.binop("arith.addi", offset, term)
         ptrs = self.splat(view.ptr, shape)
         return self.val("tt.addptr", ptrs.type, [ptrs, offset])
@@ -488,7 +513,7 @@ def _make_view(L: _Lowering, op):
     rank = (len(op.operands) - 1) // 2
     ops = [L.v(x) for x in op.operands]
     view = L.views[op.result] = _View(ops[0], ops[1:1 + rank], ops[1 + rank:],
-                                      ir.TypeAttr(op.attributes["elem"]).value)
+                                      ir.TypeAttr(op.attributes["elem"]).value, "tle.wide" in op.attributes)
     # One descriptor per tile shape, built here (the kernel's entry block) rather than inside loops, for the loads
     # and stores that want one (_wants_descriptor).
     for use in op.result.uses:

@@ -206,12 +206,15 @@ class Kernel:
                                           f"{size} in '{p.name}' (shape {tuple(v.shape)})")
                     else:
                         dims.setdefault(d, (size, p.name))
-                reach = sum((s - 1) * abs(st) for s, st in zip(v.shape, v.stride()) if s > 0)
-                if reach > I32_MAX or any(s > I32_MAX for s in v.shape):
-                    raise LaunchError(f"{self.name}: tensor '{p.name}' spans more than 2^31 elements; tle passes "
-                                      "sizes and offsets as 32-bit integers")
                 if any(st < 0 for st in v.stride()):
                     raise LaunchError(f"{self.name}: tensor '{p.name}' has a negative stride")
+                # Sizes and strides are passed as i32; a tensor spanning more elements than that is fine (tle/abi.py
+                # WideTensor: its offsets are computed in i64), but each size and stride must fit.
+                if too_big := [x for x in (*v.shape, *v.stride()) if x > I32_MAX]:
+                    raise LaunchError(f"{self.name}: tensor '{p.name}' (shape {tuple(v.shape)}, strides "
+                                      f"{tuple(v.stride())}) has a size or stride of {too_big[0]}, past 2^31 - 1; "
+                                      "tle passes each size and stride as a 32-bit integer (split the tensor, or "
+                                      "merge or reorder its axes so each stays below 2^31)")
                 flat[p.name] = v
                 for axis, st in enumerate(v.stride()):
                     flat[f"{p.name}.stride{axis}"] = st

@@ -1187,6 +1187,12 @@ entry(file="tile_base_i32.tle", kernel="rows", make=_strided_rows_make, grid=lam
       ref=_strided_rows_ref,
       tol={"y": chain(1)}, cases=[{"M": 5, "N": 50}, {"M": 3, "N": 100}])
 
+# tile_base_wide.tle: the same kernel; here at small sizes (its IR is for a tensor past 2^31 elements, which
+# tests/gpu/test_wide_tensors_gpu.py runs on the GPU)
+entry(file="tile_base_wide.tle", kernel="rows", make=_strided_rows_make, grid=lambda c, k: (c["M"],),
+      ref=_strided_rows_ref,
+      tol={"y": chain(1)}, cases=[{"M": 5, "N": 50}, {"M": 3, "N": 100}])
+
 
 # tile_offsets_shared_with_mask.tle ----------------------------------------------------------------------------------
 def _scale_make(c, k, g):

@@ -42,6 +42,11 @@ than two waves, where a dot on small tiles runs faster on the native path (lower
 again for more (tle/compiler.py, `_to_twelve_warps`): of these facts of the grid alone, the one proved for kernels
 without a dot too. And UnalignedRows: a tensor whose rows TMA cannot read (a base or a stride other than 1 that is
 not a multiple of 16 bytes), which the Tile IR router reads the same way.
+
+Sizes and strides are passed as i32, each at most 2**31 - 1, but a tensor may span more elements than that
+(32768 rows of a 128256-entry vocabulary: 4.2e9 elements): WideTensor marks such a tensor, and the lowerings
+compute its element offsets in i64 (each size and stride still fits i32, and so does every element index along
+an axis). Every other tensor keeps i32 offsets, the arithmetic hand-written Triton does and the fastest.
 """
 from __future__ import annotations
 
@@ -70,7 +75,7 @@ class Spec:
     divisible16: frozenset = frozenset()  # AbiArg keys
     unit_strides: frozenset = frozenset()  # stride keys equal to 1
     inside: frozenset = frozenset()  # launch facts that hold: GridTile, FixedTile, LoopTile, LoopRuns, LoopSplit,
-    #                                 ManyPrograms, ManyWaves, ShortK, UnalignedRows
+    #                                 ManyPrograms, ManyWaves, ShortK, UnalignedRows, WideTensor
     divisible: frozenset = frozenset()  # (dim or stride key, 2 | 4 | 8): its largest power-of-two divisor under 16
 
     def key(self) -> str:
@@ -174,6 +179,27 @@ class UnalignedRows:
         return f"unaligned:{self.tensor}"
 
 
+@dataclass(frozen=True, order=True)
+class WideTensor:
+    """The launch's tensor `tensor` spans more than 2**31 - 1 elements (sum of (size - 1) * stride over its axes),
+    so offsets into it do not fit i32: the lowerings compute them in i64 (`tle.wide` on its make_view). Proved from
+    the launch's tensors (spec_of) or from the sizes tlec was given for a contiguous tensor (launch_spec)."""
+    tensor: str
+
+    def __str__(self) -> str:
+        return f"wide:{self.tensor}"
+
+
+I32_MAX = 2 ** 31 - 1
+
+
+def wide_tensors(kernel: Kernel, reach) -> frozenset:
+    """WideTensor for each tensor parameter whose `reach(param)` (its last element's offset, or None where unknown)
+    exceeds I32_MAX."""
+    return frozenset(WideTensor(p.name) for p in kernel.params
+                     if isinstance(p, TensorParam) and (r := reach(p)) is not None and r > I32_MAX)
+
+
 def unaligned_rows(kernel: Kernel, spec: Spec, known_strides) -> frozenset:
     """UnalignedRows for each tensor of a kernel with a dot whose base `spec` does not call 16-byte aligned, or
     whose stride among `known_strides` (keys whose value the caller knows) is neither 1 nor a multiple of 16
@@ -268,7 +294,13 @@ def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None, sms: int | 
             part.add((a.key, div))
     spec = Spec(frozenset(d16), frozenset(unit), launch_facts(kernel, grid, values, sms), frozenset(part))
     strides = {a.key for a in all_args(kernel) if a.kind == "stride"}
-    return replace(spec, inside=spec.inside | unaligned_rows(kernel, spec, strides))
+
+    def reach(p):  # the offset of the tensor's last element, from the launch's dims and strides
+        sizes = [d if isinstance(d, int) else values[d] for d in p.type.dims]
+        steps = [values[f"{p.name}.stride{axis}"] for axis in range(len(sizes))]
+        return 0 if 0 in sizes else sum((n - 1) * st for n, st in zip(sizes, steps))
+    wide = wide_tensors(kernel, reach)
+    return replace(spec, inside=spec.inside | unaligned_rows(kernel, spec, strides) | wide)
 
 
 def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | None = None) -> frozenset:
@@ -471,10 +503,10 @@ def _size_expr_value(e, sizes: dict) -> int | None:
         value = _trunc_div(a, b)
     else:
         value = {"add": a + b, "sub": a - b, "mul": a * b, "min": min(a, b), "max": max(a, b)}[e.name]
-    return value if _I32_MIN <= value <= _I32_MAX else None
+    return value if _I32_MIN <= value <= I32_MAX else None
 
 
-_I32_MIN, _I32_MAX = -2 ** 31, 2 ** 31 - 1
+_I32_MIN = -2 ** 31
 
 
 def _trunc_div(a: int, b: int) -> int:
@@ -513,7 +545,12 @@ def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None, sms: int
     d16 = set(d.divisible16) | {k for k, v in given.items() if v % 16 == 0}
     part = {(k, div) for k, v in given.items() if (div := partial_divisor(v))}
     spec = Spec(frozenset(d16), d.unit_strides, launch_facts(kernel, grid, sizes, sms), frozenset(part))
-    return replace(spec, inside=spec.inside | unaligned_rows(kernel, spec, given))
+
+    def contiguous_reach(p):
+        dims = [x if isinstance(x, int) else sizes.get(x) for x in p.type.dims]
+        return None if None in dims or 0 in dims else math.prod(dims) - 1
+    wide = wide_tensors(kernel, contiguous_reach)
+    return replace(spec, inside=spec.inside | unaligned_rows(kernel, spec, given) | wide)
 
 
 def generic_spec(kernel: Kernel) -> Spec:

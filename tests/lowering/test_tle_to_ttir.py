@@ -130,8 +130,8 @@ kernel softmax<BLOCK: int = 1024>(x: tensor<f32>[M, N], y: tensor<f32>[M, N]) {
 def test_load_masks_every_ragged_axis_with_padding(tmp_path):
     text = ttir(SOFTMAX)
     # Row axis (tile 1): a scalar unsigned compare `row <u M` splatted; column axis (tile index 0): `k <s N` per
-    # element, the compare user code writes. The tile base is computed in i32: row * stride0 (the runtime refuses
-    # tensors spanning more than 2**31 - 1 elements).
+    # element, the compare user code writes. The tile base is computed in i32: row * stride0 (i64 only for a tensor
+    # the launch proves spans more than 2**31 - 1 elements: test_wide_tensors.py).
     filecheck(text, r"""
 CHECK: ^bb0(%[[X:[a-z0-9]+]]: !tt.ptr<f32> {{[^,]*}}, %[[M:[a-z0-9]+]]: i32 {{[^,]*}}, %[[N:[a-z0-9]+]]: i32 {{[^,]*}}, %[[S0:[a-z0-9]+]]: i32
 CHECK: %[[ROW:.*]] = "tt.get_program_id"

@@ -1,0 +1,126 @@
+"""Tensors spanning more than 2**31 - 1 elements (tle/abi.py WideTensor): the runtime passes them, and both paths
+address them with 64-bit offsets. Hand-written Triton computes `row * stride` in i32 and reads the wrong rows (or
+faults) past 2**31 elements unless its author casts to int64; in tle the same kernel text just works.
+
+Each test fills a tensor just past 2**32 elements with fresh random data and checks rows on both sides of
+element 2**31 (where i32 offsets wrap) and 2**32 (where u32 ones would) against torch. About 8.6 GB per wide bf16
+tensor: each test frees what it made."""
+import os
+
+import pytest
+import torch
+
+import tle
+from tle.abi import WideTensor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+I32_MAX = 2 ** 31 - 1
+
+ROWS = """
+kernel scale<BLOCK: int = 1024, T: dtype = bf16>(x: tensor<T>[M, N], y: tensor<T>[M, N]) {
+    let row = program_id(0)
+    store(y, load(x, tile=[1, BLOCK], at=[row, program_id(1)]) * cast<T>(2.0), at=[row, program_id(1)])
+}
+
+kernel tiles<BM: int = 64, BN: int = 64, T: dtype = bf16>(x: tensor<T>[M, N], y: tensor<T>[M, N]) {
+    store(y, load(x, tile=[BM, BN], at=[program_id(0), program_id(1)]) + cast<T>(1.0),
+          at=[program_id(0), program_id(1)])
+}
+
+kernel pick<BR: int = 16, BN: int = 256, T: dtype = bf16>(x: tensor<T>[M, N], ids: tensor<i32>[R],
+                                                          y: tensor<T>[R, N]) {
+    let r = reshape(load(ids, tile=[BR], at=program_id(0)), [BR, 1])
+    let cols = reshape(program_id(1) * BN + arange(0, BN), [1, BN])
+    store(y, gather(x, [r, cols], mask=(r < M) & (cols < N), other=cast<T>(0.0)), at=[program_id(0), program_id(1)])
+}
+"""
+
+
+def _wide(rows, cols, dtype=torch.bfloat16):
+    assert rows * cols > 2 ** 32
+    return torch.randn(rows, cols, device="cuda", dtype=dtype)
+
+
+def _rows_across_the_boundary(cols, rows):
+    """Row indices on both sides of elements 2**31 and 2**32, and the last rows."""
+    out = {0, rows - 2, rows - 1}
+    for edge in (2 ** 31, 2 ** 32):
+        out.update(r for r in range(edge // cols - 1, edge // cols + 2) if 0 <= r < rows)
+    return sorted(out)
+
+
+def _free():
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return tle.compile(ROWS)
+
+
+def _wide_specs(kernel, backend):
+    return [e.compiled.spec.inside for e in kernel._entries.values() if e.compiled.backend == backend]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+def test_row_tiles_past_two_to_the_31_elements(mod, backend):
+    rows, cols, block = 524_400, 8192, 1024  # 4.3e9 elements
+    x = _wide(rows, cols)
+    y = torch.empty_like(x)
+    mod.scale[(rows, cols // block)](x, y, BLOCK=block, backend=backend)
+    torch.cuda.synchronize()
+    assert all(WideTensor("x") in s and WideTensor("y") in s for s in _wide_specs(mod.scale, backend))
+    for r in _rows_across_the_boundary(cols, rows):
+        assert torch.equal(y[r], x[r] * 2), f"row {r}"
+    del x, y
+    _free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+def test_2d_tiles_with_a_dynamic_row_stride(mod, backend):
+    # A column slice: rows 8320 elements apart, 8192 read, so the row stride is not the width.
+    rows, cols, width = 524_400, 8192, 8320
+    base = _wide(rows, width)
+    x = base[:, :cols]
+    y = torch.empty(rows, cols, device="cuda", dtype=torch.bfloat16)  # 4.3e9 elements: wide as well
+    mod.tiles[(rows // 64 + 1, cols // 64)](x, y, backend=backend)  # one more row of tiles: masked off
+    torch.cuda.synchronize()
+    for r in _rows_across_the_boundary(width, rows):
+        assert torch.equal(y[r], x[r] + 1), f"row {r}"
+    del base, x, y
+    _free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+def test_gather_past_two_to_the_31_elements(mod, backend):
+    rows, cols = 524_400, 8192
+    x = _wide(rows, cols)
+    ids = torch.tensor(_rows_across_the_boundary(cols, rows) * 2, device="cuda", dtype=torch.int32)[:16]
+    ids = ids[torch.randperm(16, device="cuda")]
+    y = torch.empty(16, cols, device="cuda", dtype=torch.bfloat16)
+    mod.pick[(1, cols // 256)](x, ids, y, backend=backend)
+    torch.cuda.synchronize()
+    assert torch.equal(y, x[ids.long()])
+    del x, y
+    _free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+def test_matmul_with_a_wide_operand(backend):
+    k = tle.compile(os.path.join(ROOT, "examples", "matmul.tle")).matmul
+    m, kk, n = 65_600, 65_536, 128  # a: 4.3e9 elements
+    a = _wide(m, kk)
+    b = torch.randn(kk, n, device="cuda", dtype=torch.bfloat16) / 64
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    k[((m + 127) // 128, 1)](a, b, c, backend=backend)
+    torch.cuda.synchronize()
+    rows = torch.tensor(_rows_across_the_boundary(kk, m), device="cuda")
+    want = (a[rows].float() @ b.float())
+    torch.testing.assert_close(c[rows].float(), want, atol=2e-2, rtol=2e-2)
+    del a, b, c
+    _free()

@@ -1,0 +1,144 @@
+"""Tensors spanning more than 2**31 - 1 elements (tle/abi.py WideTensor): which launches prove it, what the TTIR
+does with it (i64 offsets where i32 ones would wrap, i32 everywhere else), that Tile IR needs nothing for it, and
+what the runtime still refuses (a single size or stride past 2**31 - 1). The GPU half, past 2**32 elements on both
+paths, is tests/gpu/test_wide_tensors_gpu.py.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import tle
+from tle.abi import Spec, WideTensor, default_spec, launch_spec, spec_of
+from tle.check import check_kernel, load_program
+from tle.lowering.ast_to_tle import ast_to_tle
+from tle.lowering.tle_to_tileir import tle_to_tileir
+from tle.lowering.tle_to_ttir import tle_to_ttir
+from tle.runtime.kernel import LaunchError
+from tle.targets.triton import compile_ttir, verify_ttir
+
+ROWS = """
+kernel rows<B: int = 1024>(x: tensor<f32>[M, N], y: tensor<f32>[M, N]) {
+    let row = program_id(0)
+    store(y, load(x, tile=[1, B], at=[row, 0]) * 2.0, at=[row, 0])
+}
+"""
+
+TILES = """
+kernel tiles(x: tensor<f32>[M, N], y: tensor<f32>[M, N]) {
+    store(y, load(x, tile=[32, 64], at=[program_id(0), program_id(1)]) + 1.0, at=[program_id(0), program_id(1)])
+}
+"""
+
+PICK = """
+kernel pick(x: tensor<f32>[M, N], ids: tensor<i32>[R], y: tensor<f32>[R, N]) {
+    let r = reshape(load(ids, tile=[16], at=program_id(0)), [16, 1])
+    let c = reshape(arange(0, 64), [1, 64])
+    store(y, gather(x, [r, c], mask=(r < M) & (c < N), other=0.0), at=[program_id(0), 0])
+}
+"""
+
+EDGE = 2 ** 31 // 131072  # 16384 rows of 131072: the last element is 2**31 - 1, the largest i32 offset
+
+
+def _kernel(src):
+    prog = load_program(src, "k.tle")
+    return check_kernel(prog, prog.kernel_names()[0], {})
+
+
+def _rows_spec(x, y):
+    """The spec the runtime proves for ROWS launched on (x, y): its own binding and checks, then spec_of."""
+    k, kernel = tle.compile(ROWS).rows, _kernel(ROWS)
+    values, _, _ = k._bind((x, y), {})
+    flat, _, _ = k._check_args(kernel, values)
+    return spec_of(kernel, flat)
+
+
+def _meta(*shape):
+    return torch.empty(shape, device="meta")
+
+
+def test_a_tensor_past_2_31_elements_is_wide():
+    spec = _rows_spec(_meta(EDGE + 1, 131072), _meta(EDGE + 1, 131072))
+    assert WideTensor("x") in spec.inside and WideTensor("y") in spec.inside
+
+
+def test_a_tensor_whose_last_offset_is_2_31_minus_1_is_not():
+    spec = _rows_spec(_meta(EDGE, 131072), _meta(EDGE, 131072))
+    assert not any(isinstance(f, WideTensor) for f in spec.inside)
+
+
+def test_a_slice_is_wide_by_its_reach_not_its_element_count():
+    # 8 columns of 16385 rows: 131080 elements, but the last lies 2**31 + 7 elements past the first.
+    spec = _rows_spec(_meta(EDGE + 1, 131072)[:, :8], _meta(EDGE + 1, 8))
+    assert WideTensor("x") in spec.inside and WideTensor("y") not in spec.inside
+
+
+def test_tlec_sizes_prove_it_for_contiguous_tensors():
+    k = _kernel(ROWS)
+    assert WideTensor("x") in launch_spec(k, {"M": EDGE + 1, "N": 131072}).inside
+    assert WideTensor("x") not in launch_spec(k, {"M": EDGE, "N": 131072}).inside
+    assert WideTensor("x") not in launch_spec(k, {"M": EDGE + 1}).inside  # N unknown: nothing proved
+
+
+def _ttir(src, wide: set[str]):
+    k = _kernel(src)
+    d = default_spec(k)
+    spec = Spec(d.divisible16, d.unit_strides, frozenset(WideTensor(t) for t in wide))
+    text = tle_to_ttir(ast_to_tle(k, spec))
+    verify_ttir(text)
+    return text
+
+
+def _addptr_offsets(text):
+    return re.findall(r'"tt\.addptr"\(.*\) : \((?:tensor<[0-9x]+x)?!tt\.ptr<f32>>?, (\S+?)\)', text)
+
+
+def test_wide_row_base_is_an_i64_product():
+    text = _ttir(ROWS, {"x", "y"})
+    assert re.search(r'"arith\.muli".*: \(i64, i64\) -> i64', text)
+    offsets = _addptr_offsets(text)
+    assert offsets.count("i64") == 2  # x's and y's row base: row * stride in i64
+    assert "tensor<1x1024xi32>" in offsets  # the columns within the row stay i32 (stride 1: k < 1024)
+    compile_ttir(text, "sm_90")
+
+
+def test_only_the_wide_tensor_gets_i64_offsets():
+    text = _ttir(ROWS, {"x"})
+    assert _addptr_offsets(text).count("i64") == 1
+
+
+def test_wide_2d_tile_rows_are_i64_per_element():
+    # k * stride along a 32-row tile with a runtime row stride may pass 2**31 - 1: i64 per element; the unit-stride
+    # columns are i32 and are widened only where the two are added.
+    text = _ttir(TILES, {"x", "y"})
+    assert re.search(r'"arith\.muli".*: \(tensor<32xi64>, tensor<32xi64>\) -> tensor<32xi64>', text)
+    assert "tensor<32x64xi64>" in _addptr_offsets(text)
+    compile_ttir(text, "sm_90")
+
+
+def test_wide_gather_offsets_are_i64():
+    text = _ttir(PICK, {"x"})
+    assert "tensor<16x64xi64>" in _addptr_offsets(text)
+    assert "tensor<16x64xi64>" not in _addptr_offsets(_ttir(PICK, set()))
+    compile_ttir(text, "sm_90")
+
+
+def test_tile_ir_is_the_same_for_wide_tensors():
+    # tileiras addresses views and pointer tiles in 64 bits already (pointer offsets are i64 in this lowering;
+    # views were checked on the H200 past 2**32 elements with i32 sizes and strides), so the fact changes nothing.
+    k = _kernel(ROWS)
+    d = default_spec(k)
+    plain = str(tle_to_tileir(ast_to_tle(k, d)))
+    wide = str(tle_to_tileir(ast_to_tle(k, Spec(d.divisible16, d.unit_strides, frozenset({WideTensor("x")})))))
+    assert plain == wide
+
+
+def test_a_stride_past_2_31_minus_1_is_refused_with_the_tensor_named():
+    k = tle.compile(ROWS).rows
+    x = torch.empty(2 * 8, device="meta").as_strided((2, 8), (2 ** 31, 1))
+    with pytest.raises(LaunchError, match=r"rows: tensor 'x' \(shape \(2, 8\), strides \(2147483648, 1\)\) has a "
+                                          r"size or stride of 2147483648, past 2\^31 - 1"):
+        k[(2,)](x, _meta(2, 8))
