@@ -18,10 +18,11 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
   other i32 argument with the attribute gets `div_by<d>` alone). With aligned base
   pointers and row strides divisible by 16 elements tileiras selects TMA loads/stores (docs/tileir.md).
 - tle.make_view -> `make_tensor_view` (constant sizes and strides, e.g. a stride folded to 1, are static in its
-  type; dynamic ones i32, also for a tensor spanning more than 2**31 - 1 elements, `tle.wide`: tileiras
-  computes view addresses in 64 bits, checked on the H200 past 2**32 elements, tests/gpu/test_wide_tensors_gpu.py,
-  and pointer offsets here are i64 anyway), and one `make_partition_view` per (tile shape, padding) that the
-  kernel's loads and stores use, built right after it at the top of the kernel. A load's padding is part of the
+  type; dynamic ones i32, or i64 in a view of a tensor spanning more than 2**31 - 1 elements or with a larger
+  stride, `tle.wide`, whose strides arrive as i64: tileiras computes view addresses in 64 bits either way, checked
+  on the H200 past 2**32 elements, tests/gpu/test_wide_tensors_gpu.py; pointer offsets here are i64 anyway), and
+  one `make_partition_view` per (tile shape, padding) that the kernel's loads and stores use, built right after it
+  at the top of the kernel. A load's padding is part of the
   partition view's type: 0.0, -0.0, nan, +inf and -inf (and 0 for integers) are expressible there. A load with
   any other padding (pad=1.0, pad=-1000) is lowered through pointers instead: a tile of element pointers, a mask
   `index*tile + i < size` per axis (one unsigned compare, so negative tile indices are out of bounds too) and
@@ -166,6 +167,10 @@ INT_ELEMS = ("i1", "i8", "i16", "i32", "i64")
 HALF = ("f16", "bf16")
 # The 8-bit floats (MLIR name -> tle name): loaded, stored, converted (ftof) and multiplied (mmaf) only.
 F8 = MLIR_F8
+
+
+def _is_i64(v: "ir.Value") -> bool:
+    return ct.tile_of(v).elem == "i64"
 
 
 def tle_type(t: "ir.Type") -> tuple[str, tuple[int, ...] | None, int]:
@@ -1291,7 +1296,11 @@ class _Kernel:
         sizes = [static_or_value(v) for v in operands[1:1 + rank]]
         strides = [static_or_value(v) for v in operands[1 + rank:]]
         base = self.get(operands[0])
-        view = _View(self.view_name(op.result), elem, base, sizes, strides, ct.make_tensor_view(base, sizes, strides))
+        # A wide view's strides are i64 (tle/abi.py WideTensor); make_tensor_view takes one integer type for all
+        # its dynamic sizes and strides, so its sizes are widened there (the view keeps them i32 for the masks)
+        wide = any(_is_i64(s) for s in strides if not isinstance(s, int))
+        shape = [ct.exti(s, "i64") if wide and not isinstance(s, int) else s for s in sizes]
+        view = _View(self.view_name(op.result), elem, base, sizes, strides, ct.make_tensor_view(base, shape, strides))
         for shape, pad in self.part_keys.get(op.result, []):
             view.parts[(shape, pad)] = ct.make_partition_view(view.tensor_view, shape, padding=pad)
         self.views[op.result] = view
@@ -1378,7 +1387,7 @@ class _Kernel:
                 if stride != 1:
                     term = ct.muli(term, self.const(stride, at, "i64"))
             else:
-                term = ct.muli(term, self.splat(ct.exti(stride, "i64"), at))
+                term = ct.muli(term, self.splat(stride if _is_i64(stride) else ct.exti(stride, "i64"), at))
             sums[at] = ct.addi(sums[at], term) if at in sums else term
         offset = None
         for at, term in sums.items():

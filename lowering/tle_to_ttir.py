@@ -252,7 +252,8 @@ class _Lowering:
         return _tensor(ir.RankedTensorType(t).shape, elem) if isa(t, ir.RankedTensorType) else elem
 
     def widened(self, v, elem):
-        """v (an i32 scalar or tensor) sign-extended to `elem` where that is i64; v itself otherwise."""
+        """v (an i32 or i64 scalar or tensor) sign-extended to `elem` where that is i64 and v is not; v itself
+        otherwise (a wide view's strides arrive as i64)."""
         if _elem(v.type) == elem:
             return v
         return self.val("arith.extsi", self._like(v.type, elem), [v])
@@ -946,7 +947,7 @@ def _divisible16(v) -> bool:
 
 def _descriptor(L: _Lowering, view: _View, shape):
     desc_t = ir.Type.parse(f"!tt.tensordesc<{_tensor(shape, view.elem)}>")
-    strides = [L.val("arith.extsi", _i(64), [s]) for s in view.strides]
+    strides = [L.widened(s, _i(64)) for s in view.strides]
     return L.val("tt.make_tensor_descriptor", desc_t, [view.ptr, *view.sizes, *strides])
 
 

@@ -208,13 +208,12 @@ class Kernel:
                         dims.setdefault(d, (size, p.name))
                 if any(st < 0 for st in v.stride()):
                     raise LaunchError(f"{self.name}: tensor '{p.name}' has a negative stride")
-                # Sizes and strides are passed as i32; a tensor spanning more elements than that is fine (tle/abi.py
-                # WideTensor: its offsets are computed in i64), but each size and stride must fit.
-                if too_big := [x for x in (*v.shape, *v.stride()) if x > I32_MAX]:
-                    raise LaunchError(f"{self.name}: tensor '{p.name}' (shape {tuple(v.shape)}, strides "
-                                      f"{tuple(v.stride())}) has a size or stride of {too_big[0]}, past 2^31 - 1; "
-                                      "tle passes each size and stride as a 32-bit integer (split the tensor, or "
-                                      "merge or reorder its axes so each stays below 2^31)")
+                # Sizes are passed as i32 (dims are i32 in the language); a tensor spanning more elements, or with
+                # a larger stride, is fine (tle/abi.py WideTensor: i64 strides and offsets), but each size must fit.
+                if too_big := [x for x in v.shape if x > I32_MAX]:
+                    raise LaunchError(f"{self.name}: tensor '{p.name}' (shape {tuple(v.shape)}) has a size of "
+                                      f"{too_big[0]}, past 2^31 - 1; tle passes sizes as 32-bit integers (view it "
+                                      "with more axes, e.g. x.view(-1, 1024), or split it)")
                 flat[p.name] = v
                 for axis, st in enumerate(v.stride()):
                     flat[f"{p.name}.stride{axis}"] = st

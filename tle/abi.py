@@ -43,10 +43,11 @@ again for more (tle/compiler.py, `_to_twelve_warps`): of these facts of the grid
 without a dot too. And UnalignedRows: a tensor whose rows TMA cannot read (a base or a stride other than 1 that is
 not a multiple of 16 bytes), which the Tile IR router reads the same way.
 
-Sizes and strides are passed as i32, each at most 2**31 - 1, but a tensor may span more elements than that
-(32768 rows of a 128256-entry vocabulary: 4.2e9 elements): WideTensor marks such a tensor, and the lowerings
-compute its element offsets in i64 (each size and stride still fits i32, and so does every element index along
-an axis). Every other tensor keeps i32 offsets, the arithmetic hand-written Triton does and the fastest.
+Sizes are passed as i32, each at most 2**31 - 1 (dims are i32 values in the language), but a tensor may span
+more elements than that (32768 rows of a 128256-entry vocabulary: 4.2e9 elements), and a stride may pass 2**31 - 1
+(the batch axis of a [1, 32768, 128256] tensor). WideTensor marks such a tensor: its strides are passed as i64
+and the lowerings compute its element offsets in i64 (every element index along one axis still fits i32). Every
+other tensor keeps i32 strides and offsets, the arithmetic hand-written Triton does and the fastest.
 """
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ from .typed import Bind, Const, Dim, For, Kernel, Op, Read, TensorParam, dots, n
 class AbiArg:
     kind: str  # "ptr" | "dim" | "stride" | "scalar"
     name: str  # tensor, dim or scalar name
-    dtype: str  # ptr: element type; dim and stride: i32; scalar: its type
+    dtype: str  # ptr: element type; dim: i32; stride: i32, or i64 for a WideTensor's; scalar: its type
     axis: int = -1  # stride: which axis
 
     @property
@@ -181,9 +182,10 @@ class UnalignedRows:
 
 @dataclass(frozen=True, order=True)
 class WideTensor:
-    """The launch's tensor `tensor` spans more than 2**31 - 1 elements (sum of (size - 1) * stride over its axes),
-    so offsets into it do not fit i32: the lowerings compute them in i64 (`tle.wide` on its make_view). Proved from
-    the launch's tensors (spec_of) or from the sizes tlec was given for a contiguous tensor (launch_spec)."""
+    """The launch's tensor `tensor` spans more than 2**31 - 1 elements (sum of (size - 1) * stride over its axes)
+    or has a stride past 2**31 - 1, so offsets into it do not fit i32: its strides are passed as i64 (abi) and the
+    lowerings compute its offsets in i64 (`tle.wide` on its make_view). Proved from the launch's tensors (spec_of)
+    or from the sizes tlec was given for a contiguous tensor (launch_spec)."""
     tensor: str
 
     def __str__(self) -> str:
@@ -193,11 +195,14 @@ class WideTensor:
 I32_MAX = 2 ** 31 - 1
 
 
-def wide_tensors(kernel: Kernel, reach) -> frozenset:
-    """WideTensor for each tensor parameter whose `reach(param)` (its last element's offset, or None where unknown)
-    exceeds I32_MAX."""
+def wide_tensors(kernel: Kernel, layout) -> frozenset:
+    """WideTensor for each tensor parameter whose `layout(param)`, (sizes, strides) or None where unknown, puts an
+    element past offset I32_MAX or has a stride past it (a size-1 axis's stride can, without the offset)."""
+    def wide(sizes, strides):
+        return 0 not in sizes and (sum((n - 1) * st for n, st in zip(sizes, strides)) > I32_MAX
+                                   or max(strides, default=0) > I32_MAX)
     return frozenset(WideTensor(p.name) for p in kernel.params
-                     if isinstance(p, TensorParam) and (r := reach(p)) is not None and r > I32_MAX)
+                     if isinstance(p, TensorParam) and (known := layout(p)) is not None and wide(*known))
 
 
 def unaligned_rows(kernel: Kernel, spec: Spec, known_strides) -> frozenset:
@@ -271,8 +276,9 @@ def all_args(kernel: Kernel) -> list[AbiArg]:
 
 
 def abi(kernel: Kernel, spec: Spec) -> list[AbiArg]:
-    """The arguments actually passed under `spec` (unit strides dropped)."""
-    return [a for a in all_args(kernel) if not (a.kind == "stride" and a.key in spec.unit_strides)]
+    """The arguments actually passed under `spec`: unit strides dropped, a WideTensor's strides as i64."""
+    return [replace(a, dtype="i64") if a.kind == "stride" and WideTensor(a.name) in spec.inside else a
+            for a in all_args(kernel) if not (a.kind == "stride" and a.key in spec.unit_strides)]
 
 
 def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None, sms: int | None = None) -> Spec:
@@ -295,11 +301,10 @@ def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None, sms: int | 
     spec = Spec(frozenset(d16), frozenset(unit), launch_facts(kernel, grid, values, sms), frozenset(part))
     strides = {a.key for a in all_args(kernel) if a.kind == "stride"}
 
-    def reach(p):  # the offset of the tensor's last element, from the launch's dims and strides
+    def layout(p):  # the launch's sizes and strides of tensor p
         sizes = [d if isinstance(d, int) else values[d] for d in p.type.dims]
-        steps = [values[f"{p.name}.stride{axis}"] for axis in range(len(sizes))]
-        return 0 if 0 in sizes else sum((n - 1) * st for n, st in zip(sizes, steps))
-    wide = wide_tensors(kernel, reach)
+        return sizes, [values[f"{p.name}.stride{axis}"] for axis in range(len(sizes))]
+    wide = wide_tensors(kernel, layout)
     return replace(spec, inside=spec.inside | unaligned_rows(kernel, spec, strides) | wide)
 
 
@@ -546,10 +551,10 @@ def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None, sms: int
     part = {(k, div) for k, v in given.items() if (div := partial_divisor(v))}
     spec = Spec(frozenset(d16), d.unit_strides, launch_facts(kernel, grid, sizes, sms), frozenset(part))
 
-    def contiguous_reach(p):
+    def contiguous(p):  # the sizes and strides of tensor p, contiguous, where every dim is given
         dims = [x if isinstance(x, int) else sizes.get(x) for x in p.type.dims]
-        return None if None in dims or 0 in dims else math.prod(dims) - 1
-    wide = wide_tensors(kernel, contiguous_reach)
+        return None if None in dims else (dims, [math.prod(dims[axis + 1:]) for axis in range(len(dims))])
+    wide = wide_tensors(kernel, contiguous)
     return replace(spec, inside=spec.inside | unaligned_rows(kernel, spec, given) | wide)
 
 

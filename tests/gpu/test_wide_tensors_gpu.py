@@ -1,6 +1,7 @@
-"""Tensors spanning more than 2**31 - 1 elements (tle/abi.py WideTensor): the runtime passes them, and both paths
-address them with 64-bit offsets. Hand-written Triton computes `row * stride` in i32 and reads the wrong rows (or
-faults) past 2**31 elements unless its author casts to int64; in tle the same kernel text just works.
+"""Tensors spanning more than 2**31 - 1 elements, or with a stride past it (tle/abi.py WideTensor): the runtime
+passes them, and both paths address them with 64-bit strides and offsets. Hand-written Triton computes
+`row * stride` in i32 and reads the wrong rows (or faults) past 2**31 elements unless its author casts to int64; in
+tle the same kernel text just works.
 
 Each test fills a tensor just past 2**32 elements with fresh random data and checks rows on both sides of
 element 2**31 (where i32 offsets wrap) and 2**32 (where u32 ones would) against torch. About 8.6 GB per wide bf16
@@ -20,6 +21,12 @@ ROWS = """
 kernel scale<BLOCK: int = 1024, T: dtype = bf16>(x: tensor<T>[M, N], y: tensor<T>[M, N]) {
     let row = program_id(0)
     store(y, load(x, tile=[1, BLOCK], at=[row, program_id(1)]) * cast<T>(2.0), at=[row, program_id(1)])
+}
+
+kernel scale3<BLOCK: int = 1024, T: dtype = bf16>(x: tensor<T>[S, M, N], y: tensor<T>[S, M, N]) {
+    let b = program_id(2)
+    let t = load(x, tile=[1, 1, BLOCK], at=[b, program_id(0), program_id(1)])
+    store(y, t * cast<T>(2.0), at=[b, program_id(0), program_id(1)])
 }
 
 kernel tiles<BM: int = 64, BN: int = 64, T: dtype = bf16>(x: tensor<T>[M, N], y: tensor<T>[M, N]) {
@@ -75,6 +82,25 @@ def test_row_tiles_past_two_to_the_31_elements(mod, backend):
     for r in _rows_across_the_boundary(cols, rows):
         assert torch.equal(y[r], x[r] * 2), f"row {r}"
     del x, y
+    _free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_batch_stride_past_two_to_the_31(mod, backend, batch):
+    # [1, 524400, 8192]: the batch axis's stride is 2**32 + ..., which only i64 strides can pass; [2, 262200, 8192]:
+    # a stride of 2**31 + ... and an element past 2**32
+    rows, cols, block = 524_400 // batch, 8192, 1024
+    x = torch.randn(batch, rows, cols, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    assert x.stride(0) > I32_MAX
+    mod.scale3[(rows, cols // block, batch)](x, y, BLOCK=block, backend=backend)
+    torch.cuda.synchronize()
+    flat_x, flat_y = x.view(-1, cols), y.view(-1, cols)
+    for r in _rows_across_the_boundary(cols, rows * batch):
+        assert torch.equal(flat_y[r], flat_x[r] * 2), f"row {r}"
+    del x, y, flat_x, flat_y
     _free()
 
 

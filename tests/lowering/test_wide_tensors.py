@@ -11,13 +11,23 @@ import pytest
 import torch
 
 import tle
-from tle.abi import Spec, WideTensor, default_spec, launch_spec, spec_of
+from tle.abi import Spec, WideTensor, abi, default_spec, launch_spec, spec_of
 from tle.check import check_kernel, load_program
 from tle.lowering.ast_to_tle import ast_to_tle
 from tle.lowering.tle_to_tileir import tle_to_tileir
 from tle.lowering.tle_to_ttir import tle_to_ttir
 from tle.runtime.kernel import LaunchError
+from tle.targets import tileir
 from tle.targets.triton import compile_ttir, verify_ttir
+
+
+def _has_tileiras() -> bool:
+    try:
+        tileir.find_tileiras()
+        tileir._bc()
+        return True
+    except (FileNotFoundError, ImportError):
+        return False
 
 ROWS = """
 kernel rows<B: int = 1024>(x: tensor<f32>[M, N], y: tensor<f32>[M, N]) {
@@ -37,6 +47,18 @@ kernel pick(x: tensor<f32>[M, N], ids: tensor<i32>[R], y: tensor<f32>[R, N]) {
     let r = reshape(load(ids, tile=[16], at=program_id(0)), [16, 1])
     let c = reshape(arange(0, 64), [1, 64])
     store(y, gather(x, [r, c], mask=(r < M) & (c < N), other=0.0), at=[program_id(0), 0])
+}
+"""
+
+BATCHED = """
+kernel rows3<B: int = 1024>(x: tensor<f32>[S, M, N], y: tensor<f32>[S, M, N]) {
+    store(y, load(x, tile=[1, 1, B], at=[program_id(1), program_id(0), 0]) * 2.0, at=[program_id(1), program_id(0), 0])
+}
+"""
+
+VADD = """
+kernel vadd(x: tensor<f32>[N], y: tensor<f32>[N]) {
+    store(y, load(x, tile=[256], at=[program_id(0)]), at=[program_id(0)])
 }
 """
 
@@ -126,19 +148,50 @@ def test_wide_gather_offsets_are_i64():
     compile_ttir(text, "sm_90")
 
 
-def test_tile_ir_is_the_same_for_wide_tensors():
-    # tileiras addresses views and pointer tiles in 64 bits already (pointer offsets are i64 in this lowering;
-    # views were checked on the H200 past 2**32 elements with i32 sizes and strides), so the fact changes nothing.
+def _tileir(src, wide: set[str]):
+    k = _kernel(src)
+    d = default_spec(k)
+    return str(tle_to_tileir(ast_to_tle(k, Spec(d.divisible16, d.unit_strides,
+                                                 frozenset(WideTensor(t) for t in wide)))))
+
+
+def test_a_wide_tensors_strides_are_passed_as_i64():
     k = _kernel(ROWS)
     d = default_spec(k)
-    plain = str(tle_to_tileir(ast_to_tle(k, d)))
-    wide = str(tle_to_tileir(ast_to_tle(k, Spec(d.divisible16, d.unit_strides, frozenset({WideTensor("x")})))))
-    assert plain == wide
+    spec = Spec(d.divisible16, d.unit_strides, frozenset({WideTensor("x")}))
+    assert {a.key: a.dtype for a in abi(k, spec) if a.kind != "ptr"} == \
+        {"M": "i32", "N": "i32", "x.stride0": "i64", "y.stride0": "i32"}
 
 
-def test_a_stride_past_2_31_minus_1_is_refused_with_the_tensor_named():
-    k = tle.compile(ROWS).rows
-    x = torch.empty(2 * 8, device="meta").as_strided((2, 8), (2 ** 31, 1))
-    with pytest.raises(LaunchError, match=r"rows: tensor 'x' \(shape \(2, 8\), strides \(2147483648, 1\)\) has a "
-                                          r"size or stride of 2147483648, past 2\^31 - 1"):
-        k[(2,)](x, _meta(2, 8))
+def test_a_stride_past_2_31_minus_1_makes_a_tensor_wide_on_its_own():
+    # [1, 16384, 131072]: the last element is at 2**31 - 1, but the batch axis's stride is 2**31
+    k = _kernel(BATCHED)
+    tle_k = tle.compile(BATCHED).rows3
+    x = _meta(1, EDGE, 131072)
+    values, _, _ = tle_k._bind((x, x), {})
+    flat, _, _ = tle_k._check_args(k, values)
+    assert flat["x.stride0"] == 2 ** 31
+    assert WideTensor("x") in spec_of(k, flat).inside
+    assert WideTensor("x") in launch_spec(k, {"S": 1, "M": EDGE, "N": 131072}).inside
+
+
+@pytest.mark.skipif(not _has_tileiras(), reason="tileiras or the pinned cuda-tile bytecode writer is not installed")
+def test_tile_ir_views_of_a_wide_tensor_take_i64_sizes_and_strides():
+    # make_tensor_view takes one integer type for its dynamic sizes and strides: with i64 strides, the sizes are
+    # widened for it; the plain view keeps i32 throughout. tileiras compiles both.
+    wide, plain = _tileir(ROWS, {"x"}), _tileir(ROWS, set())
+    views = re.findall(r'"cuda_tile\.make_tensor_view".* : \((.*?)\) ->', wide)
+    assert len(views) == 2 and "tile<i32>" not in views[0] and "tile<i64>" not in views[1]
+    assert "tile<i64>" not in " ".join(re.findall(r'"cuda_tile\.make_tensor_view".* : \((.*?)\) ->', plain))
+    k = _kernel(ROWS)
+    d = default_spec(k)
+    for spec in (d, Spec(d.divisible16, d.unit_strides, frozenset({WideTensor("x")}))):
+        assert tileir.compile_tileir(tle_to_tileir(ast_to_tle(k, spec)), "sm_90").cubin[:4] == b"\x7fELF"
+
+
+def test_a_size_past_2_31_minus_1_is_refused_with_the_tensor_named():
+    k = tle.compile(VADD).vadd
+    x = _meta(2 ** 31)
+    with pytest.raises(LaunchError, match=r"vadd: tensor 'x' \(shape \(2147483648,\)\) has a size of 2147483648, "
+                                          r"past 2\^31 - 1"):
+        k[(1,)](x, x)
