@@ -212,8 +212,9 @@ class Kernel:
                 # a larger stride, is fine (tle/abi.py WideTensor: i64 strides and offsets), but each size must fit.
                 if too_big := [x for x in v.shape if x > I32_MAX]:
                     raise LaunchError(f"{self.name}: tensor '{p.name}' (shape {tuple(v.shape)}) has a size of "
-                                      f"{too_big[0]}, past 2^31 - 1; tle passes sizes as 32-bit integers (view it "
-                                      "with more axes, e.g. x.view(-1, 1024), or split it)")
+                                      f"{too_big[0]}, past 2^31 - 1; tle passes sizes as 32-bit integers (declare "
+                                      "the parameter with one more axis and pass a view such as x.view(-1, 1024), "
+                                      "or split the tensor)")
                 flat[p.name] = v
                 for axis, st in enumerate(v.stride()):
                     flat[f"{p.name}.stride{axis}"] = st
