@@ -137,13 +137,19 @@ def test_gather_past_two_to_the_31_elements(mod, backend):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("backend", ["triton", "tileir"])
-def test_matmul_with_a_wide_operand(backend):
-    k = tle.compile(os.path.join(ROOT, "examples", "matmul.tle")).matmul
+@pytest.mark.parametrize("example", ["matmul", "matmul_persistent"])
+def test_matmul_with_a_wide_operand(backend, example):
+    # matmul: pointer tiles; matmul_persistent with TMA=true: tensor descriptors on the native path (i64 strides)
+    k = getattr(tle.compile(os.path.join(ROOT, "examples", f"{example}.tle")), example)
     m, kk, n = 65_600, 65_536, 128  # a: 4.3e9 elements
     a = _wide(m, kk)
     b = torch.randn(kk, n, device="cuda", dtype=torch.bfloat16) / 64
     c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    k[((m + 127) // 128, 1)](a, b, c, backend=backend)
+    if example == "matmul":
+        k[((m + 127) // 128, 1)](a, b, c, backend=backend)
+    else:
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        k[(sms,)](a, b, c, BN=128, TMA=True, backend=backend)
     torch.cuda.synchronize()
     rows = torch.tensor(_rows_across_the_boundary(kk, m), device="cuda")
     want = (a[rows].float() @ b.float())
