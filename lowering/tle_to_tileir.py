@@ -22,11 +22,10 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
   stride, `tle.wide`, whose strides arrive as i64: tileiras computes view addresses in 64 bits either way, checked
   on the H200 past 2**32 elements, tests/gpu/test_wide_tensors_gpu.py; pointer offsets here are i64 anyway), and
   one `make_partition_view` per (tile shape, padding) that the kernel's loads and stores use, built right after it
-  at the top of the kernel. A load's padding is part of the
-  partition view's type: 0.0, -0.0, nan, +inf and -inf (and 0 for integers) are expressible there. A load with
-  any other padding (pad=1.0, pad=-1000) is lowered through pointers instead: a tile of element pointers, a mask
-  `index*tile + i < size` per axis (one unsigned compare, so negative tile indices are out of bounds too) and
-  `load_ptr_tko` with a padding tile.
+  at the top of the kernel. A load's padding is part of the partition view's type: 0.0, -0.0, nan, +inf and -inf
+  (and 0 for integers) are expressible there. A load with any other padding (pad=1.0, pad=-1000) is lowered
+  through pointers instead: a tile of element pointers, a mask `index*tile + i < size` per axis (one unsigned
+  compare, so negative tile indices are out of bounds too) and `load_ptr_tko` with a padding tile.
 - tle.load / tle.store -> `load_view_tko` / `store_view_tko` at the same tile coordinates (Tile IR's indices are
   tile coordinates too, read as unsigned: a negative index is out of bounds, as in tle). Along the axes where
   the tile is known to lie inside the tensor (tle.inside: the launch, or a constant index along a static size,

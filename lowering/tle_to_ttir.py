@@ -13,10 +13,10 @@ Every op created for a tle op gets that op's location, so Triton's diagnostics a
 Lowering choices (the semantics are the ones dialects/tle.py states):
 - tle.make_view produces no code; loads and stores address (ptr, sizes, strides) directly.
 - tle.load / tle.store: masked tensors of pointers, `ptr + sum((index_i * tile_i + k_i) * stride_i)`, in i32
-  as hand-written Triton computes them, except in a view of a tensor spanning more than 2**31 - 1 elements
-  (tle.wide; tle/abi.py WideTensor), where the offsets are i64 (hand-written Triton overflows there unless its
-  author casts to int64). The mask is `0 <= index_i * tile_i + k
-  < size_i` for every axis, one compare per axis (unsigned, signed where the start is a constant >= 0); an axis
+  as hand-written Triton computes them, except in a view of a tensor spanning more than 2**31 - 1 elements or
+  with a larger stride (tle.wide; tle/abi.py WideTensor), where strides and offsets are i64 (hand-written
+  Triton overflows there unless its author casts to int64). The mask is `0 <= index_i * tile_i + k < size_i`
+  for every axis, one compare per axis (unsigned, signed where the start is a constant >= 0); an axis
   is left unmasked only where the op's tle.inside marks it (dialects/tle.py), and in a kernel with a scan only
   where the axis is 1 wide (`_keeps_checks`). Masked-off elements
   read `padding` (tt.load's `other`). `_Lowering.tile_pointers` says which part is scalar and which per element.
@@ -198,9 +198,9 @@ def _loop_variant(v: "ir.Value") -> bool:
 class _View:
     ptr: "ir.Value"  # !tt.ptr<elem>
     sizes: list  # i32 values
-    strides: list  # i32 values, in elements
+    strides: list  # i32 values (i64 in a wide view), in elements
     elem: "ir.Type"
-    wide: bool = False  # tle.wide: the tensor spans more than 2**31 - 1 elements, so its offsets are i64
+    wide: bool = False  # tle.wide: the tensor spans more than 2**31 - 1 elements or has a larger stride
     descriptors: dict = field(default_factory=dict)  # tile shape -> tensor descriptor, built once where the view is
 
 
@@ -341,11 +341,11 @@ class _Lowering:
         """Pointers to the tile at tile index `indices` and the mask of its elements inside the view; with
         `squeeze`, both without the tile's size-1 axes (_squeezed: the shape Triton sees, see _load).
 
-        Offsets are i32 unless the view is wide (tle.wide: the tensor spans more than 2**31 - 1 elements), so the
-        offset of every element inside any other view fits (an element outside may wrap, but it is masked off).
-        A wide view's scalar base offset is i64, and so is the per-element offset along an axis whose stride is
-        not a small constant; element indices along one axis (start + k, the masks) stay i32 in every view, as
-        each size does. Per axis, with start = index * tile and k = 0 .. tile-1:
+        Offsets are i32 unless the view is wide (tle.wide: the tensor spans more than 2**31 - 1 elements or has a
+        larger stride), so the offset of every element inside any other view fits (an element outside may wrap,
+        but it is masked off). A wide view's scalar base offset is i64, and so is the per-element offset along an
+        axis whose stride is not a small constant; element indices along one axis (start + k, the masks) stay i32
+        in every view, as each size does. Per axis, with start = index * tile and k = 0 .. tile-1:
         - a 1-wide axis adds index * stride to a scalar base and is masked by one scalar `index <u size`;
         - a masked axis whose index does not change inside its loop (if any) adds (start + k) * stride, the same
           `start + k` its mask compares (as Triton's `offs = pid * B + arange(B)` serves pointer and mask);

@@ -198,9 +198,9 @@ I32_MAX = 2 ** 31 - 1
 def wide_tensors(kernel: Kernel, layout) -> frozenset:
     """WideTensor for each tensor parameter whose `layout(param)`, (sizes, strides) or None where unknown, puts an
     element past offset I32_MAX or has a stride past it (a size-1 axis's stride can, without the offset)."""
-    def wide(sizes, strides):
-        return 0 not in sizes and (sum((n - 1) * st for n, st in zip(sizes, strides)) > I32_MAX
-                                   or max(strides, default=0) > I32_MAX)
+    def wide(sizes, strides):  # a stride past I32_MAX cannot be passed as i32 even where the tensor is empty
+        return max(strides, default=0) > I32_MAX or (
+            0 not in sizes and sum((n - 1) * st for n, st in zip(sizes, strides)) > I32_MAX)
     return frozenset(WideTensor(p.name) for p in kernel.params
                      if isinstance(p, TensorParam) and (known := layout(p)) is not None and wide(*known))
 

@@ -70,12 +70,15 @@ def _kernel(src):
     return check_kernel(prog, prog.kernel_names()[0], {})
 
 
+def _rows_flat(x, y):
+    """The ABI values the runtime binds and checks for ROWS launched on (x, y)."""
+    values, _, _ = tle.compile(ROWS).rows._bind((x, y), {})
+    return tle.compile(ROWS).rows._check_args(_kernel(ROWS), values)[0]
+
+
 def _rows_spec(x, y):
-    """The spec the runtime proves for ROWS launched on (x, y): its own binding and checks, then spec_of."""
-    k, kernel = tle.compile(ROWS).rows, _kernel(ROWS)
-    values, _, _ = k._bind((x, y), {})
-    flat, _, _ = k._check_args(kernel, values)
-    return spec_of(kernel, flat)
+    """The spec the runtime proves for ROWS launched on (x, y)."""
+    return spec_of(_kernel(ROWS), _rows_flat(x, y))
 
 
 def _meta(*shape):
@@ -195,3 +198,25 @@ def test_a_size_past_2_31_minus_1_is_refused_with_the_tensor_named():
     with pytest.raises(LaunchError, match=r"vadd: tensor 'x' \(shape \(2147483648,\)\) has a size of 2147483648, "
                                           r"past 2\^31 - 1"):
         k[(1,)](x, x)
+
+
+def test_the_interpreter_runs_wide_views(monkeypatch):
+    # No CPU test can afford 2**31 elements, so every tensor is called wide: the interpreter then runs the kernel
+    # with i64 strides in its views, and must give what it gives without them.
+    import tle.abi
+    monkeypatch.setattr(tle.abi, "wide_tensors", lambda kernel, layout: frozenset(
+        WideTensor(p.name) for p in kernel.params if hasattr(p.type, "dims")))
+    x = torch.randn(6, 40, 72)[:, 3:, :50]  # a strided slice
+    y = torch.empty(6, 37, 50)
+    k = tle.compile(BATCHED).rows3
+    k[(37, 6)](x, y, B=64)
+    assert torch.equal(y, x * 2)
+    entry = next(iter(k._entries.values()))
+    assert WideTensor("x") in entry.compiled.spec.inside
+    assert [a.dtype for a in entry.compiled.abi if a.kind == "stride"] == ["i64"] * 4  # the unit strides dropped
+
+
+def test_an_empty_tensor_with_a_stride_past_2_31_minus_1_is_wide():
+    k = _kernel(ROWS)
+    assert WideTensor("x") in spec_of(k, _rows_flat(torch.empty(0, device="meta").as_strided((0, 8), (2 ** 31, 1)),
+                                                    _meta(0, 8))).inside
