@@ -164,7 +164,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
     if args.kernel and args.kernel not in program.kernels:
         from .check import check_kernel
         check_kernel(program, args.kernel)  # raises the "no kernel named" error with suggestions
-    from .abi import generic_spec, launch_spec
+    from .abi import WideTensor, generic_spec, launch_spec
     from .check import check_kernel
     from .compiler import compile_kernel, num_warps_choice, split_dot_loops
     # Each kernel's own -D constants; one that no kernel has is an error before anything compiles.
@@ -200,6 +200,11 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             how = (f"the native CUDA path (Triton): {out.fallback}" if out.fallback else
                    {"tileir": "the CUDA Tile IR path", "triton": "the native CUDA path (Triton)"}[out.backend])
             print(f"tlec: kernel '{name}' compiled for {args.arch} on {how}", file=sys.stderr)
+            wide = sorted(f.tensor for f in out.spec.inside if isinstance(f, WideTensor))
+            if wide:
+                print(f"tlec: kernel '{name}': {', '.join(wide)} span{'s' if len(wide) == 1 else ''} more than "
+                      "2^31 - 1 elements under these sizes, so their strides and offsets are 64-bit "
+                      "(docs/language.md, \"From Python\")", file=sys.stderr)
             for loop in split_dot_loops(out):
                 print(f"tlec: kernel '{name}': the loop at {loop.span} runs as two, its last tile alone checked: its "
                       "dot's K is not a multiple of 16 bytes, so a check on every tile would load them element by "

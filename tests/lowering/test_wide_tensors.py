@@ -220,3 +220,17 @@ def test_an_empty_tensor_with_a_stride_past_2_31_minus_1_is_wide():
     k = _kernel(ROWS)
     assert WideTensor("x") in spec_of(k, _rows_flat(torch.empty(0, device="meta").as_strided((0, 8), (2 ** 31, 1)),
                                                     _meta(0, 8))).inside
+
+
+def test_tlec_v_names_the_wide_tensors(tmp_path, capsys):
+    from tle.cli import main
+    src = tmp_path / "rows.tle"
+    src.write_text(ROWS)
+    out = str(tmp_path / "rows.ttir")
+    assert main([str(src), "--backend", "triton", "--emit", "ttir", "-v", "--sizes", f"M={EDGE + 1},N=131072",
+                 "-o", out]) == 0
+    assert "kernel 'rows': x, y span more than 2^31 - 1 elements under these sizes, so their strides and offsets " \
+           "are 64-bit" in capsys.readouterr().err
+    assert main([str(src), "--backend", "triton", "--emit", "ttir", "-v", "--sizes", f"M={EDGE},N=131072",
+                 "-o", out]) == 0
+    assert "2^31" not in capsys.readouterr().err
