@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import threading
 
-from ..abi import (LoopSplit, LoopTile, ManyPrograms, ManyWaves, ShortK, Spec, UnalignedRows, WideTensor, abi,
-                   access_facts, loop_facts)
+from ..abi import (LoopSplit, LoopTile, ManyPrograms, ManyWaves, ShortK, Spec, UnalignedRows, WideDim, WideTensor,
+                   abi, access_facts, loop_facts)
 from .. import typed as T
+from ..diagnostics import TleError
 from ..dialects.mlir import ir, new_context
 from ..dialects.tle import constant_int, load_tle
 from ..types import Scalar, Tile, is_f8, is_float
@@ -264,6 +265,11 @@ class _KernelBuilder:
         if isinstance(e, T.Read):
             return self.env[e.var]
         if isinstance(e, T.Dim):
+            if WideDim(e.name) in self.spec.inside:
+                raise TleError(e.span, f"dim '{e.name}' is past 2^31 - 1 in this launch, and a kernel can use such a "
+                                       "dim only through its tensors' bounds (loads and stores check it for you): "
+                                       "dims are i32 values in tle (a flat tensor can be passed as a 2-D view, "
+                                       "x.view(-1, 1024), to a parameter declared with two axes)")
             return self.dims[e.name]
         return getattr(self, "x_" + e.name, self.x_elementwise)(e)
 

@@ -1295,11 +1295,16 @@ class _Kernel:
         sizes = [static_or_value(v) for v in operands[1:1 + rank]]
         strides = [static_or_value(v) for v in operands[1 + rank:]]
         base = self.get(operands[0])
-        # A wide view's strides are i64 (tle/abi.py WideTensor); make_tensor_view takes one integer type for all
-        # its dynamic sizes and strides, so its sizes are widened there (the view keeps them i32 for the masks)
-        wide = any(_is_i64(s) for s in strides if not isinstance(s, int))
-        shape = [ct.exti(s, "i64") if wide and not isinstance(s, int) else s for s in sizes]
-        view = _View(self.view_name(op.result), elem, base, sizes, strides, ct.make_tensor_view(base, shape, strides))
+        # A wide view's strides are i64 (tle/abi.py WideTensor), and so is a size past 2**31 - 1 (WideDim);
+        # make_tensor_view takes one integer type for all its dynamic sizes and strides, so the others are widened
+        # there (the view keeps them as they are for the masks)
+        dynamic = [v for v in sizes + strides if not isinstance(v, int)]
+        wide = any(_is_i64(v) for v in dynamic)
+
+        def widened(vs):
+            return [v if isinstance(v, int) or not wide or _is_i64(v) else ct.exti(v, "i64") for v in vs]
+        view = _View(self.view_name(op.result), elem, base, sizes, strides,
+                     ct.make_tensor_view(base, widened(sizes), widened(strides)))
         for shape, pad in self.part_keys.get(op.result, []):
             view.parts[(shape, pad)] = ct.make_partition_view(view.tensor_view, shape, padding=pad)
         self.views[op.result] = view
@@ -1362,10 +1367,12 @@ class _Kernel:
         (no mask along the axes in `inside`, no mask at all when every axis is)."""
         elems, mask = [], None
         for axis, (i, size) in enumerate(zip(index, view.sizes)):
-            start = self.splat(ct.muli(i, self.const(shape[axis], (), "i32")), shape)
-            e = ct.addi(start, self.along(ct.iota(shape[axis], "i32"), axis, shape))
+            it = "i64" if not isinstance(size, int) and _is_i64(size) else "i32"  # i64 along a WideDim
+            i = ct.exti(i, it) if it == "i64" else i
+            start = self.splat(ct.muli(i, self.const(shape[axis], (), it)), shape)
+            e = ct.addi(start, self.along(ct.iota(shape[axis], it), axis, shape))
             if axis not in inside:
-                bound = self.const(size, shape, "i32") if isinstance(size, int) else self.splat(size, shape)
+                bound = self.const(size, shape, it) if isinstance(size, int) else self.splat(size, shape)
                 within = ct.cmpi("less_than", e, bound, signed=False)  # also false for negative e
                 mask = within if mask is None else ct.andi(mask, within)
             elems.append(e)
@@ -1381,7 +1388,7 @@ class _Kernel:
         sums: dict = {}
         for idx, stride in zip(indices, view.strides):
             at = self.shape(idx)
-            term = ct.exti(idx, "i64")
+            term = idx if _is_i64(idx) else ct.exti(idx, "i64")
             if isinstance(stride, int):
                 if stride != 1:
                     term = ct.muli(term, self.const(stride, at, "i64"))

@@ -197,7 +197,7 @@ def _loop_variant(v: "ir.Value") -> bool:
 @dataclass
 class _View:
     ptr: "ir.Value"  # !tt.ptr<elem>
-    sizes: list  # i32 values
+    sizes: list  # i32 values (i64 where past 2**31 - 1: tle/abi.py WideDim)
     strides: list  # i32 values (i64 in a wide view), in elements
     elem: "ir.Type"
     wide: bool = False  # tle.wide: the tensor spans more than 2**31 - 1 elements or has a larger stride
@@ -383,9 +383,12 @@ class _Lowering:
                 continue
             r = self.arange(t)
             if masked[i]:
-                start = self.binop("arith.muli", idx, self.const(i32, t)) if c_idx is None else (
-                    None if c_idx == 0 else self.const(i32, wrap(c_idx * t, "i32")))
-                pos[i] = r if start is None else self.binop("arith.addi", self.splat(start, [t]), r)
+                pos_t = _elem(view.sizes[i].type)  # i64 along a dim past 2**31 - 1 (tle/abi.py WideDim)
+                start = self.binop("arith.muli", self.widened(idx, pos_t), self.const(pos_t, t)) if c_idx is None \
+                    else (None if c_idx == 0 else self.const(pos_t, c_idx * t if pos_t != i32 else
+                                                             wrap(c_idx * t, "i32")))
+                k = self.widened(r, pos_t)
+                pos[i] = k if start is None else self.binop("arith.addi", self.splat(start, [t]), k)
                 if shared:
                     r = pos[i]
             if c_stride != 1:
@@ -406,7 +409,7 @@ class _Lowering:
             if not masked[i]:
                 continue
             if t == 1:
-                scalar.append(self.cmpi(_ULT, idx, size))
+                scalar.append(self.cmpi(_ULT, self.widened(idx, _elem(size.type)), size))
                 continue
             c_idx = constant_int(idx)
             signed = c_idx is not None and 0 <= c_idx * t and (c_idx + 1) * t <= 2 ** 31 - 1
@@ -918,6 +921,8 @@ def _descriptor_ok(view: _View, shape, padding) -> bool:
     divisibility facts cannot be seen here, so the view's row stride must carry them (a constant multiple of
     16 bytes or a stride argument with tt.divisibility)."""
     if len(shape) != 2 or constant_int(view.strides[-1]) != 1 or max(shape) > 256:  # TMA boxes: <= 256 per axis
+        return False
+    if any(_elem(s.type) != _i(32) for s in view.sizes):  # tt.make_tensor_descriptor takes i32 sizes
         return False
     if padding is not None:
         if isa(padding, ir.FloatAttr):

@@ -24,7 +24,6 @@ from ..check import OCCUPANCIES, Program, check_kernel
 from . import cache
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "backend", "occupancy")
-I32_MAX = 2 ** 31 - 1
 
 
 @functools.cache
@@ -208,13 +207,8 @@ class Kernel:
                         dims.setdefault(d, (size, p.name))
                 if any(st < 0 for st in v.stride()):
                     raise LaunchError(f"{self.name}: tensor '{p.name}' has a negative stride")
-                # Sizes are passed as i32 (dims are i32 in the language); a tensor spanning more elements, or with
-                # a larger stride, is fine (tle/abi.py WideTensor: i64 strides and offsets), but each size must fit.
-                if too_big := [x for x in v.shape if x > I32_MAX]:
-                    raise LaunchError(f"{self.name}: tensor '{p.name}' (shape {tuple(v.shape)}) has a size of "
-                                      f"{too_big[0]}, past 2^31 - 1; tle passes sizes as 32-bit integers (declare "
-                                      "the parameter with one more axis and pass a view such as x.view(-1, 1024), "
-                                      "or split the tensor)")
+                # Sizes, strides and offsets past 2^31 - 1 are passed and computed in i64 (tle/abi.py WideTensor,
+                # WideDim); a kernel that reads such a dim's value is refused where it reads it (ast_to_tle).
                 flat[p.name] = v
                 for axis, st in enumerate(v.stride()):
                     flat[f"{p.name}.stride{axis}"] = st

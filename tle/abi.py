@@ -43,11 +43,13 @@ again for more (tle/compiler.py, `_to_twelve_warps`): of these facts of the grid
 without a dot too. And UnalignedRows: a tensor whose rows TMA cannot read (a base or a stride other than 1 that is
 not a multiple of 16 bytes), which the Tile IR router reads the same way.
 
-Sizes are passed as i32, each at most 2**31 - 1 (dims are i32 values in the language), but a tensor may span
-more elements than that (32768 rows of a 128256-entry vocabulary: 4.2e9 elements), and a stride may pass 2**31 - 1
-(the batch axis of a [1, 32768, 128256] tensor). WideTensor marks such a tensor: its strides are passed as i64
-and the lowerings compute its element offsets in i64 (every element index along one axis still fits i32). Every
-other tensor keeps i32 strides and offsets, the arithmetic hand-written Triton does and the fastest.
+Sizes and strides are passed as i32 where they fit, but a tensor may span more elements than 2**31 - 1 (32768
+rows of a 128256-entry vocabulary: 4.2e9 elements), a stride may pass it (the batch axis of a [1, 32768, 128256]
+tensor), and so may a size (a flat tensor of 3e9 elements). WideTensor marks such a tensor: its strides are passed
+as i64 and the lowerings compute its element offsets in i64. WideDim marks a dim past 2**31 - 1: it is passed as
+i64, the lowerings compute element indices along it (and its bounds checks) in i64, and the kernel may use it only
+through its tensors' bounds, since dims are i32 values in the language (ast_to_tle reports a kernel that reads
+one, at the read). Every other tensor and dim keeps i32, the arithmetic hand-written Triton does and the fastest.
 """
 from __future__ import annotations
 
@@ -63,7 +65,8 @@ from .typed import Bind, Const, Dim, For, Kernel, Op, Read, TensorParam, dots, n
 class AbiArg:
     kind: str  # "ptr" | "dim" | "stride" | "scalar"
     name: str  # tensor, dim or scalar name
-    dtype: str  # ptr: element type; dim: i32; stride: i32, or i64 for a WideTensor's; scalar: its type
+    dtype: str  # ptr: element type; dim: i32, or i64 for a WideDim; stride: i32, or i64 for a WideTensor's;
+    #             scalar: its type
     axis: int = -1  # stride: which axis
 
     @property
@@ -76,7 +79,7 @@ class Spec:
     divisible16: frozenset = frozenset()  # AbiArg keys
     unit_strides: frozenset = frozenset()  # stride keys equal to 1
     inside: frozenset = frozenset()  # launch facts that hold: GridTile, FixedTile, LoopTile, LoopRuns, LoopSplit,
-    #                                 ManyPrograms, ManyWaves, ShortK, UnalignedRows, WideTensor
+    #                                 ManyPrograms, ManyWaves, ShortK, UnalignedRows, WideTensor, WideDim
     divisible: frozenset = frozenset()  # (dim or stride key, 2 | 4 | 8): its largest power-of-two divisor under 16
 
     def key(self) -> str:
@@ -192,17 +195,32 @@ class WideTensor:
         return f"wide:{self.tensor}"
 
 
+@dataclass(frozen=True, order=True)
+class WideDim:
+    """The launch's dim `dim` is past 2**31 - 1 (a flat tensor of 3e9 elements): passed as i64, with element
+    indices along it and its bounds checks in i64 (`tle.wide` views every tensor that has it, WideTensor). The
+    kernel may not read its value (dims are i32 in the language): lowering/ast_to_tle.py reports a read."""
+    dim: str
+
+    def __str__(self) -> str:
+        return f"wide_dim:{self.dim}"
+
+
 I32_MAX = 2 ** 31 - 1
 
 
-def wide_tensors(kernel: Kernel, layout) -> frozenset:
+def wide_facts(kernel: Kernel, layout) -> frozenset:
     """WideTensor for each tensor parameter whose `layout(param)`, (sizes, strides) or None where unknown, puts an
-    element past offset I32_MAX or has a stride past it (a size-1 axis's stride can, without the offset)."""
+    element past offset I32_MAX or has a size or a stride past it (a size-1 axis's stride can, without the
+    offset); WideDim for each dim past it."""
     def wide(sizes, strides):  # a stride past I32_MAX cannot be passed as i32 even where the tensor is empty
-        return max(strides, default=0) > I32_MAX or (
+        return max(*strides, *sizes, 0) > I32_MAX or (
             0 not in sizes and sum((n - 1) * st for n, st in zip(sizes, strides)) > I32_MAX)
+    dims = {d: n for p in kernel.params if isinstance(p, TensorParam) and (known := layout(p)) is not None
+            for d, n in zip(p.type.dims, known[0]) if isinstance(d, str) and n > I32_MAX}
     return frozenset(WideTensor(p.name) for p in kernel.params
-                     if isinstance(p, TensorParam) and (known := layout(p)) is not None and wide(*known))
+                     if isinstance(p, TensorParam) and (known := layout(p)) is not None and wide(*known)) | \
+        frozenset(WideDim(d) for d in dims)
 
 
 def unaligned_rows(kernel: Kernel, spec: Spec, known_strides) -> frozenset:
@@ -276,8 +294,12 @@ def all_args(kernel: Kernel) -> list[AbiArg]:
 
 
 def abi(kernel: Kernel, spec: Spec) -> list[AbiArg]:
-    """The arguments actually passed under `spec`: unit strides dropped, a WideTensor's strides as i64."""
-    return [replace(a, dtype="i64") if a.kind == "stride" and WideTensor(a.name) in spec.inside else a
+    """The arguments actually passed under `spec`: unit strides dropped, a WideTensor's strides and a WideDim
+    as i64."""
+    def wide(a):
+        return (a.kind == "stride" and WideTensor(a.name) in spec.inside) or (a.kind == "dim" and WideDim(a.name)
+                                                                              in spec.inside)
+    return [replace(a, dtype="i64") if wide(a) else a
             for a in all_args(kernel) if not (a.kind == "stride" and a.key in spec.unit_strides)]
 
 
@@ -304,7 +326,7 @@ def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None, sms: int | 
     def layout(p):  # the launch's sizes and strides of tensor p
         sizes = [d if isinstance(d, int) else values[d] for d in p.type.dims]
         return sizes, [values[f"{p.name}.stride{axis}"] for axis in range(len(sizes))]
-    wide = wide_tensors(kernel, layout)
+    wide = wide_facts(kernel, layout)
     return replace(spec, inside=spec.inside | unaligned_rows(kernel, spec, strides) | wide)
 
 
@@ -554,7 +576,7 @@ def launch_spec(kernel: Kernel, sizes: dict, grid: tuple | None = None, sms: int
     def contiguous(p):  # the sizes and strides of tensor p, contiguous, where every dim is given
         dims = [x if isinstance(x, int) else sizes.get(x) for x in p.type.dims]
         return None if None in dims else (dims, [math.prod(dims[axis + 1:]) for axis in range(len(dims))])
-    wide = wide_tensors(kernel, contiguous)
+    wide = wide_facts(kernel, contiguous)
     return replace(spec, inside=spec.inside | unaligned_rows(kernel, spec, given) | wide)
 
 

@@ -164,7 +164,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
     if args.kernel and args.kernel not in program.kernels:
         from .check import check_kernel
         check_kernel(program, args.kernel)  # raises the "no kernel named" error with suggestions
-    from .abi import WideTensor, generic_spec, launch_spec
+    from .abi import WideDim, WideTensor, generic_spec, launch_spec
     from .check import check_kernel
     from .compiler import compile_kernel, num_warps_choice, split_dot_loops
     # Each kernel's own -D constants; one that no kernel has is an error before anything compiles.
@@ -202,8 +202,12 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             print(f"tlec: kernel '{name}' compiled for {args.arch} on {how}", file=sys.stderr)
             wide = sorted(f.tensor for f in out.spec.inside if isinstance(f, WideTensor))
             if wide:
+                dims = sorted(f.dim for f in out.spec.inside if isinstance(f, WideDim))
+                one = len(dims) == 1
+                also = (f", and the dim{'' if one else 's'} {', '.join(dims)}, past it, {'is' if one else 'are'} "
+                        "64-bit" if dims else "")
                 print(f"tlec: kernel '{name}': {', '.join(wide)} span{'s' if len(wide) == 1 else ''} more than "
-                      "2^31 - 1 elements under these sizes, so their strides and offsets are 64-bit "
+                      f"2^31 - 1 elements under these sizes, so their strides and offsets are 64-bit{also} "
                       "(docs/language.md, \"From Python\")", file=sys.stderr)
             for loop in split_dot_loops(out):
                 print(f"tlec: kernel '{name}': the loop at {loop.span} runs as two, its last tile alone checked: its "

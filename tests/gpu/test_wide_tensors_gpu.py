@@ -1,7 +1,7 @@
-"""Tensors spanning more than 2**31 - 1 elements, or with a stride past it (tle/abi.py WideTensor): the runtime
-passes them, and both paths address them with 64-bit strides and offsets. Hand-written Triton computes
-`row * stride` in i32 and reads the wrong rows (or faults) past 2**31 elements unless its author casts to int64; in
-tle the same kernel text just works.
+"""Tensors spanning more than 2**31 - 1 elements, or with a stride or a size past it (tle/abi.py WideTensor,
+WideDim): the runtime passes them, and both paths address them with 64-bit strides and offsets. Hand-written
+Triton computes `row * stride` in i32 and reads the wrong rows (or faults) past 2**31 elements unless its author
+casts to int64; in tle the same kernel text just works.
 
 Each test fills a tensor just past 2**32 elements with fresh random data and checks rows on both sides of
 element 2**31 (where i32 offsets wrap) and 2**32 (where u32 ones would) against torch. About 8.6 GB per wide bf16
@@ -110,6 +110,25 @@ def test_a_batch_stride_past_two_to_the_31(mod, backend, batch):
     for r in _rows_across_the_boundary(cols, rows * batch):
         assert torch.equal(flat_y[r], flat_x[r] * 2), f"row {r}"
     del x, y, flat_x, flat_y
+    _free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+def test_a_flat_tensor_past_two_to_the_32_elements(backend):
+    # a size past 2**31 - 1 (tle/abi.py WideDim): the tile's start and its bounds check are i64; the grid is exact
+    # but for a ragged last tile
+    k = tle.compile(os.path.join(ROOT, "examples", "vector_add.tle")).vector_add
+    n, block = 2 ** 32 + 4097, 1024
+    x = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    y = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty(n + 64, device="cuda", dtype=torch.bfloat16).fill_(float("nan"))
+    _twice(lambda: k[((n + block - 1) // block,)](x, y, out[:n], BLOCK=block, backend=backend), out[:n])
+    for edge in (0, 2 ** 31, 2 ** 32, n - 2048):
+        lo = max(0, edge - 2048)
+        assert torch.equal(out[lo:edge + 2048], x[lo:edge + 2048] + y[lo:edge + 2048]), f"elements near {edge}"
+    assert torch.isnan(out[n:]).all(), "the ragged last tile wrote past the end"
+    del x, y, out
     _free()
 
 

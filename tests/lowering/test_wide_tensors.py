@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import tle
-from tle.abi import Spec, WideTensor, abi, default_spec, launch_spec, spec_of
+from tle.abi import Spec, WideDim, WideTensor, abi, default_spec, launch_spec, spec_of
+from tle.diagnostics import TleError
 from tle.check import check_kernel, load_program
 from tle.lowering.ast_to_tle import ast_to_tle
 from tle.lowering.tle_to_tileir import tle_to_tileir
@@ -192,20 +193,53 @@ def test_tile_ir_views_of_a_wide_tensor_take_i64_sizes_and_strides():
         assert tileir.compile_tileir(tle_to_tileir(ast_to_tle(k, spec)), "sm_90").cubin[:4] == b"\x7fELF"
 
 
-def test_a_size_past_2_31_minus_1_is_refused_with_the_tensor_named():
+def test_a_size_past_2_31_minus_1_is_a_wide_dim_passed_as_i64():
     k = tle.compile(VADD).vadd
-    x = _meta(2 ** 31)
-    with pytest.raises(LaunchError, match=r"vadd: tensor 'x' \(shape \(2147483648,\)\) has a size of 2147483648, "
-                                          r"past 2\^31 - 1"):
+    x = _meta(3_000_000_000)
+    values, _, _ = k._bind((x, x), {})
+    kernel = _kernel(VADD)
+    spec = spec_of(kernel, k._check_args(kernel, values)[0])
+    assert {WideDim("N"), WideTensor("x"), WideTensor("y")} <= spec.inside
+    assert [a.dtype for a in abi(kernel, spec) if a.kind == "dim"] == ["i64"]
+    assert WideDim("N") in launch_spec(kernel, {"N": 3_000_000_000}).inside
+
+
+def test_along_a_wide_dim_indices_and_bounds_are_i64():
+    k = _kernel(VADD)
+    d = default_spec(k)
+    spec = Spec(d.divisible16, d.unit_strides, frozenset({WideDim("N"), WideTensor("x"), WideTensor("y")}))
+    text = tle_to_ttir(ast_to_tle(k, spec))
+    verify_ttir(text)
+    # the tile's start, program_id * 256, and its bounds check against N in i64; the offsets within it stay i32
+    assert re.search(r'"arith\.cmpi".* : \(tensor<256xi64>, tensor<256xi64>\) -> tensor<256xi1>', text)
+    assert "tensor<256xi32>" in _addptr_offsets(text) and "i64" in _addptr_offsets(text)
+    compile_ttir(text, "sm_90")
+    if _has_tileiras():
+        assert tileir.compile_tileir(tle_to_tileir(ast_to_tle(k, spec)), "sm_90").cubin[:4] == b"\x7fELF"
+
+
+def test_a_kernel_that_reads_a_wide_dim_is_told_where():
+    src = """
+kernel k<B: int = 256>(x: tensor<f32>[N], y: tensor<f32>[N]) {
+    let i = program_id(0) * B + arange(0, B)
+    store(y, gather(x, i, mask=i < N, other=0.0), at=[program_id(0)])
+}
+"""
+    k = tle.compile(src, filename="k.tle").k
+    x = _meta(3_000_000_000)
+    with pytest.raises(TleError, match=r"dim 'N' is past 2\^31 - 1 in this launch") as e:
         k[(1,)](x, x)
+    assert str(e.value).startswith("k.tle:4:36: error:")
+
 
 
 def test_the_interpreter_runs_wide_views(monkeypatch):
-    # No CPU test can afford 2**31 elements, so every tensor is called wide: the interpreter then runs the kernel
-    # with i64 strides in its views, and must give what it gives without them.
+    # No CPU test can afford 2**31 elements, so every tensor and dim is called wide: the interpreter then runs the
+    # kernel with i64 sizes and strides in its views, and must give what it gives without them.
     import tle.abi
-    monkeypatch.setattr(tle.abi, "wide_tensors", lambda kernel, layout: frozenset(
-        WideTensor(p.name) for p in kernel.params if hasattr(p.type, "dims")))
+    monkeypatch.setattr(tle.abi, "wide_facts", lambda kernel, layout: frozenset(
+        WideTensor(p.name) for p in kernel.params if hasattr(p.type, "dims")) | frozenset(
+        WideDim(d) for d in kernel.dims))
     x = torch.randn(6, 40, 72)[:, 3:, :50]  # a strided slice
     y = torch.empty(6, 37, 50)
     k = tle.compile(BATCHED).rows3
@@ -213,7 +247,8 @@ def test_the_interpreter_runs_wide_views(monkeypatch):
     assert torch.equal(y, x * 2)
     entry = next(iter(k._entries.values()))
     assert WideTensor("x") in entry.compiled.spec.inside
-    assert [a.dtype for a in entry.compiled.abi if a.kind == "stride"] == ["i64"] * 4  # the unit strides dropped
+    assert [a.dtype for a in entry.compiled.abi if a.kind != "ptr"] == ["i64"] * 7  # 3 dims, 4 strides (the unit
+    #                                                                                 strides dropped)
 
 
 def test_an_empty_tensor_with_a_stride_past_2_31_minus_1_is_wide():
@@ -234,3 +269,13 @@ def test_tlec_v_names_the_wide_tensors(tmp_path, capsys):
     assert main([str(src), "--backend", "triton", "--emit", "ttir", "-v", "--sizes", f"M={EDGE},N=131072",
                  "-o", out]) == 0
     assert "2^31" not in capsys.readouterr().err
+
+
+def test_tlec_v_names_the_wide_dims(tmp_path, capsys):
+    from tle.cli import main
+    src = tmp_path / "vadd.tle"
+    src.write_text(VADD)
+    assert main([str(src), "--backend", "triton", "--emit", "ttir", "-v", "--sizes", "N=3000000000",
+                 "-o", str(tmp_path / "vadd.ttir")]) == 0
+    assert "x, y span more than 2^31 - 1 elements under these sizes, so their strides and offsets are 64-bit, and " \
+           "the dim N, past it, is 64-bit" in capsys.readouterr().err
