@@ -16,13 +16,13 @@ Conventions (the lowerings and the interpreter rely on them):
   sums at most 512 values of K per program under the launch's sizes (ShortK).
 - A tensor parameter arrives as `!tle.ptr<elem>` plus i32 sizes and strides (i64 strides where its view is
   tle.wide, below, and i64 sizes where they pass 2**31 - 1); `tle.make_view` joins them into a
-  `!tle.view<elem, rank>` that loads and stores address. Arguments may carry `tle.divisibility = d : i32` (the runtime proved the value divisible by d: 16, or for a
-  dim or stride also 8, 4 or 2; for a pointer, 16: 16-byte aligned). Strides proven to be 1 are folded into
-  `arith.constant 1` before this IR is built. A `tle.make_view` with the unit attribute
-  `tle.unaligned_rows` views a tensor the launch proved TMA cannot read (tle/abi.py UnalignedRows); one with
-  `tle.wide` views a tensor spanning more than 2**31 - 1 elements or with a larger stride or size (WideTensor):
-  its strides are i64 and the lowerings compute its element offsets in i64, and along an axis whose size is i64
-  (WideDim) its element indices and bounds checks too.
+  `!tle.view<elem, rank>` that loads and stores address. Arguments may carry `tle.divisibility = d : i32` (the
+  runtime proved the value divisible by d: 16, or for a dim or stride also 8, 4 or 2; for a pointer, 16: 16-byte
+  aligned). Strides proven to be 1 are folded into `arith.constant 1` before this IR is built. A
+  `tle.make_view` with the unit attribute `tle.unaligned_rows` views a tensor the launch proved TMA cannot read
+  (tle/abi.py UnalignedRows); one with `tle.wide` views a tensor spanning more than 2**31 - 1 elements or with a
+  larger stride or size (WideTensor): its strides are i64 and the lowerings compute its element offsets in i64,
+  and along an axis whose size is i64 (WideDim) its element indices and bounds checks too.
 - Loop hints live on `scf.for` as `tle.num_stages` and `tle.unroll` (i32). A loop with the unit attribute
   `tle.nonempty` runs at least once: its start is a constant below its stop under the launch's sizes
   (tle/abi.py LoopRuns). The two loops a LoopSplit makes of one both carry the unit attribute `tle.split`.
