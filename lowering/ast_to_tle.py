@@ -12,7 +12,6 @@ import threading
 from ..abi import (LoopSplit, LoopTile, ManyPrograms, ManyWaves, ShortK, Spec, UnalignedRows, WideDim, WideTensor,
                    abi, access_facts, loop_facts)
 from .. import typed as T
-from ..diagnostics import TleError
 from ..dialects.mlir import ir, new_context
 from ..dialects.tle import constant_int, load_tle
 from ..types import Scalar, Tile, is_f8, is_float
@@ -211,6 +210,8 @@ class _KernelBuilder:
             # [start, mid) runs with those tiles unchecked, [mid, stop) checked, both non-empty (tle/abi.py).
             tiles = {f for axes in self.access_facts.values() for _, f in axes
                      if isinstance(f, LoopTile) and f.ordinal == fact[0].ordinal}
+            # All i32: an i64 loop variable reaches at= through a cast, which loop_facts takes for no LoopTile, and
+            # a dim past 2**31 - 1 (WideDim) ends no tile before an i32 stop.
             mid = None
             for t in sorted(tiles):
                 full = self.value("arith.divsi", element_type("i32"), [self.dims[t.dim], self.const("i32", t.tile)],
@@ -228,7 +229,7 @@ class _KernelBuilder:
         as well as those the spec holds."""
         inits = [self.env[v] for v in s.carried]
         loop = self.op("scf.for", [v.type for v in inits], [start, stop, step, *inits], attrs, s.span, regions=1)
-        block = loop.regions[0].blocks.append(element_type("i32"), *[v.type for v in inits])
+        block = loop.regions[0].blocks.append(element_type(s.var.type.dtype), *[v.type for v in inits])
         saved_ip, saved_env = self.ip, dict(self.env)
         self.ip = ir.InsertionPoint(block)
         self.env[s.var] = block.arguments[0]
@@ -265,12 +266,7 @@ class _KernelBuilder:
         if isinstance(e, T.Read):
             return self.env[e.var]
         if isinstance(e, T.Dim):
-            if WideDim(e.name) in self.spec.inside:
-                raise TleError(e.span, f"dim '{e.name}' is past 2^31 - 1 in this launch, and a kernel can use such a "
-                                       "dim only through its tensors' bounds (loads and stores check it for you): "
-                                       "dims are i32 values in tle (a flat tensor can be passed as a 2-D view, "
-                                       "x.view(-1, 1024), to a parameter declared with two axes)")
-            return self.dims[e.name]
+            return self.dims[e.name]  # i64 for a WideDim, as the checker typed it
         return getattr(self, "x_" + e.name, self.x_elementwise)(e)
 
     def x_elementwise(self, e: T.Op):

@@ -422,10 +422,10 @@ class _Lowering:
         return ptrs, mask
 
     def gather_pointers(self, view: _View, indices, shape):
-        """Pointers ptr + sum(idx_i * stride_i) for i32 index tiles broadcast to `shape`: each term at its index's
-        own shape, terms of one shape summed there, then broadcast (the Tile IR lowering's `pointers`). The sum is
-        i32, or i64 in a wide view (tle.wide)."""
-        off_t = _i(64) if view.wide else _i(32)
+        """Pointers ptr + sum(idx_i * stride_i) for i32 or i64 index tiles broadcast to `shape`: each term at its
+        index's own shape, terms of one shape summed there, then broadcast (the Tile IR lowering's `pointers`). The
+        sum is i32, or i64 in a wide view (tle.wide) or where an index is i64."""
+        off_t = _i(64) if view.wide or any(_elem(i.type) == _i(64) for i in indices) else _i(32)
         sums: dict = {}
         for idx, stride in zip(indices, view.strides):
             at = tuple(_shape(idx))

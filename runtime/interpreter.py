@@ -672,13 +672,14 @@ class CompiledKernel:
         (lb, ub, step_slot, *inits), outs = self._io(op)
         body = op.regions[0].blocks[0]
         iv, *iters = [self._slot(a) for a in body.arguments]
+        iv_dtype = TORCH_DTYPES[type_info(body.arguments[0].type)[0]]  # i32, or i64 where a bound is (a WideDim)
         steps, yields = self._block(body)
 
         def run(env):
             lo, hi, st = int(env[lb]), int(env[ub]), int(env[step_slot])
             values = [env[s] for s in inits]
             if lo < hi:
-                for i in torch.arange(lo, hi, st, dtype=torch.int32).split(1):
+                for i in torch.arange(lo, hi, st, dtype=iv_dtype).split(1):
                     env[iv] = i
                     for s, v in zip(iters, values):
                         env[s] = v

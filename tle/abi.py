@@ -47,9 +47,10 @@ Sizes and strides are passed as i32 where they fit, but a tensor may span more e
 rows of a 128256-entry vocabulary: 4.2e9 elements), a stride may pass it (the batch axis of a [1, 32768, 128256]
 tensor), and so may a size (a flat tensor of 3e9 elements). WideTensor marks such a tensor: its strides are passed
 as i64 and the lowerings compute its element offsets in i64. WideDim marks a dim past 2**31 - 1: it is passed as
-i64, the lowerings compute element indices along it (and its bounds checks) in i64, and the kernel may use it only
-through its tensors' bounds, since dims are i32 values in the language (ast_to_tle reports a kernel that reads
-one, at the read). Every other tensor and dim keeps i32, the arithmetic hand-written Triton does and the fastest.
+i64, the lowerings compute element indices along it (and its bounds checks) in i64, and where the kernel reads
+its value the checker types it i64 for that launch (tle/check.py, check_kernel's wide_dims), as Triton types an
+integer argument past 2**31 - 1. Every other tensor and dim keeps i32, the arithmetic hand-written Triton does and
+the fastest.
 """
 from __future__ import annotations
 
@@ -198,8 +199,8 @@ class WideTensor:
 @dataclass(frozen=True, order=True)
 class WideDim:
     """The launch's dim `dim` is past 2**31 - 1 (a flat tensor of 3e9 elements): passed as i64, with element
-    indices along it and its bounds checks in i64 (`tle.wide` views every tensor that has it, WideTensor). The
-    kernel may not read its value (dims are i32 in the language): lowering/ast_to_tle.py reports a read."""
+    indices along it and its bounds checks in i64 (`tle.wide` views every tensor that has it, WideTensor). Where
+    the kernel reads its value, that value is i64 (tle/compiler.py passes these dims to check_kernel)."""
     dim: str
 
     def __str__(self) -> str:

@@ -354,19 +354,33 @@ class _Frame:
     carried: list
 
 
-def check_kernel(program: Program, name: str, constants: dict | None = None) -> T.Kernel:
+def check_kernel(program: Program, name: str, constants: dict | None = None, wide_dims=frozenset()) -> T.Kernel:
+    """`wide_dims`: the dims a launch puts past 2**31 - 1 (tle/abi.py WideDim). Their values are i64 in this
+    check, so what the kernel computes from them is too (`i < N` compares in 64 bits, `range(N)` counts in
+    64); every other dim is i32."""
     k = program.kernels.get(name)
     if k is None:
         raise TleError(Span(program.file, 0, 0), f"no kernel named '{name}' in {program.file}",
                        _suggest(name, program.kernels) or [f"kernels: {', '.join(program.kernels) or 'none'}"])
-    return _KernelChecker(program, k, dict(constants or {})).run()
+    wide_dims = frozenset(wide_dims)
+    try:
+        return _KernelChecker(program, k, dict(constants or {}), wide_dims).run()
+    except TleError as e:
+        if wide_dims and "i64" in e.message:  # an error only this launch's sizes cause: say where the i64 is from
+            names = ", ".join(f"'{d}'" for d in sorted(wide_dims))
+            e.notes.append(Note(f"in this launch the dim{'s' if len(wide_dims) > 1 else ''} {names} "
+                                f"{'are' if len(wide_dims) > 1 else 'is'} past 2^31 - 1, so "
+                                f"{'their values are' if len(wide_dims) > 1 else 'its value is'} i64, "
+                                f"and so is what is computed from {'them' if len(wide_dims) > 1 else 'it'}"))
+        raise
 
 
 class _KernelChecker:
-    def __init__(self, program: Program, kernel: ast.Kernel, constants: dict):
+    def __init__(self, program: Program, kernel: ast.Kernel, constants: dict, wide_dims=frozenset()):
         self.p = program
         self.k = kernel
         self.given = constants
+        self.wide_dims = wide_dims
         self.out: list[T.Stmt] = []
         self.frames: list[_Frame] = []
         self.fn_stack: list[str] = []
@@ -431,7 +445,7 @@ class _KernelChecker:
         for d, sp in dims.items():
             if d in root.names:
                 raise TleError(sp, f"dim '{d}' has the name of a parameter")
-            root.add(d, T.Dim(sp, Scalar("i32"), d), sp)
+            root.add(d, T.Dim(sp, Scalar("i64" if d in self.wide_dims else "i32"), d), sp)
         self.scope = _Scope(root)
         self.block(k.body)
         return T.Kernel(k.name, k.span, params, dims, consts, self.out, file=k.span.file)
@@ -641,9 +655,11 @@ class _KernelChecker:
         if not 1 <= len(it.args) <= 3:
             raise TleError(it.span, f"range() takes 1 to 3 arguments (stop, start and stop, or start, stop and "
                                     f"step), got {len(it.args)}")
-        vals = [self.scalar_int(a, "a bound of range()") for a in it.args]
-        one = T.Const(it.span, Scalar("i32"), 1)
-        start, stop, step = (T.Const(it.span, Scalar("i32"), 0), vals[0], one) if len(vals) == 1 else \
+        # The loop counts in i32, or in i64 where a bound is i64 (a dim past 2**31 - 1 in this launch, a cast).
+        vals = [self.scalar_int(a, "a bound of range()", keep_i64=True) for a in it.args]
+        ity = Scalar("i64" if any(v.type.dtype == "i64" for v in vals) else "i32")
+        one = T.Const(it.span, ity, 1)
+        start, stop, step = (T.Const(it.span, ity, 0), vals[0], one) if len(vals) == 1 else \
             (vals[0], vals[1], vals[2] if len(vals) == 3 else one)
         # The step must be known positive: a constant, or the launch's program count along an axis (always >= 1),
         # which is how a persistent kernel strides over its tiles whatever grid it is launched with.
@@ -653,6 +669,7 @@ class _KernelChecker:
         if isinstance(step, T.Const) and step.value <= 0:
             raise TleError(it.args[2].span, f"the step of range() must be positive, got {step.value}",
                            ["count down with an expression of the loop variable: n - 1 - i"])
+        start, stop, step = (self.coerce(v, ity) for v in (start, stop, step))
         stages = unroll = None
         seen = {}
         for h in s.hints:
@@ -668,7 +685,7 @@ class _KernelChecker:
         body, saved_out, saved_scope = [], self.out, self.scope
         self.frames.append(frame)
         self.out, self.scope = body, _Scope(self.scope)
-        var = T.Variable(s.var, Scalar("i32"), s.span, depth=frame.depth)
+        var = T.Variable(s.var, ity, s.span, depth=frame.depth)
         self.what[var] = "a loop variable"
         try:
             self.declare(s.var, s.name_span or s.span, var)
@@ -996,10 +1013,13 @@ class _KernelChecker:
             raise TleError(span, f"cannot assign a {value.type} to {what} of type {ty}: the shapes differ")
         return self.coerce(value, ty)
 
-    def scalar_int(self, e: ast.Expr, what: str) -> T.Expr:
+    def scalar_int(self, e: ast.Expr, what: str, keep_i64: bool = False) -> T.Expr:
+        """An integer scalar as i32 (narrower ones sign-extended, i64 truncated), or kept i64 with `keep_i64`."""
         v = self.expr(e)
         if isinstance(v.type, Tile) or not is_int(v.type.dtype) or v.type.dtype == "i1":
             raise TleError(e.span, f"{what} must be an integer scalar, got {v.type}")
+        if keep_i64 and v.type.dtype == "i64":
+            return v
         return self.coerce(v, Scalar("i32")) if v.type.dtype != "i32" else v
 
     def const_int(self, e: ast.Expr, what: str) -> int:
@@ -1273,7 +1293,8 @@ class _KernelChecker:
             shape = s
         if shape == ():
             shape = (1,)
-        idx = [self.coerce(i, Tile("i32", shape)) for i in idx]
+        # i32 indices, but an i64 one stays i64 (an element past 2**31 - 1: a WideDim's positions, a cast)
+        idx = [self.coerce(i, Tile("i64" if i.type.dtype == "i64" else "i32", shape)) for i in idx]
         return idx, shape
 
     def b_gather(self, e):

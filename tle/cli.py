@@ -205,7 +205,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
                 dims = sorted(f.dim for f in out.spec.inside if isinstance(f, WideDim))
                 one = len(dims) == 1
                 also = (f", and the dim{'' if one else 's'} {', '.join(dims)}, past it, {'is' if one else 'are'} "
-                        "64-bit" if dims else "")
+                        "64-bit (an i64 value where the kernel reads it)" if dims else "")
                 print(f"tlec: kernel '{name}': {', '.join(wide)} span{'s' if len(wide) == 1 else ''} more than "
                       f"2^31 - 1 elements under these sizes, so their strides and offsets are 64-bit{also} "
                       "(docs/language.md, \"From Python\")", file=sys.stderr)

@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from . import debug
-from .abi import (AbiArg, FixedTile, GridTile, LoopSplit, LoopTile, Spec, UnalignedRows, abi, default_spec,
+from .abi import (AbiArg, FixedTile, GridTile, LoopSplit, LoopTile, Spec, UnalignedRows, WideDim, abi, default_spec,
                   dot_loop_reads, loop_facts)
 from .check import Program, check_kernel
 from .diagnostics import TleError
@@ -286,7 +286,9 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
         raise ValueError(f"unknown backend '{backend}'; choose {', '.join(BACKENDS)}")
     backend = backend_for_stage(stop, backend)
     with debug.timed("check"):
-        kernel = check_kernel(program, name, constants)
+        # a dim past 2**31 - 1 in this launch is an i64 value in the kernel (tle/abi.py WideDim)
+        wide_dims = frozenset(f.dim for f in spec.inside if isinstance(f, WideDim)) if spec is not None else ()
+        kernel = check_kernel(program, name, constants, wide_dims)
     spec = spec if spec is not None else default_spec(kernel)
     warps_chosen = num_warps is None  # the default: _fma_dot_without_spills may double it
     num_warps = num_warps if num_warps is not None else default_num_warps(kernel)

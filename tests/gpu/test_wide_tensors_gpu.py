@@ -34,6 +34,14 @@ kernel tiles<BM: int = 64, BN: int = 64, T: dtype = bf16>(x: tensor<T>[M, N], y:
           at=[program_id(0), program_id(1)])
 }
 
+kernel strided<B: int = 1024, T: dtype = bf16>(x: tensor<T>[N], y: tensor<T>[N]) {
+    // reads N's value: i64 in a launch past 2**31 - 1, so the loop counts in 64 bits and so do the positions
+    for t in range(program_id(0), cdiv(N, B), num_programs(0)) {
+        let i = t * B + arange(0, B)
+        scatter(y, [i], gather(x, [i], mask=i < N, other=cast<T>(0.0)) * cast<T>(2.0), mask=i < N)
+    }
+}
+
 kernel pick<BR: int = 16, BN: int = 256, T: dtype = bf16>(x: tensor<T>[M, N], ids: tensor<i32>[R],
                                                           y: tensor<T>[R, N]) {
     let r = reshape(load(ids, tile=[BR], at=program_id(0)), [BR, 1])
@@ -129,6 +137,21 @@ def test_a_flat_tensor_past_two_to_the_32_elements(backend):
         assert torch.equal(out[lo:edge + 2048], x[lo:edge + 2048] + y[lo:edge + 2048]), f"elements near {edge}"
     assert torch.isnan(out[n:]).all(), "the ragged last tile wrote past the end"
     del x, y, out
+    _free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+def test_a_kernel_that_reads_a_size_past_two_to_the_32(mod, backend):
+    # N's value is i64 in this launch (tle/check.py, wide_dims): a grid-stride loop over 2**32 + 4097 elements on
+    # a few waves of programs, its bound, positions and masks from N
+    n = 2 ** 32 + 4097
+    x = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty(n + 64, device="cuda", dtype=torch.bfloat16).fill_(float("nan"))
+    _twice(lambda: mod.strided[(132 * 8,)](x, y[:n], backend=backend), y[:n])
+    assert torch.equal(y[:n], x * 2)  # every element: each program's loop covers a strided share of them
+    assert torch.isnan(y[n:]).all(), "the masks let a position past N through"
+    del x, y
     _free()
 
 

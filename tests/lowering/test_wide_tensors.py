@@ -1,7 +1,7 @@
 """Tensors spanning more than 2**31 - 1 elements (tle/abi.py WideTensor): which launches prove it, what the TTIR
 does with it (i64 offsets where i32 ones would wrap, i32 everywhere else), that Tile IR needs nothing for it, and
-what the runtime still refuses (a single size or stride past 2**31 - 1). The GPU half, past 2**32 elements on both
-paths, is tests/gpu/test_wide_tensors_gpu.py.
+the dims past 2**31 - 1 (tle/abi.py WideDim: passed as i64, and i64 values where the kernel reads them). The GPU
+half, past 2**32 elements on both paths, is tests/gpu/test_wide_tensors_gpu.py.
 """
 from __future__ import annotations
 
@@ -218,19 +218,119 @@ def test_along_a_wide_dim_indices_and_bounds_are_i64():
         assert tileir.compile_tileir(tle_to_tileir(ast_to_tle(k, spec)), "sm_90").cubin[:4] == b"\x7fELF"
 
 
-def test_a_kernel_that_reads_a_wide_dim_is_told_where():
-    src = """
-kernel k<B: int = 256>(x: tensor<f32>[N], y: tensor<f32>[N]) {
+MASKED = """
+kernel masked<B: int = 256>(x: tensor<f32>[N], y: tensor<f32>[N]) {
     let i = program_id(0) * B + arange(0, B)
     store(y, gather(x, i, mask=i < N, other=0.0), at=[program_id(0)])
 }
 """
-    k = tle.compile(src, filename="k.tle").k
-    x = _meta(3_000_000_000)
-    with pytest.raises(TleError, match=r"dim 'N' is past 2\^31 - 1 in this launch") as e:
-        k[(1,)](x, x)
-    assert str(e.value).startswith("k.tle:4:36: error:")
 
+STRIDED = """
+kernel strided<B: int = 256>(x: tensor<f32>[N], y: tensor<f32>[N]) {
+    // a grid-stride loop over tiles: its bound and positions come from N's value
+    for t in range(program_id(0), cdiv(N, B), num_programs(0)) {
+        let i = t * B + arange(0, B)
+        scatter(y, [i], gather(x, [i], mask=i < N, other=0.0) * 2.0, mask=i < N)
+    }
+}
+"""
+
+
+def _wide_dim_module(src):
+    """(tle module, spec) for src with its dim N past 2**31 - 1: N and its tensors wide, N read as i64."""
+    prog = load_program(src, "k.tle")
+    k = check_kernel(prog, prog.kernel_names()[0], {}, wide_dims={"N"})
+    d = default_spec(k)
+    spec = Spec(d.divisible16, d.unit_strides, frozenset({WideDim("N"), WideTensor("x"), WideTensor("y")}))
+    return ast_to_tle(k, spec), spec
+
+
+def test_a_wide_dims_value_is_i64_where_the_kernel_reads_it():
+    # `i < N` with i an i32 tile: the compare is i64 (N's value may pass 2**31 - 1), i widened for it; the same
+    # kernel at a narrower launch compares in i32 as before
+    module, _ = _wide_dim_module(MASKED)
+    text = tle_to_ttir(module)
+    verify_ttir(text)
+    assert re.search(r'"arith\.cmpi".* : \(tensor<256xi64>, tensor<256xi64>\) -> tensor<256xi1>', text)
+    assert not re.search(r'"arith\.cmpi".* : \(tensor<256xi32>', text)
+    assert re.search(r'"arith\.cmpi".* : \(tensor<256xi32>, tensor<256xi32>\)', _ttir(MASKED, set()))
+    compile_ttir(text, "sm_90")
+    if _has_tileiras():
+        assert tileir.compile_tileir(tle_to_tileir(module), "sm_90").cubin[:4] == b"\x7fELF"
+
+
+def test_a_range_over_a_wide_dim_counts_in_i64():
+    # range(pid, cdiv(N, B), num_programs): the bounds widen to i64, and so does the loop variable, t * B and the
+    # gather's positions, which reach the pointers without a truncation
+    module, _ = _wide_dim_module(STRIDED)
+    text = tle_to_ttir(module)
+    verify_ttir(text)
+    assert re.search(r'"scf\.for".*\n\s*\^bb0\(%arg\d+: i64', text)
+    assert "arith.trunci" not in text
+    assert "tensor<256xi64>" in _addptr_offsets(text)
+    compile_ttir(text, "sm_90")
+    if _has_tileiras():
+        tir = tle_to_tileir(module)
+        assert re.search(r'"cuda_tile\.for".*\n\s*\^bb0\(%\w+: !cuda_tile\.tile<i64>', str(tir))
+        assert tileir.compile_tileir(tir, "sm_90").cubin[:4] == b"\x7fELF"
+
+
+COUNT = """
+kernel count(out: tensor<i64>[1], n: i64) {
+    var c: i64 = 0
+    for i in range(n - 2, n) {
+        c = c + i
+    }
+    store(out, full<i64>[1](c), at=[0])
+}
+"""
+
+
+def test_an_i64_bound_of_range_counts_in_i64():
+    # an i64 bound the author wrote (a cast, a parameter) is kept, not truncated to i32: the loop counts in i64
+    loop = next(s for s in _kernel(COUNT).body if type(s).__name__ == "For")
+    assert loop.var.type.dtype == "i64"
+    out = torch.zeros(1, dtype=torch.int64)
+    tle.compile(COUNT).count[(1,)](out, 2 ** 40)
+    assert out.item() == 2 * 2 ** 40 - 3
+    assert re.search(r'"scf\.for".*\n\s*\^bb0\(%arg\d+: i64', _ttir(COUNT, set()))
+
+
+def test_an_error_that_only_a_wide_dim_causes_says_so(tmp_path, capsys):
+    src = """
+kernel narrow<B: int = 256>(x: tensor<f32>[N], y: tensor<f32>[N]) {
+    let n: i32 = N
+    store(y, load(x, tile=[B], at=[program_id(0)]) * cast<f32>(n), at=[program_id(0)])
+}
+"""
+    prog = load_program(src, "k.tle")
+    check_kernel(prog, "narrow", {})  # i32 at any launch whose N fits
+    with pytest.raises(TleError, match=r"cannot assign a value of type i64") as e:
+        check_kernel(prog, "narrow", {}, wide_dims={"N"})
+    assert "in this launch the dim 'N' is past 2^31 - 1, so its value is i64" in str(e.value)
+    from tle.cli import main
+    f = tmp_path / "narrow.tle"
+    f.write_text(src)
+    assert main([str(f), "--emit", "ttir", "--sizes", "N=3000000000", "-o", str(tmp_path / "o.ttir")]) != 0
+    err = capsys.readouterr().err
+    assert "narrow.tle:3:18: error: cannot assign a value of type i64" in err and "its value is i64" in err
+
+
+def test_the_interpreter_runs_kernels_that_read_wide_dims(monkeypatch):
+    # every dim called wide (as below): the kernels then compare and count in i64, and give what they give in i32
+    import tle.abi
+    monkeypatch.setattr(tle.abi, "wide_facts", lambda kernel, layout: frozenset(
+        WideTensor(p.name) for p in kernel.params if hasattr(p.type, "dims")) | frozenset(
+        WideDim(d) for d in kernel.dims))
+    x = torch.randn(1000)
+    for src, name, grid in ((MASKED, "masked", 4), (STRIDED, "strided", 3)):
+        y = torch.full((1000,), float("nan"))
+        k = getattr(tle.compile(src), name)
+        k[(grid,)](x, y)
+        assert torch.equal(y, x if name == "masked" else x * 2), name
+        entry = next(iter(k._entries.values()))
+        assert WideDim("N") in entry.compiled.spec.inside
+        assert [a.dtype for a in entry.compiled.abi if a.kind == "dim"] == ["i64"]
 
 
 def test_the_interpreter_runs_wide_views(monkeypatch):
@@ -278,4 +378,4 @@ def test_tlec_v_names_the_wide_dims(tmp_path, capsys):
     assert main([str(src), "--backend", "triton", "--emit", "ttir", "-v", "--sizes", "N=3000000000",
                  "-o", str(tmp_path / "vadd.ttir")]) == 0
     assert "x, y span more than 2^31 - 1 elements under these sizes, so their strides and offsets are 64-bit, and " \
-           "the dim N, past it, is 64-bit" in capsys.readouterr().err
+           "the dim N, past it, is 64-bit (an i64 value where the kernel reads it)" in capsys.readouterr().err
