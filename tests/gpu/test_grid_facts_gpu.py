@@ -15,6 +15,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 GUARD = 4096
 
 
+@pytest.fixture(autouse=True)
+def _own_kernel_cache(tmp_path, monkeypatch):
+    """A kernel cache of its own per test: some tests read what only a compile leaves (the tle stage, the binary's
+    notes), which a binary another run put in the shared cache does not carry."""
+    monkeypatch.setenv("TLE_CACHE_DIR", str(tmp_path / "cache"))
+
+
 def guarded(shape, dtype):
     """An output of `shape` at the start of a NaN-filled buffer GUARD elements longer, and its guard band."""
     n = 1
