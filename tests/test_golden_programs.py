@@ -1187,8 +1187,18 @@ entry(file="tile_base_i32.tle", kernel="rows", make=_strided_rows_make, grid=lam
       ref=_strided_rows_ref,
       tol={"y": chain(1)}, cases=[{"M": 5, "N": 50}, {"M": 3, "N": 100}])
 
-# tile_base_wide.tle: the same kernel; here at small sizes (its IR is for a tensor past 2^31 elements, which
-# tests/gpu/test_wide_tensors_gpu.py runs on the GPU)
+# dim_wide_read.tle: a grid-stride loop over tiles that reads N (its IR is for N past 2^31 - 1, which
+# tests/gpu/test_wide_tensors_gpu.py runs on the GPU); here at small sizes, more tiles than programs and a ragged end
+def _dwr_make(c, k, g):
+    return {"x": randn((c["N"],), g), "y": poison((c["N"],))}
+
+
+entry(file="dim_wide_read.tle", kernel="strided", make=_dwr_make, grid=lambda c, k: (3,),
+      ref=lambda a, c, k: {"y": a["x"].double() + 1.0},
+      tol={"y": chain(1)}, cases=[{"N": 2000}, {"N": 255}])
+
+# tile_base_wide.tle: tile_base_i32.tle's kernel; here at small sizes (its IR is for a tensor past 2^31 elements,
+# which tests/gpu/test_wide_tensors_gpu.py runs on the GPU)
 entry(file="tile_base_wide.tle", kernel="rows", make=_strided_rows_make, grid=lambda c, k: (c["M"],),
       ref=_strided_rows_ref,
       tol={"y": chain(1)}, cases=[{"M": 5, "N": 50}, {"M": 3, "N": 100}])
