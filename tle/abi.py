@@ -518,7 +518,8 @@ def _size_expr_value(e, sizes: dict) -> int | None:
     """The value an _is_size_expr expression has on the GPU (i32 arithmetic), given the dims' sizes; None where a
     dim is not given, a step leaves i32 or one divides by zero (then no fact may rest on it)."""
     if isinstance(e, Dim):
-        return sizes.get(e.name)
+        n = sizes.get(e.name)
+        return n if n is None or n <= I32_MAX else None  # past it the dim is an i64 value (WideDim), not this i32
     if isinstance(e, Const):
         return e.value
     args = [_size_expr_value(a, sizes) for a in e.args]

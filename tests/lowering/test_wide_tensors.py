@@ -316,6 +316,22 @@ kernel narrow<B: int = 256>(x: tensor<f32>[N], y: tensor<f32>[N]) {
     assert "narrow.tle:3:18: error: cannot assign a value of type i64" in err and "its value is i64" in err
 
 
+def test_no_loop_fact_rests_on_a_dim_past_2_31_minus_1():
+    # the runtime proves loop facts on the kernel checked before its launch's WideDims were known, where N reads as
+    # i32: N / 4096 fits, but N does not, so nothing may be proved from it
+    k = _kernel("""
+kernel blocks(x: tensor<f32>[N], y: tensor<f32>[1]) {
+    var acc = zeros<f32>[4096]
+    for b in range(N / 4096) {
+        acc = acc + load(x, tile=[4096], at=[b])
+    }
+    store(y, full<f32>[1](sum(acc)), at=[0])
+}
+""")
+    assert {str(f) for f in launch_spec(k, {"N": 2 ** 31 - 4096}).inside} >= {"loop0", "loop0@N:4096"}
+    assert not {str(f) for f in launch_spec(k, {"N": 3 * 2 ** 30}).inside} & {"loop0", "loop0@N:4096"}
+
+
 def test_the_interpreter_runs_kernels_that_read_wide_dims(monkeypatch):
     # every dim called wide (as below): the kernels then compare and count in i64, and give what they give in i32
     import tle.abi
