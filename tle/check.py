@@ -368,10 +368,10 @@ def check_kernel(program: Program, name: str, constants: dict | None = None, wid
     except TleError as e:
         if wide_dims and "i64" in e.message:  # an error only this launch's sizes cause: say where the i64 is from
             names = ", ".join(f"'{d}'" for d in sorted(wide_dims))
-            e.notes.append(Note(f"in this launch the dim{'s' if len(wide_dims) > 1 else ''} {names} "
-                                f"{'are' if len(wide_dims) > 1 else 'is'} past 2^31 - 1, so "
-                                f"{'their values are' if len(wide_dims) > 1 else 'its value is'} i64, "
-                                f"and so is what is computed from {'them' if len(wide_dims) > 1 else 'it'}"))
+            dims, are, values, them = ("dims", "are", "their values are", "them") if len(wide_dims) > 1 else \
+                ("dim", "is", "its value is", "it")
+            e.notes.append(Note(f"in this launch the {dims} {names} {are} past 2^31 - 1, so {values} i64, and so is "
+                                f"what is computed from {them}"))
         raise
 
 

@@ -14,6 +14,7 @@ import tle
 from tle.abi import Spec, WideDim, WideTensor, abi, default_spec, launch_spec, spec_of
 from tle.diagnostics import TleError
 from tle.check import check_kernel, load_program
+from tle.typed import For
 from tle.lowering.ast_to_tle import ast_to_tle
 from tle.lowering.tle_to_tileir import tle_to_tileir
 from tle.lowering.tle_to_ttir import tle_to_ttir
@@ -237,18 +238,18 @@ kernel strided<B: int = 256>(x: tensor<f32>[N], y: tensor<f32>[N]) {
 
 
 def _wide_dim_module(src):
-    """(tle module, spec) for src with its dim N past 2**31 - 1: N and its tensors wide, N read as i64."""
+    """The tle module of src with its dim N past 2**31 - 1: N and its tensors wide, N read as i64."""
     prog = load_program(src, "k.tle")
     k = check_kernel(prog, prog.kernel_names()[0], {}, wide_dims={"N"})
     d = default_spec(k)
     spec = Spec(d.divisible16, d.unit_strides, frozenset({WideDim("N"), WideTensor("x"), WideTensor("y")}))
-    return ast_to_tle(k, spec), spec
+    return ast_to_tle(k, spec)
 
 
 def test_a_wide_dims_value_is_i64_where_the_kernel_reads_it():
     # `i < N` with i an i32 tile: the compare is i64 (N's value may pass 2**31 - 1), i widened for it; the same
     # kernel at a narrower launch compares in i32 as before
-    module, _ = _wide_dim_module(MASKED)
+    module = _wide_dim_module(MASKED)
     text = tle_to_ttir(module)
     verify_ttir(text)
     assert re.search(r'"arith\.cmpi".* : \(tensor<256xi64>, tensor<256xi64>\) -> tensor<256xi1>', text)
@@ -262,7 +263,7 @@ def test_a_wide_dims_value_is_i64_where_the_kernel_reads_it():
 def test_a_range_over_a_wide_dim_counts_in_i64():
     # range(pid, cdiv(N, B), num_programs): the bounds widen to i64, and so does the loop variable, t * B and the
     # gather's positions, which reach the pointers without a truncation
-    module, _ = _wide_dim_module(STRIDED)
+    module = _wide_dim_module(STRIDED)
     text = tle_to_ttir(module)
     verify_ttir(text)
     assert re.search(r'"scf\.for".*\n\s*\^bb0\(%arg\d+: i64', text)
@@ -288,7 +289,7 @@ kernel count(out: tensor<i64>[1], n: i64) {
 
 def test_an_i64_bound_of_range_counts_in_i64():
     # an i64 bound the author wrote (a cast, a parameter) is kept, not truncated to i32: the loop counts in i64
-    loop = next(s for s in _kernel(COUNT).body if type(s).__name__ == "For")
+    loop = next(s for s in _kernel(COUNT).body if isinstance(s, For))
     assert loop.var.type.dtype == "i64"
     out = torch.zeros(1, dtype=torch.int64)
     tle.compile(COUNT).count[(1,)](out, 2 ** 40)
@@ -332,12 +333,17 @@ kernel blocks(x: tensor<f32>[N], y: tensor<f32>[1]) {
     assert not {str(f) for f in launch_spec(k, {"N": 3 * 2 ** 30}).inside} & {"loop0", "loop0@N:4096"}
 
 
-def test_the_interpreter_runs_kernels_that_read_wide_dims(monkeypatch):
-    # every dim called wide (as below): the kernels then compare and count in i64, and give what they give in i32
+@pytest.fixture
+def everything_wide(monkeypatch):
+    """No CPU test can afford 2**31 elements, so every launch calls each of its tensors and dims wide."""
     import tle.abi
     monkeypatch.setattr(tle.abi, "wide_facts", lambda kernel, layout: frozenset(
         WideTensor(p.name) for p in kernel.params if hasattr(p.type, "dims")) | frozenset(
         WideDim(d) for d in kernel.dims))
+
+
+def test_the_interpreter_runs_kernels_that_read_wide_dims(everything_wide):
+    # the kernels then compare and count in i64, and give what they give in i32
     x = torch.randn(1000)
     for src, name, grid in ((MASKED, "masked", 4), (STRIDED, "strided", 3)):
         y = torch.full((1000,), float("nan"))
@@ -349,13 +355,9 @@ def test_the_interpreter_runs_kernels_that_read_wide_dims(monkeypatch):
         assert [a.dtype for a in entry.compiled.abi if a.kind == "dim"] == ["i64"]
 
 
-def test_the_interpreter_runs_wide_views(monkeypatch):
-    # No CPU test can afford 2**31 elements, so every tensor and dim is called wide: the interpreter then runs the
-    # kernel with i64 sizes and strides in its views, and must give what it gives without them.
-    import tle.abi
-    monkeypatch.setattr(tle.abi, "wide_facts", lambda kernel, layout: frozenset(
-        WideTensor(p.name) for p in kernel.params if hasattr(p.type, "dims")) | frozenset(
-        WideDim(d) for d in kernel.dims))
+def test_the_interpreter_runs_wide_views(everything_wide):
+    # the interpreter then runs the kernel with i64 sizes and strides in its views, and must give what it gives
+    # without them
     x = torch.randn(6, 40, 72)[:, 3:, :50]  # a strided slice
     y = torch.empty(6, 37, 50)
     k = tle.compile(BATCHED).rows3
