@@ -24,7 +24,8 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,
                                                     linear_w4a16,layernorm_bwd,dropout,topk,adam,quant_rows,
                                                     histogram,vector_sum,conv2d,gate_up_silu,
-                                                    linear_wgrad,embedding_bwd,row_cumsum] [--rounds 3]
+                                                    linear_wgrad,embedding_bwd,row_cumsum,group_norm,
+                                                    kv_cache_write,gemv] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -572,6 +573,57 @@ kernel linear_wgrad<BN: int = 128, BK: int = 128, BT: int = 64, T: dtype = bf16>
     }
     store(dw, cast<T>(acc), at=[pn, pk])
 }
+
+// A decode step's matrix-vector product without tensor cores, as a user writes it first: y = W x, each program
+// BN rows of W (nn.Linear's [N, K]), products accumulated elementwise over the K tiles and summed once at the end.
+kernel gemv<BN: int = 16, BK: int = 256, T: dtype = bf16>(w: tensor<T>[N, K], x: tensor<T>[K], y: tensor<T>[N]) {
+    let pn = program_id(0)
+    var acc = zeros<f32>[BN, BK]
+    for k in range(cdiv(K, BK)) {
+        acc += cast<f32>(load(w, tile=[BN, BK], at=[pn, k])) * cast<f32>(reshape(load(x, tile=[BK], at=k), [1, BK]))
+    }
+    store(y, cast<T>(sum(acc, axis=1)), at=pn)
+}
+
+// GroupNorm over NCHW activations (diffusion UNets): x viewed as [N * G, (C / G) * HW], one program per group,
+// two passes over its elements (sums, then normalise); the channel of column j is (r % G) * (C / G) + j / HW.
+kernel group_norm<BLOCK: int = 4096, T: dtype = bf16>(x: tensor<T>[R, L], w: tensor<T>[C], b: tensor<T>[C],
+        y: tensor<T>[R, L], G: i32, HW: i32, eps: f32) {
+    let r = program_id(0)
+    var s = zeros<f32>[1, BLOCK]
+    var q = zeros<f32>[1, BLOCK]
+    for i in range(cdiv(L, BLOCK)) {
+        let v = cast<f32>(load(x, tile=[1, BLOCK], at=[r, i]))
+        s += v
+        q += v * v
+    }
+    let mean = sum(s) / cast<f32>(L)
+    let rstd = rsqrt(sum(q) / cast<f32>(L) - mean * mean + eps)
+    let c0 = (r % G) * (L / HW)
+    for i in range(cdiv(L, BLOCK)) {
+        let col = i * BLOCK + arange(0, BLOCK)
+        let inside = col < L
+        let c = c0 + col / HW
+        let wv = cast<f32>(gather(w, c, mask=inside))
+        let bv = cast<f32>(gather(b, c, mask=inside))
+        let v = cast<f32>(load(x, tile=[1, BLOCK], at=[r, i]))
+        store(y, cast<T>((v - mean) * rstd * wv + bv), at=[r, i])
+    }
+}
+
+// vLLM's reshape_and_cache: token t's keys and values [H, D] go to slot slots[t] of a paged cache
+// [blocks, BS, H, D] (block slot / BS, row slot % BS); a negative slot (padding) writes nothing.
+kernel kv_cache_write<H: int = 8, D: int = 128, T: dtype = bf16>(k: tensor<T>[NT, H, D], v: tensor<T>[NT, H, D],
+        kc: tensor<T>[NB, BS, H, D], vc: tensor<T>[NB, BS, H, D], slots: tensor<i64>[NT]) {
+    let t = program_id(0)
+    let slot = load(slots, at=t)
+    if slot >= 0 {
+        let blk = cast<i32>(slot / BS)
+        let row = cast<i32>(slot % BS)
+        store(kc, reshape(load(k, tile=[1, H, D], at=[t, 0, 0]), [1, 1, H, D]), at=[blk, row, 0, 0])
+        store(vc, reshape(load(v, tile=[1, H, D], at=[t, 0, 0]), [1, 1, H, D]), at=[blk, row, 0, 0])
+    }
+}
 """
 
 
@@ -833,6 +885,55 @@ def embedding_bwd_ref(ids_ptr, dy_ptr, dw_ptr, M, D, BM: tl.constexpr, BN: tl.co
     g = tl.load(dy_ptr + rm[:, None] * D + rn[None, :], mask=(rm[:, None] < M) & (rn[None, :] < D), other=0.0)
     tl.atomic_add(dw_ptr + rows[:, None] * D + rn[None, :], g.to(tl.float32),
                   mask=(rows[:, None] >= 0) & (rn[None, :] < D), sem=SEM)
+
+
+@triton.jit
+def gemv_ref(w_ptr, x_ptr, y_ptr, N, K, BN: tl.constexpr, BK: tl.constexpr):
+    rn = tl.program_id(0) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BN, BK), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        kk = k * BK + rk
+        wv = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
+        acc += wv.to(tl.float32) * tl.load(x_ptr + kk, mask=kk < K, other=0.0).to(tl.float32)[None, :]
+    tl.store(y_ptr + rn, tl.sum(acc, axis=1).to(y_ptr.dtype.element_ty), mask=rn < N)
+
+
+@triton.jit
+def group_norm_ref(x_ptr, w_ptr, b_ptr, y_ptr, L, G, HW, eps, BLOCK: tl.constexpr):
+    r = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    s = tl.zeros((BLOCK,), dtype=tl.float32)
+    q = tl.zeros((BLOCK,), dtype=tl.float32)
+    for i in range(0, tl.cdiv(L, BLOCK)):
+        col = i * BLOCK + cols
+        v = tl.load(x_ptr + r * L + col, mask=col < L, other=0.0).to(tl.float32)
+        s += v
+        q += v * v
+    mean = tl.sum(s, axis=0) / L
+    rstd = tl.rsqrt(tl.sum(q, axis=0) / L - mean * mean + eps)
+    c0 = (r % G) * (L // HW)
+    for i in range(0, tl.cdiv(L, BLOCK)):
+        col = i * BLOCK + cols
+        inside = col < L
+        c = c0 + col // HW
+        wv = tl.load(w_ptr + c, mask=inside, other=0.0).to(tl.float32)
+        bv = tl.load(b_ptr + c, mask=inside, other=0.0).to(tl.float32)
+        v = tl.load(x_ptr + r * L + col, mask=inside, other=0.0).to(tl.float32)
+        tl.store(y_ptr + r * L + col, ((v - mean) * rstd * wv + bv).to(y_ptr.dtype.element_ty), mask=inside)
+
+
+@triton.jit
+def kv_cache_write_ref(k_ptr, v_ptr, kc_ptr, vc_ptr, slots_ptr, BS, H: tl.constexpr, D: tl.constexpr):
+    t = tl.program_id(0)
+    slot = tl.load(slots_ptr + t)
+    if slot >= 0:
+        blk = slot // BS
+        row = slot % BS
+        hd = tl.arange(0, H)[:, None] * D + tl.arange(0, D)[None, :]
+        dst = blk * BS * H * D + row * H * D + hd
+        tl.store(kc_ptr + dst, tl.load(k_ptr + t * H * D + hd))
+        tl.store(vc_ptr + dst, tl.load(v_ptr + t * H * D + hd))
 
 
 @triton.jit
@@ -1581,6 +1682,56 @@ def cases(dev, only):
                         torch.float32 else t[1].copy_(torch.cumsum(t[0], 1, dtype=torch.float32)),
                         _both_paths(small.row_cumsum, (m,),
                                     lambda t, m=m, n=n: row_cumsum_ref[(m,)](*t, n, BLOCK=2048)), 1))
+    if "gemv" in only:
+        # M = 1 decode against Llama-3 8B's weights (4096x4096, the MLP's 14336x4096 and 4096x14336), bf16; each set
+        # its own weight, rotated out of L2 as bench.py's decode cases are. torch: torch.mv (cuBLAS)
+        for n, k in ((4096, 4096), (14336, 4096), (4096, 14336)):
+            nb = (n * k + n + k) * 2
+            sets = _sets(lambda: [r(n, k, dt=torch.bfloat16), r(k, dt=torch.bfloat16),
+                                  torch.empty(n, device=dev, dtype=torch.bfloat16)], nb)
+            g = (triton.cdiv(n, 16),)
+            out.append((f"gemv {n}x{k} bf16", (nb, 0), sets,
+                        lambda t: torch.mv(t[0], t[1], out=t[2]),
+                        _both_paths(small.gemv, g, lambda t, g=g, n=n, k=k: gemv_ref[g](*t, n, k, BN=16, BK=256)),
+                        2))
+    if "group_norm" in only:
+        # GroupNorm in a diffusion UNet (32 groups, NCHW): 512 channels at 64x64 (512 groups of 65536 elements),
+        # 1280 at 16x16 (256 of 10240), and SD-XL's first block, 320 at 128x128 (64 groups of 163840: fewer
+        # programs than SMs, this algorithm's limit in the twin too). torch: F.group_norm (its own kernels)
+        for dt, (n, c, h, w, g) in itertools.product((torch.bfloat16, torch.float32), (
+                (16, 512, 64, 64, 32), (8, 1280, 16, 16, 32), (2, 320, 128, 128, 32))):
+            nb = 2 * n * c * h * w * dt.itemsize  # read (the second pass mostly from L2) and written once
+            rows, cols = n * g, c // g * h * w
+            sets = _sets(lambda: [r(n, c, h, w, dt=dt), r(c, dt=dt), r(c, dt=dt),
+                                  torch.empty(n, c, h, w, device=dev, dtype=dt)], nb)
+            flat = lambda t, rows=rows: (t[0].view(rows, -1), t[1], t[2], t[3].view(rows, -1))  # noqa: E731
+            impls = _both_paths(small.group_norm, (rows,), lambda t, g=g, h=h, w=w, rows=rows, cols=cols, flat=flat:
+                                  group_norm_ref[(rows,)](*flat(t), cols, g, h * w, 1e-5, BLOCK=4096), T=dt)
+            # the tle launches take the groups' 2-D views and three scalars (the twin's lambda makes its own)
+            impls = {k: (lambda t, f=f, flat=flat, g=g, h=h, w=w: f([*flat(t), g, h * w, 1e-5]))
+                     if k != "triton_ref" else f for k, f in impls.items()}
+            out.append((f"group_norm {n}x{c}x{h}x{w} G={g} {str(dt)[6:]}", (nb, 0), sets,
+                        lambda t, g=g: t[3].copy_(torch.nn.functional.group_norm(t[0], g, t[1], t[2], 1e-5)),
+                        impls, 3))
+    if "kv_cache_write" in only:
+        # vLLM's reshape_and_cache: a prefill of 8192 tokens and a decode batch of 256, Llama-3 8B's 8 KV heads
+        # of 128, into a paged cache of 8192 blocks of 16 slots (one cache, as in a server; the tokens' keys,
+        # values and slots rotate). Checked on the slots written. torch: index_copy_ into the flattened cache
+        hd, d, blocks, bs = 8, 128, 8192, 16
+        kc = torch.zeros(blocks, bs, hd, d, device=dev, dtype=torch.bfloat16)
+        vc = torch.zeros_like(kc)
+        for t_n in (8192, 256):
+            nb = 4 * t_n * hd * d * 2 + 8 * t_n
+            sets = _sets(lambda: [r(t_n, hd, d, dt=torch.bfloat16), r(t_n, hd, d, dt=torch.bfloat16), kc, vc,
+                                  torch.randperm(blocks * bs, device=dev)[:t_n]], nb)
+
+            def torch_cache_write(t):
+                t[2].view(-1, hd, d).index_copy_(0, t[4], t[0])
+                t[3].view(-1, hd, d).index_copy_(0, t[4], t[1])
+            written = tuple((o, lambda s_, o=o: s_[o].view(-1, hd, d)[s_[4]]) for o in (2, 3))
+            out.append((f"kv_cache_write {t_n} tokens, {hd}x{d} bf16", (nb, 0), sets, torch_cache_write,
+                        _both_paths(small.kv_cache_write, (t_n,),
+                                    lambda t, t_n=t_n: kv_cache_write_ref[(t_n,)](*t, bs, H=hd, D=d)), written))
     if "vocab_softmax" in only:
         # logits over Llama-3's vocabulary (128256: not a multiple of the block, so the last tile is ragged)
         for dt, (m, n) in itertools.product((torch.bfloat16, torch.float32), ((1024, 128256), (4096, 32000))):
@@ -2197,7 +2348,7 @@ DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_rel
                 "matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,linear_w4a16,"
                 "layernorm_bwd,dropout,"
                 "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad,"
-                "row_cumsum")
+                "row_cumsum,group_norm,kv_cache_write,gemv")
 
 
 def main() -> int:

@@ -403,6 +403,35 @@ def test_linear_wgrad_sums_over_tokens(small):
     torch.testing.assert_close(dw.float(), dy.float().t() @ x.float(), rtol=2e-2, atol=5e-2)
 
 
+def test_gemv_over_ragged_rows_and_columns(small):
+    w, x = torch.randn(40, 600, dtype=torch.bfloat16), torch.randn(600, dtype=torch.bfloat16)
+    y = torch.full((40,), float("nan"), dtype=torch.bfloat16)
+    small.gemv[(3,)](w, x, y)  # BN 16, BK 256: 40 rows in 3 programs, 600 columns in 3 tiles, both ragged
+    torch.testing.assert_close(y.float(), w.float() @ x.float(), rtol=1e-2, atol=1e-2)
+
+
+def test_group_norm_matches_torch(small):
+    # 4 groups of 3 channels of 7x9 (189 elements each: a ragged last tile of 64), then the case's grouped views
+    n, c, h, w, g = 2, 12, 7, 9, 4
+    x, wt, b = torch.randn(n, c, h, w), torch.randn(c), torch.randn(c)
+    y = torch.full_like(x, float("nan"))
+    small.group_norm[(n * g,)](x.view(n * g, -1), wt, b, y.view(n * g, -1), g, h * w, 1e-5, BLOCK=64, T="f32")
+    torch.testing.assert_close(y, torch.nn.functional.group_norm(x, g, wt, b, 1e-5), rtol=1e-4, atol=1e-4)
+
+
+def test_kv_cache_write_skips_padding_slots(small):
+    k, v = torch.randn(9, 2, 16, dtype=torch.bfloat16), torch.randn(9, 2, 16, dtype=torch.bfloat16)
+    kc = torch.zeros(6, 4, 2, 16, dtype=torch.bfloat16)
+    vc = torch.zeros_like(kc)
+    slots = torch.randperm(24)[:9]
+    slots[4] = -1  # a padding token: nothing written
+    small.kv_cache_write[(9,)](k, v, kc, vc, slots, H=2, D=16)
+    ok = slots >= 0
+    want_k, want_v = torch.zeros_like(kc), torch.zeros_like(vc)
+    want_k.view(-1, 2, 16)[slots[ok]] = k[ok]
+    want_v.view(-1, 2, 16)[slots[ok]] = v[ok]
+    assert torch.equal(kc, want_k) and torch.equal(vc, want_v)
+
 def test_both_paths_names_the_path_auto_took(small):
     """_both_paths' `tle:auto` launches with no backend named and returns the path taken (the probe prints it, and
     does not time it); on the CPU that is the interpreter."""
