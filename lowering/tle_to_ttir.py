@@ -218,6 +218,7 @@ class _Lowering:
         self.mesh: list[str] = []
         self.keep_checks = False  # the kernel being lowered keeps its per-element bounds checks (_keeps_checks)
         self.relaxed_atomics = False  # no atomic's result is read in the kernel being lowered (relaxed_atomics)
+        self.squeezed: dict = {}  # TTIR value of a tile load in the tile's shape -> the load in the squeezed shape
 
     # -- building --
     def op(self, name, results, operands, attrs=None, regions=0):
@@ -282,6 +283,15 @@ class _Lowering:
             v = self.val("tt.expand_dims", _tensor(cur, _elem(v.type)), [v], {"axis": _i32_attr(0)})
         if cur != list(shape):
             v = self.val("tt.broadcast", _tensor(shape, _elem(v.type)), [v])
+        return v
+
+    def unsqueeze(self, v, shape):
+        """v (a tile of _squeezed(shape)) in `shape`: tt.expand_dims for each size-1 axis, in order."""
+        cur = list(_shape(v))
+        for axis, size in enumerate(shape):
+            if size == 1:
+                cur.insert(axis, 1)
+                v = self.val("tt.expand_dims", _tensor(cur, _elem(v.type)), [v], {"axis": _i32_attr(axis)})
         return v
 
     def and_all(self, conds):
@@ -559,11 +569,21 @@ def _squeezable(shape) -> bool:
 def _load(L: _Lowering, op):
     """A tile load: through a descriptor, else pointers and a mask.
 
-    A tile of a higher-rank tensor with size-1 axes, read only to drop them (`reshape(load(q, tile=[1, BM, D],
-    at=[b, m, 0]), [BM, D])`, a head of a batched tensor), is loaded in the squeezed shape and the reshapes become
-    no-ops (_reshape). Triton has no squeeze: a tt.reshape from [1, BM, D] leaves the tile in a layout its dot
-    lowering cannot take from shared memory, so a `dot` operand read that way was reloaded from shared memory into
-    registers on every iteration (attention: 8% slower than the same kernel written 2-D)."""
+    A tile with size-1 axes beside others is loaded in the squeezed shape, as a Triton author writes it, where
+    - it is read only to drop them (`reshape(load(q, tile=[1, BM, D], at=[b, m, 0]), [BM, D])`, a head of a batched
+      tensor): the reshapes become no-ops (_reshape). Triton has no squeeze: a tt.reshape from [1, BM, D] leaves the
+      tile in a layout its dot lowering cannot take from shared memory, so a `dot` operand read that way was
+      reloaded from shared memory into registers on every iteration (attention: 8% slower than written 2-D);
+    - a gather of the squeezed shape sits in the same block (_beside_gather): tt.expand_dims then gives the tile
+      its shape for its users.
+    The second is for Triton's coalescing, which gives one layout to memory accesses of one shape and order that
+    feed each other. A gather's addresses are not contiguous, so alone it gets one element a thread; a row loaded
+    1-D beside it lends it its 8-wide vectors. Loaded [1, BLOCK], the row and a [BLOCK] gather (a per-channel
+    weight, `gather(w, c)` with c = col / HW) each got a layout of their own and a conversion through shared memory
+    every iteration, and the gather's index arithmetic ran per element: GroupNorm bf16 ran 0.65-0.76x its Triton
+    twin on the H200 (benchmarks/RESULTS.md, "GroupNorm"). Not every row is loaded 1-D: where nothing 2-D in memory
+    anchors the expanded tile's layout (a loop that only sums rows into a [1, BLOCK] accumulator), Triton leaves it
+    in its default layout of one element a thread and converts each row into it."""
     view = L.views[op.operands[0]]
     rtype = op.result.type
     shape = _shape(op.result)
@@ -572,12 +592,23 @@ def _load(L: _Lowering, op):
     if desc is not None:
         L.bind(op, L.val("tt.descriptor_load", rtype, [desc, *_element_coords(L, indices, shape)]))
         return
-    squeeze = _squeezable(shape) and all(
-        u.owner.name == "tle.reshape" and _shape(u.owner.result) == _squeezed(shape) for u in op.result.uses)
+    only_squeezed = all(u.owner.name == "tle.reshape" and _shape(u.owner.result) == _squeezed(shape)
+                        for u in op.result.uses)
+    squeeze = _squeezable(shape) and (only_squeezed or _beside_gather(op, _squeezed(shape)))
     if squeeze:
         rtype = _tensor(_squeezed(shape), _elem(rtype))
     ptrs, mask = L.tile_pointers(view, indices, shape, _inside(L, op, shape), squeeze)
-    L.bind(op, L.load(ptrs, mask, op.attributes["padding"], rtype))
+    tile = L.load(ptrs, mask, op.attributes["padding"], rtype)
+    if squeeze and not only_squeezed:
+        full = L.unsqueeze(tile, shape)
+        L.squeezed[full] = tile
+        tile = full
+    L.bind(op, tile)
+
+
+def _beside_gather(op, shape) -> bool:
+    """A tle.gather of tile shape `shape` in op's block (_load)."""
+    return any(o.name == "tle.gather" and _shape(o.result) == shape for o in op.operation.block.operations)
 
 
 def _store(L: _Lowering, op):
@@ -766,6 +797,9 @@ def _reshape(L: _Lowering, op):
     src, dst = _shape(op.operands[0]), _shape(op.result)
     if _shape(x) == dst:  # a load already lowered in this shape (_load's squeeze)
         L.bind(op, x)
+        return
+    if x in L.squeezed and _shape(L.squeezed[x]) == dst:  # the squeezed load under its expand_dims (_load)
+        L.bind(op, L.squeezed[x])
         return
     axes, i = [], 0
     for axis, size in enumerate(dst):  # match src's axes in order; every extra axis of dst must be 1

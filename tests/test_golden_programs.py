@@ -600,6 +600,26 @@ entry(file="gather_offsets.tle", kernel="rows", make=_go_make, grid=lambda c, k:
       note="row ids past both ends read `other`; R a multiple of BM (ids pads a ragged tile with row 0)")
 
 
+# gather_beside_row.tle ----------------------------------------------------------------------------------------------
+def _gbr_make(c, k, g):
+    r, l = c["R"], c["L"]
+    return {"x": randn((r, l), g), "w": randn((c["C"],), g), "y": poison((r, l)), "G": c["G"], "HW": c["HW"]}
+
+
+def _gbr_ref(a, c, k):
+    x = a["x"].double()
+    cols = torch.arange(c["L"])
+    ch = (torch.arange(c["R"])[:, None] % c["G"]) * (c["L"] // c["HW"]) + cols[None, :] // c["HW"]
+    return {"y": (x - x.mean(dim=1, keepdim=True)) * a["w"].double()[ch]}
+
+
+entry(file="gather_beside_row.tle", kernel="group_norm", make=_gbr_make, grid=lambda c, k: (c["R"],), ref=_gbr_ref,
+      tol={"y": reduction(600, 2)},
+      cases=[{"R": 8, "L": 600, "C": 12, "G": 4, "HW": 200}, {"R": 6, "L": 512, "C": 6, "G": 3, "HW": 256}],
+      note="GroupNorm's centring times a per-channel gather: 3 channels of 200 (the row ragged against BLOCK 256) "
+           "and 2 of 256")
+
+
 # grid_facts.tle -----------------------------------------------------------------------------------------------------
 def _rows_make(c, k, g):
     return {"x": randn((c["M"], c["N"]), g), "y": poison((c["M"], c["N"]))}

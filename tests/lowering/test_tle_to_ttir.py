@@ -687,6 +687,17 @@ def test_tma_hint_needs_a_target_with_tma():
     assert len(ops(sm90, "tt.make_tensor_descriptor")) == 2
 
 
+def test_row_beside_a_gather_shares_its_layout():
+    """tests/filecheck/gather_beside_row.tle (GroupNorm's second pass): the [1, 4096] row read beside a [4096]
+    gather of per-channel weights is loaded 1-D, so Triton gives both one layout. Loaded 2-D, the gather got one
+    element a thread and each iteration converted it through shared memory (stmatrix), and its `col / HW` ran per
+    element instead of once per 4 (HW divisible by 16): 33 div.s32 against 9 (one outside the loops)."""
+    path = os.path.join(os.path.dirname(__file__), "..", "filecheck", "gather_beside_row.tle")
+    ptx = cubin(ttir(open(path).read(), "group_norm", {"BLOCK": 4096}, spec="all16", file=path)).stages["ptx"]
+    assert "stmatrix" not in ptx and ptx.count("bar.sync") <= 2  # the barriers of sum(s), outside the loops
+    assert ptx.count("div.s32") <= 9
+    assert ptx.count("ld.global.v4") == 16  # the row's two reads stay 16-byte vectors
+
 def test_attention_keeps_q_in_shared_memory_for_its_first_dot():
     """examples/attention.tle loads each head as reshape(load(q, tile=[1, BM, D], ...), [BM, D]). Loaded squeezed
     (no tt.reshape), Q goes straight into an NVMMA shared-memory tile that the loop's first wgmma reads; through a
