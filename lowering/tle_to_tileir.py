@@ -70,6 +70,9 @@ Performance choices (TileirOptions; each was measured on the H200, docs/tileir.m
   (and sinks a widening to f32 into it), so each thread waits for one load before it issues the next; masked
   pointer loads are predicated and all in flight (8192x4096 bf16: softmax 70 -> 50 us, rmsnorm 59 -> 37, swiglu
   331 -> 197; bias + GELU on a ragged 8000x8000 f32: 170 -> 136 us, Triton 134). Stores stay view stores.
+  A tile loaded in a loop and broadcast there, of a tensor the kernel does not write, is read again at the broadcast
+  shape (broadcast_load): tileiras' broadcast goes through shared memory and a barrier that held back the loop's
+  other loads (a GEMV over a 4096x14336 bf16 weight: 60.4 -> 42.8 us, native 43.8).
 - In a kernel with a dot, loads of tiles whose rows span under 16 bytes (a [BM, 1] scale) go through masked pointers
   too: TMA cannot move them, so a view load would take that branchy path (a block-scaled FP8 product's two f32
   scale tiles: 331 -> 288 us at 4096^3).
@@ -269,6 +272,22 @@ _STRUCTURAL = ("func.return", "scf.yield")
 # exp2 flushes subnormal results to zero, as the native path's ex2.approx.ftz.f32 does (attention, whose softmax
 # is exp2: 2-4% faster on the H200 than the non-flushing exp2).
 _F32_FAST = {"arith.divf": {"rounding": "full"}, "math.exp": {"rounding": "approx"}, "math.exp2": {"ftz": True}}
+
+
+def _unit_insertion(src, dst) -> list[int] | None:
+    """Where each axis of shape `src` lies in `dst` when dst is src with size-1 axes inserted (a tle.reshape that
+    adds axes); else None."""
+    axes, at = [], 0
+    for size in src:
+        while at < len(dst) and dst[at] != size:
+            if dst[at] != 1:
+                return None
+            at += 1
+        if at == len(dst):
+            return None
+        axes.append(at)
+        at += 1
+    return axes if all(d == 1 for d in dst[at:]) else None
 
 
 def _all_or_none(axes: frozenset, rank: int) -> frozenset:
@@ -735,6 +754,7 @@ class _Kernel:
         self.allow_tma = (None if accumulators else False) if tma == "auto" else tma
         loads = options.pointer_loads
         self.pointer_loads = ("narrow" if accumulators else "all") if loads == "auto" else loads
+        self.has_dot = bool(dots)
         if self.pointer_loads not in ("none", "narrow", "16bit", "all"):
             raise ValueError(f"pointer_loads = {loads!r} is not one of auto, none, narrow, 16bit, all")
         largest = max((math.prod(tle_type(r.type)[1] or ()) for op in self.ops for r in op.results
@@ -985,7 +1005,48 @@ class _Kernel:
     def op_tle_broadcast(self, op):
         _, shape, _ = tle_type(op.result.type)
         x = self.get(op.operands[0])
-        self.set(op.result, x if self.shape(x) == shape else ct.broadcast(x, shape))
+        if self.shape(x) != shape:
+            x = self.broadcast_load(op) or ct.broadcast(x, shape)
+        self.set(op.result, x)
+
+    def broadcast_load(self, op):
+        """The broadcast `op` of a tile loaded in the same loop iteration, read again directly in the broadcast
+        shape (None where that does not apply). A GEMV's `w_tile * reshape(load(x, tile=[BK], at=k), [1, BK])`
+        broadcasts the x tile over w's rows, which tileiras does through shared memory: a store, a barrier, then
+        the loads. Its scheduler issued the iteration's w loads only after that barrier, so each iteration waited
+        for two load latencies one after the other, and a 4096x14336 bf16 GEMV took 60.4 us (native 43.8). Read as
+        [BN, BK] (every row the same addresses, served by L1), x needs no exchange: 42.8 us; 4096x4096 20.6 -> 16.4
+        (benchmarks/RESULTS.md, "A GEMV on Tile IR").
+
+        It applies in a kernel without a dot (all of whose loads go through pointers) to a tile of a tensor the
+        kernel never writes (so reading it again reads the same values), loaded inside a loop and seen through
+        reshapes that insert size-1 axes and float casts; the first load is left to tileiras' dead-code
+        elimination. Not in a kernel with a dot, where it was not measured: what is broadcast there is a
+        block-scaled product's [BM, 1] scales, which would be read again for every accumulator element."""
+        if self.has_dot:
+            return None
+        chain, v = [], op.operands[0]
+        while not isinstance(v.owner, ir.Block) and v.owner.name in ("tle.reshape", "arith.extf", "arith.truncf"):
+            chain.append(v.owner)
+            v = v.owner.operands[0]
+        load = v.owner
+        if isinstance(load, ir.Block) or load.name != "tle.load" or load.parent.name != "scf.for" \
+                or op.parent != load.parent:
+            return None
+        elem, src, _ = tle_type(load.result.type)
+        _, shape, _ = tle_type(op.result.type)
+        view = self.views[load.operands[0]]
+        axes = _unit_insertion(src, tle_type(op.operands[0].type)[1])
+        if axes is None or view.name in self.tokens or (padding_name(load.attributes["padding"], elem) is not None
+                                                        and not self.through_pointers(elem, src)):
+            return None
+        tile, out = self.load_by_pointers(view, [self.get(i) for i in list(load.operands)[1:]], src,
+                                          _scalar_value(load.attributes["padding"], elem), None, inside_axes(load),
+                                          spread=(tuple(shape), axes))
+        for c in reversed(chain):
+            if c.name != "tle.reshape":
+                tile = ct.ftof(tile, tle_type(c.result.type)[0])
+        return tile
 
     def op_tle_reshape(self, op):
         _, shape, _ = tle_type(op.result.type)
@@ -1362,22 +1423,27 @@ class _Kernel:
         self.after_read(view, out)
         self.set(op.result, tile)
 
-    def load_by_pointers(self, view: _View, index, shape, pad, token, inside=frozenset()):
+    def load_by_pointers(self, view: _View, index, shape, pad, token, inside=frozenset(), spread=None):
         """A tile load whose padding a partition view cannot express: masked gather of the tile's elements
-        (no mask along the axes in `inside`, no mask at all when every axis is)."""
+        (no mask along the axes in `inside`, no mask at all when every axis is). With `spread` = (out, axes) the
+        tile is read directly in shape `out`, its axis d along out's axis axes[d] and repeated along the others
+        (broadcast_load)."""
+        out, axes = spread or (tuple(shape), list(range(len(shape))))
         elems, mask = [], None
         for axis, (i, size) in enumerate(zip(index, view.sizes)):
             it = "i64" if not isinstance(size, int) and _is_i64(size) else "i32"  # i64 along a WideDim
             i = ct.exti(i, it) if it == "i64" else i
-            start = self.splat(ct.muli(i, self.const(shape[axis], (), it)), shape)
-            e = ct.addi(start, self.along(ct.iota(shape[axis], it), axis, shape))
+            start = self.splat(ct.muli(i, self.const(shape[axis], (), it)), out)
+            dims = tuple(shape[axis] if a == axes[axis] else 1 for a in range(len(out)))
+            along = ct.reshape(ct.iota(shape[axis], it), dims)
+            e = ct.addi(start, along if dims == out else ct.broadcast(along, out))
             if axis not in inside:
-                bound = self.const(size, shape, it) if isinstance(size, int) else self.splat(size, shape)
+                bound = self.const(size, out, it) if isinstance(size, int) else self.splat(size, out)
                 within = ct.cmpi("less_than", e, bound, signed=False)  # also false for negative e
                 mask = within if mask is None else ct.andi(mask, within)
             elems.append(e)
-        ptrs = self.pointers(view, elems, shape)
-        return ct.load_ptr_tko(ptrs, mask, self.const(pad, shape, view.elem) if mask is not None else None, token)
+        ptrs = self.pointers(view, elems, out)
+        return ct.load_ptr_tko(ptrs, mask, self.const(pad, out, view.elem) if mask is not None else None, token)
 
     def pointers(self, view: _View, indices, shape) -> "ir.Value":
         """base + sum(indices[i] * strides[i]) for element-index tiles broadcast to `shape`, offsets in i64.

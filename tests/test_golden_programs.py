@@ -1283,6 +1283,14 @@ entry(file="tileir/dot_add.tle", kernel="mm", make=_mm_make, grid=lambda c, k: (
       note="matmul_dot.tle's case: `acc += dot(a, b)` computes what dot(a, b, acc) does")
 
 
+# tileir/gemv.tle ---------------------------------------------------------------------------------------------------
+entry(file="tileir/gemv.tle", kernel="gemv",
+      make=lambda c, k, g: {"w": randn((c["N"], c["K"]), g), "x": randn((c["K"],), g), "y": poison((c["N"],))},
+      grid=lambda c, k: (cdiv(c["N"], 16),), ref=lambda a, c, k: {"y": a["w"].double() @ a["x"].double()},
+      tol={"y": reduction(600, 1)}, cases=[{"N": 40, "K": 600}, {"N": 16, "K": 256}],
+      note="rows and columns ragged against the 16x256 tile (x's tile padded with 0 past K), then both exact")
+
+
 # tileir/inbounds.tle -------------------------------------------------------------------------------------------------
 entry(file="tileir/inbounds.tle", kernel="rows", make=_rows_make, grid=lambda c, k: (c["M"] + c.get("extra", 0),),
       ref=_rows_ref, tol={"y": EXACT},
