@@ -1248,8 +1248,26 @@ kernel k<BM: int = 64, BN: int = 64, BK: int = 64>(x: tensor<bf16>[M, K], ids: t
 """
 
 
+CHANNEL_SCALE = """
+kernel k<BLOCK: int = 1024>(x: tensor<f32>[R, L], w: tensor<f32>[C], y: tensor<f32>[R, L], HW: i32) {
+    let r = program_id(0)
+    for i in range(cdiv(L, BLOCK)) {
+        let col = i * BLOCK + arange(0, BLOCK)
+        let v = load(x, tile=[1, BLOCK], at=[r, i]) * gather(w, col / HW, mask=col < L)
+        store(y, v, at=[r, i])
+    }
+}
+"""
+
+
 @pytest.mark.parametrize("src,rule,line", [
     (MOE, "gathered through pointers", 10),                       # the MoE GEMM: 3.1x slower on Tile IR
+    (CHANNEL_SCALE, "divided by a run-time value inside a loop", 6),   # GroupNorm's channels: 1.2-1.45x
+    (CHANNEL_SCALE.replace("col / HW", "col % HW"), "divided by a run-time value", 6),
+    (CHANNEL_SCALE.replace("col / HW", "col / 64"), None, 0),             # a constant divisor: a shift
+    (CHANNEL_SCALE.replace("col / HW", "col - r / HW"), None, 0),         # scalars: once per program
+    (CHANNEL_SCALE.replace("for i in range(cdiv(L, BLOCK)) {", "let i = program_id(1)\n    if true {"),
+     None, 0),                                                            # not in a loop: not measured
     (MOE.replace("let a = gather(x, [tok, cols], mask=(tok < M) & (cols < K))",
                  "let a = load(x, tile=[BM, BK], at=[program_id(0), k])"), None, 0),  # e reaches w's index only
     (MOE.replace("let a = gather(x, [tok, cols], mask=(tok < M) & (cols < K))",
