@@ -279,12 +279,13 @@ def _wide_reduction(elements: int) -> str:
 # Integer division or remainder of a tile by a run-time value, in a loop of a kernel without a dot. tileiras divides
 # every element (a signed division by a loop-invariant value: some ten instructions), where Triton's axis analysis
 # sees that a run of contiguous values divided by a multiple of 16 has one quotient and divides once per run.
-# Measured on the H200 (forty-first session; benchmarks/RESULTS.md "GroupNorm"), the probe's GroupNorm (the channel
-# of each element, `col / HW`, per element of a 4096-wide tile), Tile IR against the native path: bf16 88.3 against
-# 61.4 us (16x512x64x64), 13.4 against 10.3 (8x1280x16x16), 78.5 against 57.0 (2x320x128x128); f32 118.3 against
-# 111.5, 14.8 against 12.2, and 128.9 against 131.1 (the one launch Tile IR won, by 2%). With the divisor a
-# compile-time power of two (a shift), Tile IR took 69.8 us at 16x512x64x64 bf16: the division was two thirds of the
-# gap. A division of scalars (a row's start) costs one instruction sequence per program and is not counted.
+# Measured on the H200 (forty-first session; benchmarks/RESULTS.md "GroupNorm, a KV-cache write and a GEMV"), the
+# probe's GroupNorm (the channel of each element, `col / HW`, per element of a 4096-wide tile), Tile IR against the
+# native path: bf16 88.3 against 61.4 us (16x512x64x64), 13.4 against 10.3 (8x1280x16x16), 78.5 against 57.0
+# (2x320x128x128); f32 118.3 against 111.5, 14.8 against 12.2, and 128.9 against 131.1 (the one launch Tile IR won, by
+# 2%). With the divisor a compile-time power of two (a shift), Tile IR took 69.8 us at 16x512x64x64 bf16: the
+# division was two thirds of the gap. A division of scalars (a row's start) costs one instruction sequence per
+# program and is not counted; divisions outside loops were not measured.
 _TILE_DIVISION = ("a tile is divided by a run-time value inside a loop (integer `/` or `%`): tileiras divides every "
                   "element, where the native path divides once per run of 16 contiguous values, and a GroupNorm "
                   "ran 1.2-1.45x slower on Tile IR (H200)")

@@ -1016,7 +1016,7 @@ class _Kernel:
         the loads. Its scheduler issued the iteration's w loads only after that barrier, so each iteration waited
         for two load latencies one after the other, and a 4096x14336 bf16 GEMV took 60.4 us (native 43.8). Read as
         [BN, BK] (every row the same addresses, served by L1), x needs no exchange: 42.8 us; 4096x4096 20.6 -> 16.4
-        (benchmarks/RESULTS.md, "A GEMV on Tile IR").
+        (benchmarks/RESULTS.md, "GroupNorm, a KV-cache write and a GEMV").
 
         It applies in a kernel without a dot (all of whose loads go through pointers) to a tile of a tensor the
         kernel never writes (so reading it again reads the same values), loaded inside a loop and seen through

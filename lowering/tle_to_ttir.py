@@ -580,10 +580,11 @@ def _load(L: _Lowering, op):
     feed each other. A gather's addresses are not contiguous, so alone it gets one element a thread; a row loaded
     1-D beside it lends it its 8-wide vectors. Loaded [1, BLOCK], the row and a [BLOCK] gather (a per-channel
     weight, `gather(w, c)` with c = col / HW) each got a layout of their own and a conversion through shared memory
-    every iteration, and the gather's index arithmetic ran per element: GroupNorm bf16 ran 0.65-0.76x its Triton
-    twin on the H200 (benchmarks/RESULTS.md, "GroupNorm"). Not every row is loaded 1-D: where nothing 2-D in memory
-    anchors the expanded tile's layout (a loop that only sums rows into a [1, BLOCK] accumulator), Triton leaves it
-    in its default layout of one element a thread and converts each row into it."""
+    every iteration, and the gather's index arithmetic ran per element: GroupNorm bf16 ran 0.65-0.77x its Triton
+    twin on the H200, 1.02-1.30x after (benchmarks/RESULTS.md, "GroupNorm, a KV-cache write and a GEMV"). Not every
+    row is loaded 1-D: where nothing 2-D in memory anchors the expanded tile's layout (a loop that only sums rows
+    into a [1, BLOCK] accumulator), Triton leaves it in its default layout of one element a thread and converts
+    each row into it."""
     view = L.views[op.operands[0]]
     rtype = op.result.type
     shape = _shape(op.result)

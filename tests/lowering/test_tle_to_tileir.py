@@ -1946,8 +1946,8 @@ def test_a_tile_of_a_tensor_the_kernel_writes_is_broadcast_as_loaded():
 @needs_tileiras
 def test_a_gemv_exchanges_nothing_through_shared_memory():
     """Broadcast, x went through shared memory with a barrier every iteration (1024 bytes of it); read at the
-    broadcast shape, only the final row sums exchange anything (64 bytes; benchmarks/RESULTS.md, "A GEMV on
-    Tile IR": 60.4 -> 42.8 us)."""
+    broadcast shape, only the final row sums exchange anything (64 bytes; benchmarks/RESULTS.md, "GroupNorm, a
+    KV-cache write and a GEMV": 60.4 -> 42.8 us)."""
     kernel, spec, module = build(GEMV, "gemv", spec=Spec(
         frozenset({"w", "x", "y", "N", "K", "w.stride0"}), frozenset({"w.stride1", "x.stride0", "y.stride0"})))
     binary = tileir.compile_tileir(tle_to_tileir(module))
