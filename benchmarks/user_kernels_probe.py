@@ -25,7 +25,7 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     linear_w4a16,layernorm_bwd,dropout,topk,adam,quant_rows,
                                                     histogram,vector_sum,conv2d,gate_up_silu,
                                                     linear_wgrad,embedding_bwd,row_cumsum,group_norm,
-                                                    kv_cache_write,gemv] [--rounds 3]
+                                                    kv_cache_write,gemv,mean_pool,ssm_update] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -611,6 +611,41 @@ kernel group_norm<BLOCK: int = 4096, T: dtype = bf16>(x: tensor<T>[R, L], w: ten
     }
 }
 
+// Masked mean pooling (a sentence embedding): y[b, :] = sum over tokens of mask[b, t] * x[b, t, :], divided by the
+// number of unmasked tokens. One program per (sequence, BD columns), a loop over BT tokens at a time.
+kernel mean_pool<BT: int = 32, BD: int = 256, T: dtype = bf16>(x: tensor<T>[B, S, D], mask: tensor<T>[B, S],
+        y: tensor<T>[B, D]) {
+    let b = program_id(0)
+    let pd = program_id(1)
+    var acc = zeros<f32>[BT, BD]
+    var count = zeros<f32>[BT, 1]
+    for t in range(cdiv(S, BT)) {
+        let m = cast<f32>(reshape(load(mask, tile=[1, BT], at=[b, t]), [BT, 1]))
+        acc += cast<f32>(reshape(load(x, tile=[1, BT, BD], at=[b, t, pd]), [BT, BD])) * m
+        count += m
+    }
+    store(y, reshape(cast<T>(sum(acc, axis=0) / max(sum(count), 1.0)), [1, BD]), at=[b, pd])
+}
+
+// Mamba's selective state update for one decode step: per batch row b and channel d, with N state values,
+// state' = state * exp(dt * A) + dt * x * B;  out = sum(state' * C) + D * x. One program per (b, BD channels).
+// Out of place (state' into `next`; mamba_ssm updates in place) so that every timed launch does the same work.
+kernel ssm_update<BD: int = 64, N: int = 16>(state: tensor<f32>[BS, DIM, N], x: tensor<f32>[BS, DIM],
+        dt: tensor<f32>[BS, DIM], a: tensor<f32>[DIM, N], bm: tensor<f32>[BS, N], cm: tensor<f32>[BS, N],
+        dskip: tensor<f32>[DIM], next: tensor<f32>[BS, DIM, N], out: tensor<f32>[BS, DIM]) {
+    let b = program_id(0)
+    let pd = program_id(1)
+    let s = reshape(load(state, tile=[1, BD, N], at=[b, pd, 0]), [BD, N])
+    let xv = reshape(load(x, tile=[1, BD], at=[b, pd]), [BD, 1])
+    let dtv = reshape(load(dt, tile=[1, BD], at=[b, pd]), [BD, 1])
+    let bv = load(bm, tile=[1, N], at=[b, 0])
+    let cv = load(cm, tile=[1, N], at=[b, 0])
+    let s2 = s * exp(dtv * load(a, tile=[BD, N], at=[pd, 0])) + dtv * xv * bv
+    store(next, reshape(s2, [1, BD, N]), at=[b, pd, 0])
+    let y = sum(s2 * cv, axis=1, keepdims=true) + reshape(load(dskip, tile=[BD], at=pd), [BD, 1]) * xv
+    store(out, reshape(y, [1, BD]), at=[b, pd])
+}
+
 // vLLM's reshape_and_cache: token t's keys and values [H, D] go to slot slots[t] of a paged cache
 // [blocks, BS, H, D] (block slot / BS, row slot % BS); a negative slot (padding) writes nothing.
 kernel kv_cache_write<H: int = 8, D: int = 128, T: dtype = bf16>(k: tensor<T>[NT, H, D], v: tensor<T>[NT, H, D],
@@ -897,6 +932,44 @@ def gemv_ref(w_ptr, x_ptr, y_ptr, N, K, BN: tl.constexpr, BK: tl.constexpr):
         wv = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
         acc += wv.to(tl.float32) * tl.load(x_ptr + kk, mask=kk < K, other=0.0).to(tl.float32)[None, :]
     tl.store(y_ptr + rn, tl.sum(acc, axis=1).to(y_ptr.dtype.element_ty), mask=rn < N)
+
+
+@triton.jit
+def mean_pool_ref(x_ptr, mask_ptr, y_ptr, S, D, BT: tl.constexpr, BD: tl.constexpr):
+    b = tl.program_id(0)
+    rd = tl.program_id(1) * BD + tl.arange(0, BD)
+    rt = tl.arange(0, BT)
+    acc = tl.zeros((BT, BD), dtype=tl.float32)
+    count = tl.zeros((BT,), dtype=tl.float32)
+    for t in range(0, tl.cdiv(S, BT)):
+        tt = t * BT + rt
+        m = tl.load(mask_ptr + b * S + tt, mask=tt < S, other=0.0).to(tl.float32)
+        xv = tl.load(x_ptr + b * S * D + tt[:, None] * D + rd[None, :], mask=(tt[:, None] < S) & (rd[None, :] < D),
+                     other=0.0)
+        acc += xv.to(tl.float32) * m[:, None]
+        count += m
+    y = tl.sum(acc, axis=0) / tl.maximum(tl.sum(count, axis=0), 1.0)
+    tl.store(y_ptr + b * D + rd, y.to(y_ptr.dtype.element_ty), mask=rd < D)
+
+
+@triton.jit
+def ssm_update_ref(state_ptr, x_ptr, dt_ptr, a_ptr, b_ptr, c_ptr, d_ptr, next_ptr, out_ptr, DIM, BD: tl.constexpr,
+                   N: tl.constexpr):
+    b = tl.program_id(0)
+    rd = tl.program_id(1) * BD + tl.arange(0, BD)
+    rn = tl.arange(0, N)
+    md = rd < DIM
+    at = b * DIM * N + rd[:, None] * N + rn[None, :]
+    s = tl.load(state_ptr + at, mask=md[:, None], other=0.0)
+    xv = tl.load(x_ptr + b * DIM + rd, mask=md, other=0.0)[:, None]
+    dtv = tl.load(dt_ptr + b * DIM + rd, mask=md, other=0.0)[:, None]
+    av = tl.load(a_ptr + rd[:, None] * N + rn[None, :], mask=md[:, None], other=0.0)
+    bv = tl.load(b_ptr + b * N + rn)[None, :]
+    cv = tl.load(c_ptr + b * N + rn)[None, :]
+    s2 = s * tl.exp(dtv * av) + dtv * xv * bv
+    tl.store(next_ptr + at, s2, mask=md[:, None])
+    y = tl.sum(s2 * cv, axis=1, keep_dims=True) + tl.load(d_ptr + rd, mask=md, other=0.0)[:, None] * xv
+    tl.store(out_ptr + b * DIM + rd[:, None], y, mask=md[:, None])
 
 
 @triton.jit
@@ -1694,6 +1767,40 @@ def cases(dev, only):
                         lambda t: torch.mv(t[0], t[1], out=t[2]),
                         _both_paths(small.gemv, g, lambda t, g=g, n=n, k=k: gemv_ref[g](*t, n, k, BN=16, BK=256)),
                         2))
+    if "mean_pool" in only:
+        # sentence embeddings: BERT-large's 1024 over 64 sequences of 512 tokens, and 256 of 128 at 768; about a
+        # third of the tokens masked off. torch: the masked sum and the count, as a user writes it
+        for dt, (b, sl, d) in itertools.product((torch.bfloat16,), ((64, 512, 1024), (256, 128, 768))):
+            nb = b * sl * d * dt.itemsize + b * sl * dt.itemsize + b * d * dt.itemsize
+            sets = _sets(lambda: [r(b, sl, d, dt=dt), (torch.rand(b, sl, device=dev) > 0.3).to(dt),
+                                  torch.empty(b, d, device=dev, dtype=dt)], nb)
+
+            def torch_mean_pool(t):
+                m = t[1].float()
+                t[2].copy_((t[0].float() * m[..., None]).sum(1) / m.sum(1, keepdim=True).clamp(min=1))
+            g = (b, triton.cdiv(d, 256))
+            out.append((f"mean_pool {b}x{sl}x{d} {str(dt)[6:]}", (nb, 0), sets, torch_mean_pool,
+                        _both_paths(small.mean_pool, g, lambda t, g=g, sl=sl, d=d: mean_pool_ref[g](
+                            *t, sl, d, BT=32, BD=256)), 2))
+    if "ssm_update" in only:
+        # Mamba-2.8B's decode step (d_inner 5120, d_state 16), batches of 64 and 1; f32 state. torch: the update
+        # written out (mamba_ssm's reference)
+        for bsz, dim, n in ((64, 5120, 16), (1, 5120, 16)):
+            nb = 2 * bsz * dim * n * 4 + dim * n * 4 + 4 * bsz * dim * 4
+            sets = _sets(lambda: [torch.randn(bsz, dim, n, device=dev), torch.randn(bsz, dim, device=dev),
+                                  torch.rand(bsz, dim, device=dev), -torch.rand(dim, n, device=dev),
+                                  torch.randn(bsz, n, device=dev), torch.randn(bsz, n, device=dev),
+                                  torch.randn(dim, device=dev), torch.empty(bsz, dim, n, device=dev),
+                                  torch.empty(bsz, dim, device=dev)], nb)
+
+            def torch_ssm(t):
+                s2 = t[0] * torch.exp(t[2][..., None] * t[3]) + (t[2] * t[1])[..., None] * t[4][:, None, :]
+                t[7].copy_(s2)
+                t[8].copy_((s2 * t[5][:, None, :]).sum(-1) + t[6] * t[1])
+            g = (bsz, triton.cdiv(dim, 64))
+            out.append((f"ssm_update {bsz}x{dim}x{n} f32", (nb, 0), sets, torch_ssm,
+                        _both_paths(small.ssm_update, g, lambda t, g=g, dim=dim: ssm_update_ref[g](
+                            *t, dim, BD=64, N=16)), (7, 8)))
     if "group_norm" in only:
         # GroupNorm in a diffusion UNet (32 groups, NCHW): 512 channels at 64x64 (512 groups of 65536 elements),
         # 1280 at 16x16 (256 of 10240), and SD-XL's first block, 320 at 128x128 (64 groups of 163840: fewer
@@ -2348,7 +2455,7 @@ DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_rel
                 "matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,linear_w4a16,"
                 "layernorm_bwd,dropout,"
                 "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad,"
-                "row_cumsum,group_norm,kv_cache_write,gemv")
+                "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update")
 
 
 def main() -> int:

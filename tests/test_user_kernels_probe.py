@@ -432,6 +432,27 @@ def test_kv_cache_write_skips_padding_slots(small):
     want_v.view(-1, 2, 16)[slots[ok]] = v[ok]
     assert torch.equal(kc, want_k) and torch.equal(vc, want_v)
 
+def test_mean_pool_counts_only_unmasked_tokens(small):
+    # 70 tokens (a ragged last tile of 16), 300 columns (ragged against 256); one sequence fully masked (count 0)
+    x = torch.randn(3, 70, 300)
+    mask = (torch.rand(3, 70) > 0.3).float()
+    mask[1] = 0
+    y = torch.full((3, 300), float("nan"))
+    small.mean_pool[(3, 2)](x, mask, y, BT=16, BD=256, T="f32")
+    want = (x * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
+    torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
+
+
+def test_ssm_update_decays_and_adds_the_input(small):
+    bs, dim, n = 2, 100, 16  # 100 channels: a ragged second tile of 64
+    state, x, dt = torch.randn(bs, dim, n), torch.randn(bs, dim), torch.rand(bs, dim)
+    a, bm, cm, dskip = -torch.rand(dim, n), torch.randn(bs, n), torch.randn(bs, n), torch.randn(dim)
+    nxt, out = torch.full((bs, dim, n), float("nan")), torch.full((bs, dim), float("nan"))
+    small.ssm_update[(bs, 2)](state, x, dt, a, bm, cm, dskip, nxt, out)
+    s2 = state * torch.exp(dt[..., None] * a) + (dt * x)[..., None] * bm[:, None, :]
+    torch.testing.assert_close(nxt, s2, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out, (s2 * cm[:, None, :]).sum(-1) + dskip * x, rtol=1e-5, atol=1e-4)
+
 def test_both_paths_names_the_path_auto_took(small):
     """_both_paths' `tle:auto` launches with no backend named and returns the path taken (the probe prints it, and
     does not time it); on the CPU that is the interpreter."""
