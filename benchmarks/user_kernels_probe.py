@@ -25,7 +25,8 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     linear_w4a16,layernorm_bwd,dropout,topk,adam,quant_rows,
                                                     histogram,vector_sum,conv2d,gate_up_silu,
                                                     linear_wgrad,embedding_bwd,row_cumsum,group_norm,
-                                                    kv_cache_write,gemv,mean_pool,ssm_update] [--rounds 3]
+                                                    kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,
+                                                    embedding_bag] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -646,6 +647,35 @@ kernel ssm_update<BD: int = 64, N: int = 16>(state: tensor<f32>[BS, DIM, N], x: 
     store(out, reshape(y, [1, BD]), at=[b, pd])
 }
 
+// Mamba's causal depthwise conv1d with SiLU (kernel width 4, channels first): y[b, d, t] = silu(bias[d] +
+// sum_k w[d, k] * x[b, d, t - 3 + k]), x read as 0 before t = 0. One program per (b, BD channels, BL steps).
+kernel causal_conv1d<BD: int = 16, BL: int = 256, T: dtype = bf16>(x: tensor<T>[B, D, L], w: tensor<T>[D, 4],
+        bias: tensor<T>[D], y: tensor<T>[B, D, L]) {
+    let b = program_id(0)
+    let ch = reshape(program_id(1) * BD + arange(0, BD), [BD, 1])
+    let t = reshape(program_id(2) * BL + arange(0, BL), [1, BL])
+    var acc = cast<f32>(gather(bias, ch, mask=ch < D)) + zeros<f32>[BD, BL]
+    for k in range(4) {
+        let tt = t - 3 + k
+        let xv = gather(x, [b, ch, tt], mask=(ch < D) & (tt >= 0) & (tt < L))
+        acc += cast<f32>(xv) * cast<f32>(gather(w, [ch, k], mask=ch < D))
+    }
+    store(y, reshape(cast<T>(acc * sigmoid(acc)), [1, BD, BL]), at=[b, program_id(1), program_id(2)])
+}
+
+// EmbeddingBag in sum mode (recommendation models): out[b, :] = sum of table rows ids[offsets[b] .. offsets[b+1]].
+// One program per (bag, BD columns), one row a step.
+kernel embedding_bag<BD: int = 128, T: dtype = f32>(table: tensor<T>[V, D], ids: tensor<i32>[NNZ],
+        offsets: tensor<i32>[B1], out: tensor<T>[B, D]) {
+    let b = program_id(0)
+    let cols = reshape(program_id(1) * BD + arange(0, BD), [1, BD])
+    var acc = zeros<f32>[1, BD]
+    for i in range(load(offsets, at=b), load(offsets, at=b + 1)) {
+        acc += cast<f32>(gather(table, [load(ids, at=i), cols], mask=cols < D))
+    }
+    store(out, cast<T>(acc), at=[b, program_id(1)])
+}
+
 // vLLM's reshape_and_cache: token t's keys and values [H, D] go to slot slots[t] of a paged cache
 // [blocks, BS, H, D] (block slot / BS, row slot % BS); a negative slot (padding) writes nothing.
 kernel kv_cache_write<H: int = 8, D: int = 128, T: dtype = bf16>(k: tensor<T>[NT, H, D], v: tensor<T>[NT, H, D],
@@ -932,6 +962,31 @@ def gemv_ref(w_ptr, x_ptr, y_ptr, N, K, BN: tl.constexpr, BK: tl.constexpr):
         wv = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
         acc += wv.to(tl.float32) * tl.load(x_ptr + kk, mask=kk < K, other=0.0).to(tl.float32)[None, :]
     tl.store(y_ptr + rn, tl.sum(acc, axis=1).to(y_ptr.dtype.element_ty), mask=rn < N)
+
+
+@triton.jit
+def causal_conv1d_ref(x_ptr, w_ptr, bias_ptr, y_ptr, D, L, BD: tl.constexpr, BL: tl.constexpr):
+    b = tl.program_id(0)
+    ch = (tl.program_id(1) * BD + tl.arange(0, BD))[:, None]
+    t = (tl.program_id(2) * BL + tl.arange(0, BL))[None, :]
+    acc = tl.load(bias_ptr + ch, mask=ch < D, other=0.0).to(tl.float32) + tl.zeros((BD, BL), dtype=tl.float32)
+    for k in range(4):
+        tt = t - 3 + k
+        xv = tl.load(x_ptr + b * D * L + ch * L + tt, mask=(ch < D) & (tt >= 0) & (tt < L), other=0.0)
+        acc += xv.to(tl.float32) * tl.load(w_ptr + ch * 4 + k, mask=ch < D, other=0.0).to(tl.float32)
+    tl.store(y_ptr + b * D * L + ch * L + t, (acc * tl.sigmoid(acc)).to(y_ptr.dtype.element_ty),
+             mask=(ch < D) & (t < L))
+
+
+@triton.jit
+def embedding_bag_ref(table_ptr, ids_ptr, offsets_ptr, out_ptr, D, BD: tl.constexpr):
+    b = tl.program_id(0)
+    cols = tl.program_id(1) * BD + tl.arange(0, BD)
+    acc = tl.zeros((BD,), dtype=tl.float32)
+    for i in range(tl.load(offsets_ptr + b), tl.load(offsets_ptr + b + 1)):
+        row = tl.load(ids_ptr + i)
+        acc += tl.load(table_ptr + row * D + cols, mask=cols < D, other=0.0).to(tl.float32)
+    tl.store(out_ptr + b * D + cols, acc.to(out_ptr.dtype.element_ty), mask=cols < D)
 
 
 @triton.jit
@@ -1767,6 +1822,39 @@ def cases(dev, only):
                         lambda t: torch.mv(t[0], t[1], out=t[2]),
                         _both_paths(small.gemv, g, lambda t, g=g, n=n, k=k: gemv_ref[g](*t, n, k, BN=16, BK=256)),
                         2))
+    if "causal_conv1d" in only:
+        # Mamba's conv1d before the scan (d_inner 4096 of Mamba-1.4B), a prefill of 16 sequences of 2048 tokens and
+        # a batch of 4 of 512; bf16. torch: a grouped F.conv1d padded by 3, cut to L, then SiLU
+        for bsz, dch, ln in ((16, 4096, 2048), (4, 4096, 512)):
+            nb = 2 * bsz * dch * ln * 2
+            wt = r(dch, 4, dt=torch.bfloat16)
+            bias = r(dch, dt=torch.bfloat16)
+            sets = _sets(lambda: [r(bsz, dch, ln, dt=torch.bfloat16), wt, bias,
+                                  torch.empty(bsz, dch, ln, device=dev, dtype=torch.bfloat16)], nb)
+
+            def torch_conv(t, ln=ln, dch=dch):
+                t[3].copy_(torch.nn.functional.silu(torch.nn.functional.conv1d(
+                    t[0], t[1][:, None, :], t[2], padding=3, groups=dch)[..., :ln]))
+            g = (bsz, triton.cdiv(dch, 16), triton.cdiv(ln, 256))
+            out.append((f"causal_conv1d {bsz}x{dch}x{ln} bf16", (nb, 0), sets, torch_conv,
+                        _both_paths(small.causal_conv1d, g, lambda t, g=g, dch=dch, ln=ln: causal_conv1d_ref[g](
+                            *t, dch, ln, BD=16, BL=256)), 3))
+    if "embedding_bag" in only:
+        # a recommendation model's EmbeddingBag (sum): 4096 bags of 1 to 63 ids (32 on average) over a table of a
+        # million rows of 128 f32. torch: F.embedding_bag
+        v, dd, bags = 1 << 20, 128, 4096
+        table = r(v, dd, dt=torch.float32)
+        lengths = torch.randint(1, 64, (bags,), device=dev)
+        offsets = torch.zeros(bags + 1, device=dev, dtype=torch.int32)
+        offsets[1:] = torch.cumsum(lengths, 0).to(torch.int32)
+        nnz = int(offsets[-1])
+        nb = nnz * (dd * 4 + 4) + bags * dd * 4
+        sets = _sets(lambda: [table, torch.randint(0, v, (nnz,), device=dev, dtype=torch.int32), offsets,
+                              torch.empty(bags, dd, device=dev)], nb)
+        g = (bags, 1)
+        out.append((f"embedding_bag {bags} bags of {nnz // bags} from {v}x{dd} f32", (nb, 0), sets,
+                    lambda t: t[3].copy_(torch.nn.functional.embedding_bag(t[1], t[0], t[2][:-1], mode="sum")),
+                    _both_paths(small.embedding_bag, g, lambda t, g=g: embedding_bag_ref[g](*t, dd, BD=128)), 3))
     if "mean_pool" in only:
         # sentence embeddings: BERT-large's 1024 over 64 sequences of 512 tokens, and 256 of 128 at 768; about a
         # third of the tokens masked off. torch: the masked sum and the count, as a user writes it
@@ -2455,7 +2543,7 @@ DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_rel
                 "matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,linear_w4a16,"
                 "layernorm_bwd,dropout,"
                 "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad,"
-                "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update")
+                "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,embedding_bag")
 
 
 def main() -> int:

@@ -453,6 +453,23 @@ def test_ssm_update_decays_and_adds_the_input(small):
     torch.testing.assert_close(nxt, s2, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(out, (s2 * cm[:, None, :]).sum(-1) + dskip * x, rtol=1e-5, atol=1e-4)
 
+def test_causal_conv1d_reads_zeros_before_the_first_step(small):
+    x, w, bias = torch.randn(2, 20, 300), torch.randn(20, 4), torch.randn(20)  # 20 channels, 300 steps: ragged tiles
+    y = torch.full((2, 20, 300), float("nan"))
+    small.causal_conv1d[(2, 2, 2)](x, w, bias, y, T="f32")
+    conv = torch.nn.functional.conv1d(x, w[:, None, :], bias, padding=3, groups=20)[..., :300]
+    torch.testing.assert_close(y, torch.nn.functional.silu(conv), rtol=1e-5, atol=1e-5)
+
+
+def test_embedding_bag_sums_each_bag_and_leaves_empty_ones_zero(small):
+    offsets = torch.tensor([0, 3, 3, 10, 11, 20, 25, 30], dtype=torch.int32)  # bag 1 is empty
+    ids = torch.randint(0, 50, (30,), dtype=torch.int32)
+    table = torch.randn(50, 200)
+    out = torch.full((7, 200), float("nan"))
+    small.embedding_bag[(7, 2)](table, ids, offsets, out)  # 200 columns: a ragged second tile of 128
+    want = torch.nn.functional.embedding_bag(ids.long(), table, offsets[:-1].long(), mode="sum")
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+
 def test_both_paths_names_the_path_auto_took(small):
     """_both_paths' `tle:auto` launches with no backend named and returns the path taken (the probe prints it, and
     does not time it); on the CPU that is the interpreter."""
