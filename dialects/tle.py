@@ -252,5 +252,22 @@ def unbroadcast(v: "ir.Value") -> "ir.Value":
     return v
 
 
+def unit_insertion(src, dst) -> list[int] | None:
+    """Where each axis of shape `src` lies in `dst` when dst is src with size-1 axes inserted (what a tle.reshape
+    that only adds axes does), matched left to right; else None. Both lowerings read such reshapes as cheap ones
+    (TTIR's tt.expand_dims; Tile IR's load at the broadcast shape)."""
+    axes, at = [], 0
+    for size in src:
+        while at < len(dst) and dst[at] != size:
+            if dst[at] != 1:
+                return None
+            at += 1
+        if at == len(dst):
+            return None
+        axes.append(at)
+        at += 1
+    return axes if all(d == 1 for d in dst[at:]) else None
+
+
 def registered() -> bool:
     return PROVIDER == "torch_mlir"

@@ -115,7 +115,7 @@ from dataclasses import dataclass, field
 from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
 from ..dialects.mlir import has_uses, ir, nested_ops
-from ..dialects.tle import constant_int, inside_axes, relaxed_atomics, unbroadcast
+from ..dialects.tle import constant_int, inside_axes, relaxed_atomics, unbroadcast, unit_insertion
 from ..types import BYTES, MLIR_F8
 
 __all__ = ["tle_to_tileir", "TileirOptions", "LOWERED_OPS"]
@@ -272,22 +272,6 @@ _STRUCTURAL = ("func.return", "scf.yield")
 # exp2 flushes subnormal results to zero, as the native path's ex2.approx.ftz.f32 does (attention, whose softmax
 # is exp2: 2-4% faster on the H200 than the non-flushing exp2).
 _F32_FAST = {"arith.divf": {"rounding": "full"}, "math.exp": {"rounding": "approx"}, "math.exp2": {"ftz": True}}
-
-
-def _unit_insertion(src, dst) -> list[int] | None:
-    """Where each axis of shape `src` lies in `dst` when dst is src with size-1 axes inserted (a tle.reshape that
-    adds axes); else None."""
-    axes, at = [], 0
-    for size in src:
-        while at < len(dst) and dst[at] != size:
-            if dst[at] != 1:
-                return None
-            at += 1
-        if at == len(dst):
-            return None
-        axes.append(at)
-        at += 1
-    return axes if all(d == 1 for d in dst[at:]) else None
 
 
 def _all_or_none(axes: frozenset, rank: int) -> frozenset:
@@ -1036,7 +1020,7 @@ class _Kernel:
         elem, src, _ = tle_type(load.result.type)
         _, shape, _ = tle_type(op.result.type)
         view = self.views[load.operands[0]]
-        axes = _unit_insertion(src, tle_type(op.operands[0].type)[1])
+        axes = unit_insertion(src, tle_type(op.operands[0].type)[1])
         if axes is None or view.name in self.tokens or (padding_name(load.attributes["padding"], elem) is not None
                                                         and not self.through_pointers(elem, src)):
             return None

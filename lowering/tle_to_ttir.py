@@ -52,7 +52,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..dialects.mlir import has_uses, ir, isa, nested_ops
-from ..dialects.tle import constant_int, inside_axes, relaxed_atomics, unbroadcast
+from ..dialects.tle import constant_int, inside_axes, relaxed_atomics, unbroadcast, unit_insertion
 from ..types import BITS, MLIR_F8, wrap
 
 # Triton 3.6 enums (I32EnumAttr: written as plain i32 in the generic form). Values from triton._C.libtriton.ir.
@@ -285,13 +285,16 @@ class _Lowering:
             v = self.val("tt.broadcast", _tensor(shape, _elem(v.type)), [v])
         return v
 
-    def unsqueeze(self, v, shape):
-        """v (a tile of _squeezed(shape)) in `shape`: tt.expand_dims for each size-1 axis, in order."""
+    def expand_to(self, v, shape):
+        """v in `shape`, a shape with size-1 axes inserted into v's (unit_insertion): tt.expand_dims for each, in
+        order; None for any other shape."""
+        kept = unit_insertion(_shape(v), shape)
+        if kept is None:
+            return None
         cur = list(_shape(v))
-        for axis, size in enumerate(shape):
-            if size == 1:
-                cur.insert(axis, 1)
-                v = self.val("tt.expand_dims", _tensor(cur, _elem(v.type)), [v], {"axis": _i32_attr(axis)})
+        for axis in (a for a in range(len(shape)) if a not in kept):
+            cur.insert(axis, 1)
+            v = self.val("tt.expand_dims", _tensor(cur, _elem(v.type)), [v], {"axis": _i32_attr(axis)})
         return v
 
     def and_all(self, conds):
@@ -601,7 +604,7 @@ def _load(L: _Lowering, op):
     ptrs, mask = L.tile_pointers(view, indices, shape, _inside(L, op, shape), squeeze)
     tile = L.load(ptrs, mask, op.attributes["padding"], rtype)
     if squeeze and not only_squeezed:
-        full = L.unsqueeze(tile, shape)
+        full = L.expand_to(tile, shape)
         L.squeezed[full] = tile
         tile = full
     L.bind(op, tile)
@@ -795,31 +798,15 @@ def _reshape(L: _Lowering, op):
     becomes tt.expand_dims: Triton's axis analysis keeps contiguity and divisibility through expand_dims but not
     through tt.reshape, and loses vectorised masks (measured: layernorm bf16 had 8x the compares of Triton's)."""
     x = L.v(op.operands[0])
-    src, dst = _shape(op.operands[0]), _shape(op.result)
+    dst = _shape(op.result)
     if _shape(x) == dst:  # a load already lowered in this shape (_load's squeeze)
         L.bind(op, x)
         return
     if x in L.squeezed and _shape(L.squeezed[x]) == dst:  # the squeezed load under its expand_dims (_load)
         L.bind(op, L.squeezed[x])
         return
-    axes, i = [], 0
-    for axis, size in enumerate(dst):  # match src's axes in order; every extra axis of dst must be 1
-        if i < len(src) and size == src[i]:
-            i += 1
-        elif size == 1:
-            axes.append(axis)
-        else:
-            break
-    else:
-        if i == len(src) and axes:
-            shape = list(src)
-            for axis in axes:
-                shape.insert(axis, 1)
-                x = L.val("tt.expand_dims", ir.RankedTensorType.get(shape, _elem(x.type)), [x],
-                          {"axis": _i32_attr(axis)})
-            L.bind(op, x)
-            return
-    L.bind(op, L.val("tt.reshape", op.result.type, [x]))
+    expanded = L.expand_to(x, dst)
+    L.bind(op, expanded if expanded is not None else L.val("tt.reshape", op.result.type, [x]))
 
 
 def _arange(L: _Lowering, op):
