@@ -499,8 +499,44 @@ def unaligned_operand(v: "ir.Value") -> bool:
                for _, owner in _upstream(v, in_registers))
 
 
+# _occupancy: a kernel without a dot whose every loop reads tiles of at most this many bytes a step. Measured on the
+# H200 (forty-second session, benchmarks/RESULTS.md "Loops that read little a step"), Tile IR without a hint
+# against 8 programs per SM: an EmbeddingBag (a table row gathered a step, its id loaded in the same step; tileiras
+# unrolled the loop on 93-112 registers, 4-5 programs per SM) with rows of 128, 256 and 512 f32 48.9 -> 28.1,
+# 91.0 -> 40.9 and 98.2 -> 64.6 us, 128 and 2048 bf16 66.2 -> 24.7 and 139.3 -> 130.9 (the native path 27.5, 41.1,
+# 67.2, 23.9, 138.8); a row sum of 128 to 1024 f32 a step 1.00-1.36x faster. At 8 KB a step it went either way: a
+# vocabulary softmax in f32 gained (409.9 -> 393.0 and 421.2 -> 389.9; native 396.9, 391.1), paged attention lost
+# 3-12%, and kernels carrying 4096-element tiles across steps (cross-entropy, greedy argmax) ran 1.9-2.6x slower.
+# One loss below the bound: 512 bf16 a step gained only 61.2 -> 56.7 (native 38.5); it takes the hint all the same.
+_SMALL_STEP_BYTES = 4096
+
+
+def loop_step_bytes(ops) -> list[int]:
+    """For each loop of the kernel that loads anything, the bytes of tiles it reads a step (its tle.load and
+    tle.gather results of more than one element, not counting those of loops nested in it), times its unroll
+    factor. Scalar loads (an id, a bound; `load(ids, at=i)` is a one-element tile) count for nothing: a few bytes
+    beside the tiles they locate."""
+    steps = []
+    for loop in (op for op in ops if op.name == "scf.for"):
+        read, loads = 0, False
+        for op in nested_ops(loop):
+            if op.name not in ("tle.load", "tle.gather"):
+                continue
+            parent = op.parent
+            while parent.name != "scf.for":
+                parent = parent.parent
+            if parent == loop:
+                elem, shape, _ = tle_type(op.result.type)
+                loads, elements = True, math.prod(shape or ())
+                read += elements * _elem_bytes(elem) if elements > 1 else 0
+        if loads:
+            unroll = loop.attributes["tle.unroll"] if "tle.unroll" in loop.attributes else None
+            steps.append(read * (ir.IntegerAttr(unroll).value if unroll is not None else 1))
+    return steps
+
+
 def _occupancy(accumulators, held: list, live: list, io_elems: list, largest_tile: int,
-               many_programs: bool = False) -> tuple[int | None, str]:
+               many_programs: bool = False, step_bytes: list = ()) -> tuple[int | None, str]:
     """(The occupancy hint, why, in words for `tlec -v`; "" with no hint).
 
     - A kernel with two or more dots, none of whose accumulators needs 8 worker warps (attention: Q K^T, then P V,
@@ -515,6 +551,9 @@ def _occupancy(accumulators, held: list, live: list, io_elems: list, largest_til
       flight. That is 8 CTAs of 4 warps for a largest tile 4 warps hold without extra warps, and 4 CTAs of the 8
       worker warps _worker_warps gives a tile up to twice that (docs/tileir.md, "Performance": layernorm bf16
       8192x4096 0.81x -> 0.99x of Triton, 16384x8192 0.73x -> 0.96x). f32 rows and larger tiles lose with it.
+    - A kernel without a dot whose every loop reads tiles of at most _SMALL_STEP_BYTES a step (`step_bytes`,
+      loop_step_bytes): the same 8 CTAs (4 past 4 warps' tile), since a step's loads are short and only more
+      programs overlap them.
     - A kernel with one dot whose accumulator holds 32x32 to 128x128 values (at least _TWO_PER_SM_MIN_ACC, below
       the _LATENCY_MIN_ACC of the big tiles), launched with more programs than SMs (`tle.many_programs`): 2 CTAs per
       SM. Without a hint tileiras plans one CTA per SM with a deep pipeline (196,760 bytes of shared memory for a
@@ -555,12 +594,18 @@ def _occupancy(accumulators, held: list, live: list, io_elems: list, largest_til
         return 2, (f"one dot on a {shape} accumulator, launched with more programs than SMs: a program's epilogue "
                    "runs beside another's loads and products")
     sixteen = bool(io_elems) and all(e in ("f16", "bf16", "i16") for e in io_elems)
-    if accumulators or not sixteen:
+    small_steps = bool(step_bytes) and max(step_bytes) <= _SMALL_STEP_BYTES
+    if accumulators or not (sixteen or small_steps):
         return None, ""
     four_warps = _TILE_VALUES_PER_THREAD * 4 * 32
     hint = 8 if largest_tile <= four_warps else (4 if largest_tile <= 2 * four_warps else None)
-    return hint, (f"no dot, every tile loaded and stored in 16 bits, the largest of {largest_tile} elements: 32 warps "
-                  "per SM keep more rows in flight" if hint else "")
+    if hint is None:
+        return None, ""
+    if sixteen:
+        return hint, (f"no dot, every tile loaded and stored in 16 bits, the largest of {largest_tile} elements: 32 "
+                      "warps per SM keep more rows in flight")
+    return hint, (f"no dot, and no loop reads tiles of more than {max(step_bytes)} bytes a step: 32 warps per SM "
+                  "keep more steps in flight")
 
 
 # The latency hint on the view loads of a kernel with a dot whose accumulator has 128x256 values or more. Measured
@@ -772,7 +817,8 @@ class _Kernel:
             many = "tle.many_programs" in self.func.attributes and not self.persistent and \
                 not walks_tiles(self.ops) and \
                 not any(gathered_operand(v) for op in dots for v in list(op.operands)[:2])
-            occupancy, self.occupancy_why = _occupancy(accumulators, held, live, io, largest, many)
+            occupancy, self.occupancy_why = _occupancy(accumulators, held, live, io, largest, many,
+                                                       loop_step_bytes(self.ops))
         self.occupancy = occupancy
         self.num_cta_in_cga = None if options.num_cta_in_cga == "auto" else options.num_cta_in_cga
         latency = options.load_latency

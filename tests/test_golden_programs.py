@@ -1426,6 +1426,29 @@ entry(file="tileir/swiglu.tle", kernel="swiglu",
       tol={"out": chain(6)}, cases=[{"M": 40, "N": 300}])
 
 
+# tileir/small_steps.tle --------------------------------------------------------------------------------------------
+def _bag_make(c, k, g):
+    lengths = randint((c["B"],), g, 0, 9, torch.int64)  # some bags empty: their row of out is 0
+    offsets = torch.zeros(c["B"] + 1, dtype=torch.int64)
+    offsets[1:] = torch.cumsum(lengths, 0)
+    return {"table": randn((c["V"], c["D"]), g), "ids": randint((int(offsets[-1]),), g, 0, c["V"]),
+            "offsets": offsets.to(torch.int32), "out": poison((c["B"], c["D"]))}
+
+
+def _bag_ref(a, c, k):
+    rows = a["table"].double()[a["ids"].long()]
+    out = torch.zeros(c["B"], c["D"], dtype=torch.float64)
+    for b in range(c["B"]):
+        out[b] = rows[int(a["offsets"][b]):int(a["offsets"][b + 1])].sum(0)
+    return {"out": out}
+
+
+entry(file="tileir/small_steps.tle", kernel="embedding_bag", make=_bag_make,
+      grid=lambda c, k: (c["B"], cdiv(c["D"], 128)), ref=_bag_ref, tol={"out": reduction(8, 1)},
+      cases=[{"B": 12, "V": 50, "D": 200}, {"B": 5, "V": 7, "D": 128}],
+      note="bags of 0 to 8 rows; D = 200 ragged against the 128-wide tile, then exact")
+
+
 # tileir/tokens_if.tle -----------------------------------------------------------------------------------------------
 entry(file="tileir/tokens_if.tle", kernel="maybe",
       make=lambda c, k, g: {"x": randn((c["N"],), g), "flag": c["flag"]},

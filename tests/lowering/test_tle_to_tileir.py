@@ -978,6 +978,64 @@ def test_occupancy_hints():
     assert _entry_hint(forced, "occupancy") is None
 
 
+SMALL_STEPS = open(os.path.join(ROOT, "tests", "filecheck", "tileir", "small_steps.tle"), encoding="utf-8").read()
+ROW_SUM = """
+kernel rowsum<BLOCK: int = 128, T: dtype = f32>(x: tensor<T>[M, N], y: tensor<f32>[M, 1]) {
+    var s = zeros<f32>[1, BLOCK]
+    for j in range(cdiv(N, BLOCK)) {
+        s += cast<f32>(load(x, tile=[1, BLOCK], at=[program_id(0), j]))
+    }
+    store(y, sum(s, axis=1, keepdims=true), at=[program_id(0), 0])
+}
+"""
+
+
+def test_loops_that_read_little_a_step_ask_for_eight_programs_per_sm():
+    """A kernel without a dot whose every loop reads tiles of at most 4 KB a step gets 8 CTAs per SM (4 for a tile
+    past 4 warps' 32 values a thread): an EmbeddingBag's 128- to 1024-wide f32 rows (its ids, scalars, do not
+    count), a row sum's 512 B to 4 KB; 8 KB a step, or a dot, get none (H200: benchmarks/RESULTS.md "Loops that
+    read little a step")."""
+    from tle.lowering.tle_to_tileir import _SMALL_STEP_BYTES
+    assert _SMALL_STEP_BYTES == 4096
+    assert _entry_hint(lower(SMALL_STEPS, "embedding_bag"), "occupancy") == 8
+    assert _entry_hint(lower(SMALL_STEPS, "embedding_bag", {"BD": 1024}), "occupancy") == 8  # 4 KB
+    assert _entry_hint(lower(SMALL_STEPS, "embedding_bag", {"BD": 2048}), "occupancy") is None  # 8 KB
+    assert _entry_hint(lower(ROW_SUM, "rowsum", {"BLOCK": 1024}), "occupancy") == 8
+    assert _entry_hint(lower(ROW_SUM, "rowsum", {"BLOCK": 2048}), "occupancy") is None
+    assert _entry_hint(lower(ROW_SUM, "rowsum", {"BLOCK": 2048, "T": "bf16"}), "occupancy") == 8
+    assert _entry_hint(lower(ROW_SUM, "rowsum", {"BLOCK": 4096, "T": "bf16"}), "occupancy") is None
+    assert _entry_hint(lower(GEMV, "gemv"), "occupancy") is None  # 17 KB a step
+    forced = lower(SMALL_STEPS, "embedding_bag", options=lowering.TileirOptions(occupancy=None))
+    assert _entry_hint(forced, "occupancy") is None
+
+
+def test_loop_step_bytes_counts_each_loop_apart_and_its_unroll():
+    """loop_step_bytes: a loop's own tile loads, not those of a loop nested in it, times its unroll factor; a loop
+    that loads only scalars reads 0, and loops that load nothing are left out."""
+    from tle.lowering.tle_to_tileir import loop_step_bytes
+    src = """
+kernel k(x: tensor<f32>[M, N], y: tensor<f32>[M]) {
+    var t = 0.0
+    for i in range(4) unroll(2) {
+        t += sum(load(x, tile=[1, 64], at=[program_id(0), i]))
+        for j in range(3) {
+            t += sum(load(x, tile=[1, 256], at=[program_id(0), j]))
+        }
+    }
+    for i in range(5) {
+        t += 1.0
+    }
+    for i in range(6) {
+        t += load(y, at=i)
+    }
+    store(y, full<f32>[1](t), at=program_id(0))
+}
+"""
+    _, _, module = build(src, "k")
+    from tle.dialects.mlir import nested_ops
+    assert sorted(loop_step_bytes(list(nested_ops(module.body.operations[0].operation)))) == [0, 2 * 256, 1024]
+
+
 def test_one_32x32_to_128x128_dot_over_more_programs_than_sms_asks_for_two_per_sm():
     """A kernel with one dot on a 32x32 to 128x128 accumulator gets 2 CTAs per SM when its launch has more
     programs than SMs (the ManyPrograms fact, tle.many_programs), and no hint without it; smaller (16x32) and
