@@ -186,6 +186,12 @@ def sized(program: str, bm: int) -> str:
     # a scan over a small tile beside a wide one: not the scan's budget (4 warps) but its sum's (8)
     (WIDE.replace("exp(t)", "exp(t) + sum(cumsum(load(x, tile=[1, 16], at=[0, 0]), axis=1))"), 8),
     (WIDE.replace("exp(t)", "transpose(transpose(t))"), 8),        # a change of layout, 16,384
+    # what moves nothing between threads keeps 32 a thread: a scalar load (a reduce of one element) and a reshape
+    # that only adds or drops axes of 1 (H200: the probe's embedding kernels level on 8 warps and 4,
+    # benchmarks/RESULTS.md "Loops that read little a step")
+    (sized(WIDE, 32).replace("exp(t)", "t * load(x, at=[0, 0])"), 8),                         # 8,192
+    (sized(WIDE, 32).replace("exp(t)", "reshape(reshape(t, [1, BM, BN]), [BM, BN])"), 8),
+    (sized(WIDE, 32).replace("exp(t)", "reshape(reshape(t, [BN, BM]), [BM, BN])"), 4),        # this one moves them
     (sized(WIDE, 128).replace("exp(t)", "transpose(transpose(t))"), 16),  # 32,768 without a reduction
     # 32,768 reduced along axis 0 (a column sum: 1.3-1.8x slower on 32 than on 16)
     (sized(WIDE, 128).replace("exp(t)", "broadcast(expand_dims(sum(t, axis=0), 0), [BM, BN])"), 16),

@@ -153,7 +153,7 @@ def num_warps_choice(kernel: Kernel) -> tuple[int, str]:
     every = list(nodes(kernel.body))
     ops = [n for n in every if isinstance(n, Op)]
     tile = largest_tile(kernel)
-    crossing = sorted({n.name for n in ops} & CROSS_THREAD_OPS)
+    crossing = sorted({n.name for n in ops if _crosses_threads(n)} & CROSS_THREAD_OPS)
     # A scan sets the budget only over the largest tile: a small one (a running count of 16 beside a wide row)
     # leaves the rest of the kernel's values to the other rules.
     if any(n.name == "scan" and math.prod(n.args[0].type.shape) >= tile for n in ops):
@@ -176,6 +176,16 @@ def num_warps_choice(kernel: Kernel) -> tuple[int, str]:
                                      f"{FULL_SM_TILE} elements without a loop, where one program fills the SM's "
                                      f"registers on {MAX_DEFAULT_WARPS} too")
     return warps, why
+
+
+def _crosses_threads(op: Op) -> bool:
+    """Can op move values between threads? Not a reduce of one element (how a scalar load reads its value:
+    `load(ids, at=i)`), nor a reshape that only adds or drops axes of 1 (`[N]` to `[1, N]`)."""
+    if op.name == "reduce":
+        return math.prod(op.args[0].type.shape) > 1
+    if op.name == "reshape":
+        return [d for d in op.args[0].type.shape if d != 1] != [d for d in op.type.shape if d != 1]
+    return True
 
 
 def largest_tile(kernel: Kernel) -> int:
