@@ -26,7 +26,7 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     histogram,vector_sum,conv2d,gate_up_silu,
                                                     linear_wgrad,embedding_bwd,row_cumsum,group_norm,
                                                     kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,
-                                                    embedding_bag] [--rounds 3]
+                                                    embedding_bag,dwconv3x3,heads_first,router_top1] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -689,6 +689,43 @@ kernel kv_cache_write<H: int = 8, D: int = 128, T: dtype = bf16>(k: tensor<T>[NT
         store(vc, reshape(load(v, tile=[1, H, D], at=[t, 0, 0]), [1, 1, H, D]), at=[blk, row, 0, 0])
     }
 }
+
+// A depthwise 3x3 convolution (MobileNet-style, zero padding 1) over an NCHW image: y[n, c] = w[c] * x[n, c], each
+// of the nine taps a shifted gather. One program per (n * C + c, BH rows, BW columns).
+kernel dwconv3x3<BH: int = 16, BW: int = 64, T: dtype = bf16>(x: tensor<T>[N, C, H, W], w: tensor<T>[C, 9],
+        y: tensor<T>[N, C, H, W]) {
+    let n = program_id(0) / C
+    let c = program_id(0) % C
+    let h = reshape(program_id(1) * BH + arange(0, BH), [BH, 1])
+    let col = reshape(program_id(2) * BW + arange(0, BW), [1, BW])
+    var acc = zeros<f32>[BH, BW]
+    for k in range(9) {
+        let hh = h + k / 3 - 1
+        let ww = col + k % 3 - 1
+        let xv = gather(x, [n, c, hh, ww], mask=(hh >= 0) & (hh < H) & (ww >= 0) & (ww < W))
+        acc += cast<f32>(xv) * cast<f32>(load(w, at=[c, k]))
+    }
+    store(y, reshape(cast<T>(acc), [1, 1, BH, BW]), at=[n, c, program_id(1), program_id(2)])
+}
+
+// Attention's layout change: [B, S, H, D] (as a QKV projection writes it) to [B, H, S, D]. One program per (b * H +
+// h, BS positions), a [BS, D] tile read with a row stride of H * D and written contiguously.
+kernel heads_first<BS: int = 64, D: int = 128, T: dtype = bf16>(x: tensor<T>[B, S, H, D], y: tensor<T>[B, H, S, D]) {
+    let b = program_id(0) / H
+    let h = program_id(0) % H
+    let t = load(x, tile=[1, BS, 1, D], at=[b, program_id(1), h, 0])
+    store(y, reshape(t, [1, 1, BS, D]), at=[b, h, program_id(1), 0])
+}
+
+// A mixture-of-experts router: each token's top-1 expert over E logits and its softmax weight (a Switch-style
+// router). One program per BT tokens.
+kernel router_top1<BT: int = 64, E: int = 64>(logits: tensor<f32>[M, E], weight: tensor<f32>[M],
+        expert: tensor<i32>[M]) {
+    let l = load(logits, tile=[BT, E], at=[program_id(0), 0], pad=-inf)
+    let m = max(l, axis=1, keepdims=true)
+    store(weight, 1.0 / sum(exp(l - m), axis=1), at=program_id(0))
+    store(expert, argmax(l, axis=1), at=program_id(0))
+}
 """
 
 
@@ -987,6 +1024,42 @@ def embedding_bag_ref(table_ptr, ids_ptr, offsets_ptr, out_ptr, D, BD: tl.conste
         row = tl.load(ids_ptr + i)
         acc += tl.load(table_ptr + row * D + cols, mask=cols < D, other=0.0).to(tl.float32)
     tl.store(out_ptr + b * D + cols, acc.to(out_ptr.dtype.element_ty), mask=cols < D)
+
+
+@triton.jit
+def dwconv3x3_ref(x_ptr, w_ptr, y_ptr, C, H, W, BH: tl.constexpr, BW: tl.constexpr):
+    nc = tl.program_id(0)
+    c = nc % C
+    h = (tl.program_id(1) * BH + tl.arange(0, BH))[:, None]
+    col = (tl.program_id(2) * BW + tl.arange(0, BW))[None, :]
+    acc = tl.zeros((BH, BW), dtype=tl.float32)
+    for k in range(9):
+        hh = h + k // 3 - 1
+        ww = col + k % 3 - 1
+        xv = tl.load(x_ptr + nc * H * W + hh * W + ww, mask=(hh >= 0) & (hh < H) & (ww >= 0) & (ww < W), other=0.0)
+        acc += xv.to(tl.float32) * tl.load(w_ptr + c * 9 + k).to(tl.float32)
+    tl.store(y_ptr + nc * H * W + h * W + col, acc.to(y_ptr.dtype.element_ty), mask=(h < H) & (col < W))
+
+
+@triton.jit
+def heads_first_ref(x_ptr, y_ptr, S, H, BS: tl.constexpr, D: tl.constexpr):
+    bh = tl.program_id(0)
+    b = bh // H
+    h = bh % H
+    s = (tl.program_id(1) * BS + tl.arange(0, BS))[:, None]
+    d = tl.arange(0, D)[None, :]
+    t = tl.load(x_ptr + ((b * S + s) * H + h) * D + d, mask=s < S)
+    tl.store(y_ptr + (bh * S + s) * D + d, t, mask=s < S)
+
+
+@triton.jit
+def router_top1_ref(logits_ptr, weight_ptr, expert_ptr, M, BT: tl.constexpr, E: tl.constexpr):
+    rows = tl.program_id(0) * BT + tl.arange(0, BT)
+    l = tl.load(logits_ptr + rows[:, None] * E + tl.arange(0, E)[None, :], mask=rows[:, None] < M,
+                other=-float("inf"))
+    m = tl.max(l, axis=1)
+    tl.store(weight_ptr + rows, 1.0 / tl.sum(tl.exp(l - m[:, None]), axis=1), mask=rows < M)
+    tl.store(expert_ptr + rows, tl.argmax(l, axis=1), mask=rows < M)
 
 
 @triton.jit
@@ -1855,6 +1928,48 @@ def cases(dev, only):
         out.append((f"embedding_bag {bags} bags of {nnz // bags} from {v}x{dd} f32", (nb, 0), sets,
                     lambda t: t[3].copy_(torch.nn.functional.embedding_bag(t[1], t[0], t[2][:-1], mode="sum")),
                     _both_paths(small.embedding_bag, g, lambda t, g=g: embedding_bag_ref[g](*t, dd, BD=128)), 3))
+    if "dwconv3x3" in only:
+        # a depthwise 3x3 layer of a MobileNet-style network on 112x112 and 56x56 maps, and a 512x512 image batch;
+        # bf16, zero padding 1. torch: a grouped F.conv2d
+        for nn_, cc, hw in ((32, 96, 112), (32, 144, 56), (8, 32, 512)):
+            nb = 2 * nn_ * cc * hw * hw * 2
+            wt = r(cc, 9, dt=torch.bfloat16)
+            sets = _sets(lambda: [r(nn_, cc, hw, hw, dt=torch.bfloat16), wt,
+                                  torch.empty(nn_, cc, hw, hw, device=dev, dtype=torch.bfloat16)], nb)
+            g = (nn_ * cc, triton.cdiv(hw, 16), triton.cdiv(hw, 64))
+            out.append((f"dwconv3x3 {nn_}x{cc}x{hw}x{hw} bf16", (nb, 0), sets,
+                        lambda t, cc=cc: t[2].copy_(torch.nn.functional.conv2d(t[0], t[1].view(cc, 1, 3, 3),
+                                                                               padding=1, groups=cc)),
+                        _both_paths(small.dwconv3x3, g, lambda t, g=g, cc=cc, hw=hw: dwconv3x3_ref[g](
+                            *t, cc, hw, hw, BH=16, BW=64)), 2))
+    if "heads_first" in only:
+        # Llama-3 8B's 32 query heads of 128 over a prefill of 8 x 4096 tokens, and its 8 KV heads over 1 x 8192;
+        # bf16. torch: permute(0, 2, 1, 3) copied into a contiguous tensor
+        for bb, ss, hh in ((8, 4096, 32), (1, 8192, 8)):
+            nb = 2 * bb * ss * hh * 128 * 2
+            sets = _sets(lambda: [r(bb, ss, hh, 128, dt=torch.bfloat16),
+                                  torch.empty(bb, hh, ss, 128, device=dev, dtype=torch.bfloat16)], nb)
+            g = (bb * hh, triton.cdiv(ss, 64))
+            out.append((f"heads_first {bb}x{ss}x{hh}x128 bf16", (nb, 0), sets,
+                        lambda t: t[1].copy_(t[0].permute(0, 2, 1, 3)),
+                        _both_paths(small.heads_first, g, lambda t, g=g, ss=ss, hh=hh: heads_first_ref[g](
+                            *t, ss, hh, BS=64, D=128)), 1))
+    if "router_top1" in only:
+        # a Switch-style router over 64 experts for 32768 tokens, and over 8 (Mixtral) for 65536; f32 logits.
+        # torch: softmax, then max (its weight and index)
+        for mm, ee in ((32768, 64), (65536, 8)):
+            nb = mm * ee * 4 + mm * 8
+            sets = _sets(lambda: [r(mm, ee, dt=torch.float32), torch.empty(mm, device=dev),
+                                  torch.empty(mm, device=dev, dtype=torch.int32)], nb)
+            g = (triton.cdiv(mm, 64),)
+
+            def torch_router(t):
+                w, i = torch.softmax(t[0], dim=1).max(dim=1)
+                t[1].copy_(w)
+                t[2].copy_(i)
+            out.append((f"router_top1 {mm} tokens x {ee} experts f32", (nb, 0), sets, torch_router,
+                        _both_paths(small.router_top1, g, lambda t, g=g, mm=mm, ee=ee: router_top1_ref[g](
+                            *t, mm, BT=64, E=ee), E=ee), (1, 2)))
     if "mean_pool" in only:
         # sentence embeddings: BERT-large's 1024 over 64 sequences of 512 tokens, and 256 of 128 at 768; about a
         # third of the tokens masked off. torch: the masked sum and the count, as a user writes it
@@ -2543,7 +2658,8 @@ DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_rel
                 "matmul_tf32,matmul_f32,matmul_unaligned,softmax_bwd,greedy,linear_w4a16,"
                 "layernorm_bwd,dropout,"
                 "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad,"
-                "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,embedding_bag")
+                "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,embedding_bag,"
+                "dwconv3x3,heads_first,router_top1")
 
 
 def main() -> int:

@@ -470,6 +470,31 @@ def test_embedding_bag_sums_each_bag_and_leaves_empty_ones_zero(small):
     want = torch.nn.functional.embedding_bag(ids.long(), table, offsets[:-1].long(), mode="sum")
     torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
 
+
+def test_dwconv3x3_pads_with_zeros(small):
+    x, w = torch.randn(2, 3, 37, 70), torch.randn(3, 9)  # 37 rows, 70 columns: ragged against 16x64 tiles
+    y = torch.full((2, 3, 37, 70), float("nan"))
+    small.dwconv3x3[(6, 3, 2)](x, w, y, T="f32")
+    want = torch.nn.functional.conv2d(x, w.view(3, 1, 3, 3), padding=1, groups=3)
+    torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
+
+
+def test_heads_first_moves_the_head_axis(small):
+    x = torch.randn(2, 70, 3, 16)  # 70 positions: a ragged second tile of 64
+    y = torch.full((2, 3, 70, 16), float("nan"))
+    small.heads_first[(6, 2)](x, y, D=16, T="f32")
+    assert torch.equal(y, x.permute(0, 2, 1, 3))
+
+
+def test_router_top1_gives_each_token_its_expert_and_weight(small):
+    logits = torch.randn(100, 8)  # 100 tokens: a ragged second tile of 64
+    weight, expert = torch.full((100,), float("nan")), torch.full((100,), -1, dtype=torch.int32)
+    small.router_top1[(2,)](logits, weight, expert, E=8)
+    w, i = torch.softmax(logits, dim=1).max(dim=1)
+    torch.testing.assert_close(weight, w, rtol=1e-6, atol=1e-6)
+    assert torch.equal(expert, i.int())
+
+
 def test_both_paths_names_the_path_auto_took(small):
     """_both_paths' `tle:auto` launches with no backend named and returns the path taken (the probe prints it, and
     does not time it); on the CPU that is the interpreter."""

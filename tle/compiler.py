@@ -308,7 +308,6 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
     if stop == "tle":
         return out
 
-    asked = backend
     backend, out.fallback = route(module, name, arch, backend) if backend != "triton" else ("triton", None)
     routed = _spec_for(kernel, spec, out.backend)  # the facts the module above was lowered under
     out.backend = backend
@@ -329,60 +328,7 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
                 _fma_dot_without_spills(out, arch, num_warps, num_stages)
     else:
         _tileir(out, module, arch, upto, occupancy)
-        if asked == "auto" and out.binary is not None and occupancy is None:
-            _native_when_it_fits_more(out, arch, num_warps, num_stages)
     return out
-
-
-def _warps_per_sm(binary, arch) -> tuple[int, int]:
-    """(programs, warps) per SM that `binary` (either path's) lets an SM hold."""
-    from .targets.binary import resident_programs
-    shared = binary.extra.get("static_shared_mem", binary.shared_mem)
-    programs, _ = resident_programs(binary.extra["registers"], binary.num_threads, shared, arch)
-    return programs, programs * -(-binary.num_threads // 32)
-
-
-def _native_when_it_fits_more(out: Compiled, arch, num_warps, num_stages) -> None:
-    """Under backend="auto", move a kernel without a dot to the native path when tileiras, after the retries above,
-    left it fewer than _WARPS_PER_SM warps per SM on a launch of more than two waves (ManyWaves), and ptxas fits
-    more warps per SM on the native path; out then holds the native compile, and out.fallback says why.
-
-    Such a kernel is memory-bound, and the warps an SM holds are the loads it keeps in flight; when tileiras' own
-    schedule needs the registers (and asking for more programs only spills), the native path's is the faster one.
-    Mamba's causal conv1d (four shifted [16, 256] bf16 gathers a program, unrolled and all hoisted by tileiras: 241
-    registers, 2 programs of 4 warps per SM; 3 programs spill 128 bytes a thread) ran at 0.59x the native path's
-    speed, 539.9 against 315.9 us at 16x4096x2048 on the H200 (ptxas: 4 programs or more of 4 warps; Nsight
-    Compute: 12% of the SM's warps active against 35%), and with a [16, 128] tile at 0.58x (forty-second session,
-    benchmarks/RESULTS.md "Loops that read little a step"). Of the 170 launches of
-    benchmarks/probe_survey.py no other kernel on the Tile IR path ends below 12 warps per SM on more than two
-    waves. The cost is one native compile, for these kernels alone."""
-    from .abi import ManyWaves
-    binary = out.binary
-    if ManyWaves() not in out.spec.inside or binary.extra.get("registers") is None or \
-            next(dots(out.kernel.body), None) is not None:
-        return
-    programs, warps = _warps_per_sm(binary, arch)
-    if warps >= _WARPS_PER_SM:
-        return
-    native = Compiled(out.kernel, out.spec, out.abi, "triton", arch)
-    debug.note(f"kernel '{binary.name}': tileiras fits {warps} warps per SM; compiling on the native path to compare")
-    _triton(native, _to_tle(native), arch, len(STAGES["triton"]) - 1, num_warps, num_stages)
-    _triton_without_spills(native, arch, num_warps, num_stages)
-    if native.binary.extra.get("registers") is None:
-        return
-    native_programs, native_warps = _warps_per_sm(native.binary, arch)
-    if native_warps <= warps:
-        return
-    threads = binary.num_threads
-    out.fallback = (f"tileiras fits {programs} program{'s' if programs != 1 else ''} of {threads // 32} warps per SM "
-                    f"({binary.extra['registers']} registers a thread), fewer than {_WARPS_PER_SM} warps after its "
-                    f"occupancy retries, and the native path fits {native_programs} "
-                    f"program{'s' if native_programs != 1 else ''} of {native.binary.num_threads // 32} warps "
-                    f"({native.binary.extra['registers']} registers): a kernel "
-                    "without a dot, on more than two waves, keeps its loads in flight with warps")
-    debug.note(f"kernel '{binary.name}' runs on the native CUDA path (Triton): {out.fallback}")
-    out.backend, out.module, out.binary = "triton", native.module, native.binary
-    out.stages = {**{k: v for k, v in out.stages.items() if k == "ast"}, **native.stages}
 
 
 def _spec_for(kernel: Kernel, spec: Spec, backend: str) -> Spec:

@@ -1318,8 +1318,30 @@ kernel k<BLOCK: int = 1024>(x: tensor<f32>[R, L], w: tensor<f32>[C], y: tensor<f
 """
 
 
+CONV1D = open(os.path.join(ROOT, "tests", "data", "causal_conv1d.tle"), encoding="utf-8").read().replace(
+    "kernel causal_conv1d<", "kernel k<")
+DWCONV = open(os.path.join(ROOT, "tests", "data", "dwconv3x3.tle"), encoding="utf-8").read().replace(
+    "kernel dwconv3x3<", "kernel k<")
+ROW_GATHER = """
+kernel k<BS: int = 16, D: int = 128>(kc: tensor<bf16>[NB, BS, D], table: tensor<i32>[MAXB], o: tensor<f32>[D]) {
+    let rows = reshape(arange(0, BS), [BS, 1])
+    let dd = reshape(arange(0, D), [1, D])
+    var acc = zeros<f32>[1, D]
+    for j in range(MAXB) {
+        acc += sum(cast<f32>(gather(kc, [load(table, at=j), rows, dd])), axis=0, keepdims=true)
+    }
+    store(o, reshape(acc, [D]), at=0)
+}
+"""
+
+
 @pytest.mark.parametrize("src,rule,line", [
     (MOE, "gathered through pointers", 10),                       # the MoE GEMM: 3.1x slower on Tile IR
+    (CONV1D, "shifts with the loop's counter", 13),               # Mamba's causal conv1d: 1.5-1.75x
+    (DWCONV, "shifts with the loop's counter", 14),               # a depthwise 3x3 convolution: 1.3-1.4x
+    (DWCONV.replace("let ww = col + k % 3 - 1", "let ww = col"), None, 0),  # only a leading axis shifts
+    (DWCONV.replace("let ww = col + k % 3 - 1", "let ww = col + k * BW"), None, 0),  # a tile a step: streaming
+    (ROW_GATHER, None, 0),                   # the counter picks the leading axis (paged attention: 1.5x faster)
     (CHANNEL_SCALE, "divided by a run-time value inside a loop", 6),   # GroupNorm's channels: 1.2-1.45x
     (CHANNEL_SCALE.replace("col / HW", "col % HW"), "divided by a run-time value", 6),
     (CHANNEL_SCALE.replace("col / HW", "col / 64"), None, 0),             # a constant divisor: a shift
