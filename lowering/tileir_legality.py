@@ -325,8 +325,7 @@ def _stencil_tap(op) -> bool:
     if loop is None:
         return False
     counter = loop.regions[0].blocks[0].arguments[0]
-    rank = int(re.search(r", (\d+)", str(op.operands[0].type)).group(1))
-    index = op.operands[rank]  # operands: the view, one index per axis, then the mask
+    index = op.operands[tle_type(op.operands[0].type)[2]]  # operands: the view, one index per axis, the mask
 
     def follows_counter(v, seen) -> bool:  # v depends on the counter through no product
         if v == counter:
