@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from ..diagnostics import Span, TleError, span_of_location
 from ..dialects.mlir import ir, nested_ops
-from .tle_to_tileir import (F8, HALF, LOWERED_OPS, carried_partner, gathered_operand, tle_type, tle_to_tileir,
-                            unaligned_operand)
+from .tle_to_tileir import (F8, HALF, LOWERED_OPS, carried_partner, enclosing_loop, gathered_operand, tle_type,
+                            tle_to_tileir, unaligned_operand)
 
 __all__ = ["Blocker", "tileir_blockers", "tileir_slower", "tileiras_archs"]
 
@@ -152,20 +152,12 @@ CHAINED_DOTS = 3
 CHAINED_DOT_MACS = 64 * 64 * 64
 
 
-def _loop_of(op):
-    """The innermost scf.for around op, or None."""
-    parent = op.parent
-    while parent is not None and parent.name != "scf.for":
-        parent = parent.parent
-    return parent
-
-
 def _small_dots_in_one_step(dots) -> list:
     """The dots of the first loop whose step holds CHAINED_DOTS or more dots, each of at most CHAINED_DOT_MACS
     multiply-adds; [] when no loop does."""
     loops: dict = {}
     for dot in dots:
-        if (loop := _loop_of(dot)) is not None:
+        if (loop := enclosing_loop(dot)) is not None:
             loops.setdefault(loop, []).append(dot)
     for step in loops.values():
         if len(step) >= CHAINED_DOTS and all(_multiply_adds(d) <= CHAINED_DOT_MACS for d in step):
@@ -301,10 +293,7 @@ def _tile_division(op) -> bool:
         divisor = divisor.owner.operands[0]
     if not isinstance(divisor.owner, ir.Block) and divisor.owner.name == "arith.constant":
         return False
-    parent = op.parent
-    while parent is not None and parent.name != "scf.for":
-        parent = parent.parent
-    return parent is not None
+    return enclosing_loop(op) is not None
 
 
 _STENCIL = ("a gather in a loop whose last-axis index shifts with the loop's counter (a stencil's taps, `t - 3 + k`): "
@@ -319,9 +308,7 @@ def _stencil_tap(op) -> bool:
     Tile IR)."""
     if op.name != "tle.gather" or math.prod(tle_type(op.result.type)[1] or (1,)) == 1:
         return False
-    loop = op.parent
-    while loop is not None and loop.name != "scf.for":
-        loop = loop.parent
+    loop = enclosing_loop(op)
     if loop is None:
         return False
     counter = loop.regions[0].blocks[0].arguments[0]

@@ -511,6 +511,14 @@ def unaligned_operand(v: "ir.Value") -> bool:
 _SMALL_STEP_BYTES = 4096
 
 
+def enclosing_loop(op):
+    """The innermost scf.for around op, or None."""
+    parent = op.parent
+    while parent is not None and parent.name != "scf.for":
+        parent = parent.parent
+    return parent
+
+
 def loop_step_bytes(ops) -> list[int]:
     """For each loop of the kernel that loads anything, the bytes of tiles it reads a step (its tle.load and
     tle.gather results of more than one element, not counting those of loops nested in it), times its unroll
@@ -522,10 +530,7 @@ def loop_step_bytes(ops) -> list[int]:
         for op in nested_ops(loop):
             if op.name not in ("tle.load", "tle.gather"):
                 continue
-            parent = op.parent
-            while parent.name != "scf.for":
-                parent = parent.parent
-            if parent == loop:
+            if enclosing_loop(op) == loop:
                 elem, shape, _ = tle_type(op.result.type)
                 loads, elements = True, math.prod(shape or ())
                 read += elements * _elem_bytes(elem) if elements > 1 else 0
