@@ -1353,10 +1353,10 @@ class _Kernel:
 
         def combine(va, vb, ia, ib):
             lower = ct.cmpi("less_than", ia, ib)
-            if flt:
-                a_nan, b_nan = self.isnan(va), self.isnan(vb)
-                tie = ct.ori(ct.cmpf("equal", va, vb), ct.andi(a_nan, b_nan))
-                wins = ct.ori(ct.cmpf(better, va, vb), ct.andi(a_nan, self.bool_not(b_nan)))
+            if flt:  # as the TTIR lowering's _arg_combine: "beats or is NaN, against a number", both ways round
+                wins = ct.andi(ct.cmpf(better, va, vb, ordered=False), ct.cmpf("equal", vb, vb))  # vb not NaN
+                loses = ct.andi(ct.cmpf(better, vb, va, ordered=False), ct.cmpf("equal", va, va))
+                tie = self.bool_not(loses)  # tie or win: the win is taken first
             else:
                 tie = ct.cmpi("equal", va, vb)
                 wins = ct.cmpi(better, va, vb)

@@ -424,19 +424,22 @@ CHECK: %[[IDX2:.*]] = "tt.expand_dims"(%[[IDX]]) {axis = 0 : i32} : (tensor<64xi
 CHECK: %[[IDX3:.*]] = "tt.broadcast"(%[[IDX2]]) : (tensor<1x64xi32>) -> tensor<64x64xi32>
 CHECK: "tt.reduce"(%{{.*}}, %[[IDX3]]) ({
 CHECK-NEXT: ^bb0(%[[V1:.*]]: f32 {{[^,]*}}, %[[I1:.*]]: i32 {{[^,]*}}, %[[V2:.*]]: f32 {{[^,]*}}, %[[I2:.*]]: i32
-CHECK-NEXT: %[[GT:.*]] = "arith.cmpf"(%[[V1]], %[[V2]]) <{fastmath = #arith.fastmath<none>, predicate = 2 : i64}>
-CHECK-NEXT: %[[NAN1:.*]] = "arith.cmpf"(%[[V1]], %[[V1]]) <{fastmath = #arith.fastmath<none>, predicate = 14 : i64}>
-CHECK-NEXT: %[[NAN2:.*]] = "arith.cmpf"(%[[V2]], %[[V2]]) <{fastmath = #arith.fastmath<none>, predicate = 14 : i64}>
-CHECK: %[[EQ:.*]] = "arith.cmpf"(%[[V1]], %[[V2]]) <{fastmath = #arith.fastmath<none>, predicate = 1 : i64}>
+COM: better: v1 > v2 or v1 NaN (unordered >), and v2 a number (ordered); worse: the same, swapped.
+CHECK-NEXT: %[[GT:.*]] = "arith.cmpf"(%[[V1]], %[[V2]]) <{fastmath = #arith.fastmath<none>, predicate = 9 : i64}>
+CHECK-NEXT: %[[NUM2:.*]] = "arith.cmpf"(%[[V2]], %[[V2]]) <{fastmath = #arith.fastmath<none>, predicate = 7 : i64}>
+CHECK-NEXT: %[[BETTER:.*]] = "arith.andi"(%[[GT]], %[[NUM2]])
+CHECK-NEXT: %[[LT:.*]] = "arith.cmpf"(%[[V2]], %[[V1]]) <{fastmath = #arith.fastmath<none>, predicate = 9 : i64}>
+CHECK-NEXT: %[[NUM1:.*]] = "arith.cmpf"(%[[V1]], %[[V1]]) <{fastmath = #arith.fastmath<none>, predicate = 7 : i64}>
+CHECK-NEXT: %[[WORSE:.*]] = "arith.andi"(%[[LT]], %[[NUM1]])
 CHECK: %[[LOWER:.*]] = "arith.cmpi"(%[[I1]], %[[I2]]) <{predicate = 2 : i64}>
 CHECK: %[[FIRST:.*]] = "arith.ori"
 CHECK-NEXT: %[[V:.*]] = "arith.select"(%[[FIRST]], %[[V1]], %[[V2]])
 CHECK-NEXT: %[[I:.*]] = "arith.select"(%[[FIRST]], %[[I1]], %[[I2]])
 CHECK-NEXT: "tt.reduce.return"(%[[V]], %[[I]]) : (f32, i32) -> ()
 CHECK-NEXT: }) {axis = 1 : i32} : (tensor<64x64xf32>, tensor<64x64xi32>) -> (tensor<64xf32>, tensor<64xi32>)
-COM: argmin along axis 0: the index runs down the rows; ordered less-than.
+COM: argmin along axis 0: the index runs down the rows; unordered less-than.
 CHECK: "tt.expand_dims"({{.*}}) {axis = 1 : i32} : (tensor<64xi32>) -> tensor<64x1xi32>
-CHECK: "arith.cmpf"({{.*}}) <{fastmath = #arith.fastmath<none>, predicate = 4 : i64}>
+CHECK: "arith.cmpf"({{.*}}) <{fastmath = #arith.fastmath<none>, predicate = 11 : i64}>
 CHECK: }) {axis = 0 : i32} : (tensor<64x64xf32>, tensor<64x64xi32>) -> (tensor<64xf32>, tensor<64xi32>)
 CHECK: "tt.scan"(%{{.*}}) ({
 CHECK: "arith.addf"

@@ -1,0 +1,76 @@
+"""argmax / argmin on the values that make a combine go wrong: NaN, +-inf, -0 against +0, ties, in every order.
+
+The answer is torch's: the first index of the extreme, NaN counting as the extreme for both, -0 equal to +0. Both
+lowerings build the pair combine from unordered compares (tle_to_ttir._arg_combine, tle_to_tileir's
+arg_extreme); every row here mixes the special values at random, so each pair case meets the combine at every
+level of the reduction tree (inside a thread, across lanes, across warps)."""
+import math
+import random
+
+import pytest
+import torch
+
+import tle
+
+SRC = """
+kernel arg_extreme<N: int = 64, T: dtype = f32>(x: tensor<T>[M, N], imax: tensor<i32>[M], imin: tensor<i32>[M]) {
+    let t = load(x, tile=[1, N], at=[program_id(0), 0])
+    store(imax, argmax(t, axis=1), at=[program_id(0)])
+    store(imin, argmin(t, axis=1), at=[program_id(0)])
+}
+"""
+SPECIAL = (math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -1.0, 2.5)
+
+
+def first_extreme(row: list, largest: bool) -> int:
+    """The first NaN's index if there is one; else the first index of the largest (smallest) value."""
+    for i, v in enumerate(row):
+        if math.isnan(v):
+            return i
+    best = 0
+    for i, v in enumerate(row):
+        if (v > row[best]) if largest else (v < row[best]):
+            best = i
+    return best
+
+
+def rows(n: int, count: int, seed: int) -> list:
+    """Rows drawn from SPECIAL with different weights, so some rows have no NaN, some only ties, some one value."""
+    rng = random.Random(seed)
+    out = []
+    for r in range(count):
+        pool = SPECIAL[1:] if r % 3 else SPECIAL  # two rows in three without NaN: the numbers decide
+        if r % 5 == 0:
+            pool = pool[:3]  # few distinct values: long runs of ties
+        out.append([rng.choice(pool) for _ in range(n)])
+    return out
+
+
+def run(backend: str, device: str, dtype: torch.dtype, n: int, seed: int) -> None:
+    data = rows(n, 96, seed)
+    x = torch.tensor(data, dtype=dtype)  # every value of SPECIAL is exact in f16 and bf16
+    kernel = tle.compile(SRC, filename="arg_extreme.tle").arg_extreme
+    imax = torch.full((len(data),), -7, dtype=torch.int32, device=device)
+    imin = torch.full_like(imax, -7)
+    kwargs = {} if device == "cpu" else {"backend": backend}
+    kernel[(len(data),)](x.to(device), imax, imin, N=n, **kwargs)  # T read off x
+    for r, row in enumerate(data):
+        assert imax[r].item() == first_extreme(row, True), (backend, dtype, "argmax", row)
+        assert imin[r].item() == first_extreme(row, False), (backend, dtype, "argmin", row)
+
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [32, 1024])
+def test_interpreter_takes_torchs_first_extreme(dtype, n):
+    run("interp", "cpu", dtype, n, seed=n)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [32, 1024])
+def test_gpu_takes_torchs_first_extreme(backend, dtype, n):
+    run(backend, "cuda", dtype, n, seed=n)
