@@ -26,7 +26,8 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     histogram,vector_sum,conv2d,gate_up_silu,
                                                     linear_wgrad,embedding_bwd,row_cumsum,group_norm,
                                                     kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,
-                                                    embedding_bag,dwconv3x3,heads_first,router_top1] [--rounds 3]
+                                                    embedding_bag,dwconv3x3,heads_first,router_top1,
+                                                    spmv_csr,lora,maxpool2x2] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -726,6 +727,46 @@ kernel router_top1<BT: int = 64, E: int = 64>(logits: tensor<f32>[M, E], weight:
     store(weight, 1.0 / sum(exp(l - m), axis=1), at=program_id(0))
     store(expert, argmax(l, axis=1), at=program_id(0))
 }
+
+// Sparse matrix times vector, CSR: y[r] = sum of vals[j] * x[cols[j]] over row r's entries. One program per row,
+// BK entries a step.
+kernel spmv_csr<BK: int = 64, T: dtype = f32>(row_ptr: tensor<i32>[M1], cols: tensor<i32>[NNZ],
+        vals: tensor<T>[NNZ], x: tensor<T>[N], y: tensor<T>[M]) {
+    let r = program_id(0)
+    let stop = load(row_ptr, at=r + 1)
+    var acc = zeros<f32>[BK]
+    for j in range(load(row_ptr, at=r), stop, BK) {
+        let e = j + arange(0, BK)
+        let inside = e < stop
+        acc += cast<f32>(gather(vals, e, mask=inside)) * cast<f32>(gather(x, gather(cols, e, mask=inside),
+                                                                            mask=inside))
+    }
+    store(y, cast<T>(sum(acc, axis=0, keepdims=true)), at=r)
+}
+
+// A linear layer with a LoRA adapter: y = x @ w^T + scale * (x @ a^T) @ b^T, rank R, both products in one K loop.
+kernel lora<BM: int = 128, BN: int = 128, BK: int = 64, R: int = 16, T: dtype = bf16>(x: tensor<T>[M, K],
+        w: tensor<T>[N, K], a: tensor<T>[R, K], b: tensor<T>[N, R], y: tensor<T>[M, N], scale: f32) {
+    let pm = program_id(0)
+    let pn = program_id(1)
+    var acc = zeros<f32>[BM, BN]
+    var xa = zeros<f32>[BM, R]
+    for k in range(cdiv(K, BK)) pipeline(stages=3) {
+        let xt = load(x, tile=[BM, BK], at=[pm, k])
+        acc = dot(xt, transpose(load(w, tile=[BN, BK], at=[pn, k])), acc)
+        xa = dot(xt, transpose(load(a, tile=[R, BK], at=[0, k])), xa)
+    }
+    acc = dot(cast<T>(xa * scale), transpose(load(b, tile=[BN, R], at=[pn, 0])), acc)
+    store(y, cast<T>(acc), at=[pm, pn])
+}
+
+// 2x2 max pooling with stride 2 (NCHW, the channels folded into the first axis): each program reads a
+// [2 BH, 2 BW] tile and takes the largest of each 2x2 square.
+kernel maxpool2x2<BH: int = 16, BW: int = 64, T: dtype = bf16>(x: tensor<T>[NC, H, W], y: tensor<T>[NC, OH, OW]) {
+    let t = load(x, tile=[1, 2 * BH, 2 * BW], at=[program_id(0), program_id(1), program_id(2)], pad=-inf)
+    let m = max(max(reshape(t, [BH, 2, BW, 2]), axis=3), axis=1)
+    store(y, reshape(m, [1, BH, BW]), at=[program_id(0), program_id(1), program_id(2)])
+}
 """
 
 
@@ -1060,6 +1101,55 @@ def router_top1_ref(logits_ptr, weight_ptr, expert_ptr, M, BT: tl.constexpr, E: 
     m = tl.max(l, axis=1)
     tl.store(weight_ptr + rows, 1.0 / tl.sum(tl.exp(l - m[:, None]), axis=1), mask=rows < M)
     tl.store(expert_ptr + rows, tl.argmax(l, axis=1), mask=rows < M)
+
+
+@triton.jit
+def spmv_csr_ref(row_ptr_ptr, cols_ptr, vals_ptr, x_ptr, y_ptr, BK: tl.constexpr):
+    r = tl.program_id(0)
+    stop = tl.load(row_ptr_ptr + r + 1)
+    acc = tl.zeros((BK,), dtype=tl.float32)
+    for j in range(tl.load(row_ptr_ptr + r), stop, BK):
+        e = j + tl.arange(0, BK)
+        inside = e < stop
+        c = tl.load(cols_ptr + e, mask=inside, other=0)
+        acc += tl.load(vals_ptr + e, mask=inside, other=0.0).to(tl.float32) * \
+            tl.load(x_ptr + c, mask=inside, other=0.0).to(tl.float32)
+    tl.store(y_ptr + r, tl.sum(acc).to(y_ptr.dtype.element_ty))
+
+
+@triton.jit
+def lora_ref(x_ptr, w_ptr, a_ptr, b_ptr, y_ptr, M, N, K, scale, BM: tl.constexpr, BN: tl.constexpr,
+             BK: tl.constexpr, R: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rr = tl.arange(0, R)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    xa = tl.zeros((BM, R), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        kk = k * BK + tl.arange(0, BK)
+        xt = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        wt = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
+        at = tl.load(a_ptr + rr[:, None] * K + kk[None, :], mask=kk[None, :] < K, other=0.0)
+        acc = tl.dot(xt, tl.trans(wt), acc)
+        xa = tl.dot(xt, tl.trans(at), xa)
+    bt = tl.load(b_ptr + rn[:, None] * R + rr[None, :], mask=rn[:, None] < N, other=0.0)
+    acc = tl.dot((xa * scale).to(x_ptr.dtype.element_ty), tl.trans(bt), acc)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc.to(y_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def maxpool2x2_ref(x_ptr, y_ptr, H, W, OH, OW, BH: tl.constexpr, BW: tl.constexpr):
+    nc = tl.program_id(0)
+    rows = tl.program_id(1) * 2 * BH + tl.arange(0, 2 * BH)
+    cols = tl.program_id(2) * 2 * BW + tl.arange(0, 2 * BW)
+    t = tl.load(x_ptr + nc * H * W + rows[:, None] * W + cols[None, :],
+                mask=(rows[:, None] < H) & (cols[None, :] < W), other=-float("inf"))
+    m = tl.max(tl.max(tl.reshape(t, (BH, 2, BW, 2)), axis=3), axis=1)
+    orow = tl.program_id(1) * BH + tl.arange(0, BH)
+    ocol = tl.program_id(2) * BW + tl.arange(0, BW)
+    tl.store(y_ptr + nc * OH * OW + orow[:, None] * OW + ocol[None, :], m,
+             mask=(orow[:, None] < OH) & (ocol[None, :] < OW))
 
 
 @triton.jit
@@ -1970,6 +2060,48 @@ def cases(dev, only):
             out.append((f"router_top1 {mm} tokens x {ee} experts f32", (nb, 0), sets, torch_router,
                         _both_paths(small.router_top1, g, lambda t, g=g, mm=mm, ee=ee: router_top1_ref[g](
                             *t, mm, BT=64, E=ee), E=ee), (1, 2)))
+    if "spmv_csr" in only:
+        # a sparse matrix of a million rows times a vector (a graph's adjacency, 1 to 63 entries a row, 32 on
+        # average), and 65536 rows of 64 to 1023 (a finite-element matrix); f32. torch: a CSR tensor @ x (cuSPARSE)
+        for rows, lo, hi in ((1 << 20, 1, 64), (1 << 16, 64, 1024)):
+            lengths = torch.randint(lo, hi, (rows,), device=dev)
+            row_ptr = torch.zeros(rows + 1, device=dev, dtype=torch.int32)
+            row_ptr[1:] = torch.cumsum(lengths, 0).to(torch.int32)
+            nnz = int(row_ptr[-1])
+            nb = nnz * 8 + rows * 8 + rows * 4
+            sets = _sets(lambda: [row_ptr, torch.randint(0, rows, (nnz,), device=dev, dtype=torch.int32),
+                                  r(nnz, dt=torch.float32), r(rows, dt=torch.float32),
+                                  torch.empty(rows, device=dev)], nb)
+
+            def torch_spmv(t, rows=rows):
+                t[4].copy_(torch.sparse_csr_tensor(t[0], t[1], t[2], (rows, rows)) @ t[3])
+            g = (rows,)
+            out.append((f"spmv_csr {rows} rows, {nnz // rows} a row f32", (nb, 0), sets, torch_spmv,
+                        _both_paths(small.spmv_csr, g, lambda t, g=g: spmv_csr_ref[g](*t, BK=64)), 4))
+    if "lora" in only:
+        # a 4096x4096 projection and Llama-3 8B's 4096 -> 14336 MLP with a rank-16 LoRA adapter, for 4096 and 2048
+        # tokens; bf16. torch: the three products as a user writes them
+        for mm, nn_, kk in ((4096, 4096, 4096), (2048, 14336, 4096)):
+            sets = _sets(lambda: [r(mm, kk, dt=torch.bfloat16), r(nn_, kk, dt=torch.bfloat16) / 64,
+                                  r(16, kk, dt=torch.bfloat16) / 64, r(nn_, 16, dt=torch.bfloat16) / 4,
+                                  torch.empty(mm, nn_, device=dev, dtype=torch.bfloat16)],
+                          2 * (mm * kk + nn_ * kk + mm * nn_))
+            g = (triton.cdiv(mm, 128), triton.cdiv(nn_, 128))
+            out.append((f"lora {mm}x{nn_}x{kk} rank 16 bf16", (0, 2 * mm * nn_ * kk), sets,
+                        lambda t: t[4].copy_(t[0] @ t[1].t() + 0.5 * ((t[0] @ t[2].t()) @ t[3].t())),
+                        _both_paths(small.lora, g, lambda t, g=g, mm=mm, nn_=nn_, kk=kk: lora_ref[g](
+                            *t, mm, nn_, kk, 0.5, BM=128, BN=128, BK=64, R=16, num_stages=3), scale=0.5), 4))
+    if "maxpool2x2" in only:
+        # 2x2 max pooling, stride 2: a ResNet-style 32x64x112x112 map and 16x256x128x128; bf16. torch: F.max_pool2d
+        for nn_, cc, hw in ((32, 64, 112), (16, 256, 128)):
+            nb = nn_ * cc * hw * hw * 2 * 5 // 4
+            sets = _sets(lambda: [r(nn_ * cc, hw, hw, dt=torch.bfloat16),
+                                  torch.empty(nn_ * cc, hw // 2, hw // 2, device=dev, dtype=torch.bfloat16)], nb)
+            g = (nn_ * cc, triton.cdiv(hw // 2, 16), triton.cdiv(hw // 2, 64))
+            out.append((f"maxpool2x2 {nn_}x{cc}x{hw}x{hw} bf16", (nb, 0), sets,
+                        lambda t: t[1].copy_(torch.nn.functional.max_pool2d(t[0], 2)),
+                        _both_paths(small.maxpool2x2, g, lambda t, g=g, hw=hw: maxpool2x2_ref[g](
+                            *t, hw, hw, hw // 2, hw // 2, BH=16, BW=64)), 1))
     if "mean_pool" in only:
         # sentence embeddings: BERT-large's 1024 over 64 sequences of 512 tokens, and 256 of 128 at 768; about a
         # third of the tokens masked off. torch: the masked sum and the count, as a user writes it
@@ -2659,7 +2791,7 @@ DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_rel
                 "layernorm_bwd,dropout,"
                 "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad,"
                 "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,embedding_bag,"
-                "dwconv3x3,heads_first,router_top1")
+                "dwconv3x3,heads_first,router_top1,spmv_csr,lora,maxpool2x2")
 
 
 def main() -> int:
