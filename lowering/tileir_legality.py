@@ -296,6 +296,47 @@ def _tile_division(op) -> bool:
     return enclosing_loop(op) is not None
 
 
+# A reduction over small groups of neighbouring elements: a reduce along the last axis of a tile that a reshape made
+# by cutting its source's last axis into groups of G <= 8 (`max(reshape(t, [BH, 2, BW, 2]), axis=3)`, a 2x2 max
+# pooling; `sum(reshape(t, [BM, BK / 4, 4]), axis=2)`). In the pooling, tileiras moves the regrouped tile through
+# shared memory element by element (24 16-bit STS, 16 LDS, two barriers). Measured on the H200 (forty-third session;
+# benchmarks/RESULTS.md "Reductions over small groups"), 16384x8192 bf16 summed or maxed in groups of G, tiles of
+# 16x256, 8x256 and 32x128, Tile IR against the native path: G = 2 2.2-4.4x slower, G = 4 1.2-2.3x, G = 8
+# 1.00-1.09x, G = 32 and 128 level; the probe's 2x2 max pooling 2.4-2.7x (52.5 against 19.3 us at 32x64x112x112).
+# Tile IR was faster at no G up to 8; sorts of 4 and 8 along rows (steps of such pairs) ran level on both paths.
+SMALL_GROUP = 8
+
+
+def _small_groups(G: int) -> str:
+    return (f"a reduction over groups of {G} neighbouring elements (a reshape cuts the last axis into groups of "
+            f"{G}, and a reduce takes each group): tileiras moves such tiles through shared memory, and reductions "
+            f"over groups of 2 to {SMALL_GROUP} ran up to 4.4x slower on Tile IR (H200)")
+
+
+def _small_group_reduction(op) -> int:
+    """G for a tle.reduce along the last axis of a reshape's result (through elementwise ops and casts of that
+    shape) that cut its source's last axis into groups of 2 <= G <= SMALL_GROUP; else 0."""
+    if op.name != "tle.reduce":
+        return 0
+    shape = tle_type(op.operands[0].type)[1]
+    if not shape or ir.IntegerAttr(op.attributes["axis"]).value != len(shape) - 1 or \
+            not 2 <= shape[-1] <= SMALL_GROUP:
+        return 0
+    todo, seen = [op.operands[0]], set()
+    while todo:
+        v = todo.pop()
+        if isinstance(v.owner, ir.Block) or v.owner.operation in seen or tle_type(v.type)[1] != shape:
+            continue
+        seen.add(v.owner.operation)
+        if v.owner.name == "tle.reshape":
+            source = tle_type(v.owner.operands[0].type)[1] or (1,)
+            if source[-1] > shape[-1]:
+                return shape[-1]
+        elif v.owner.name.startswith(("arith.", "math.")):
+            todo.extend(v.owner.operands)
+    return 0
+
+
 _STENCIL = ("a gather in a loop whose last-axis index shifts with the loop's counter (a stencil's taps, `t - 3 + k`): "
             "Mamba's causal conv1d and a depthwise 3x3 convolution ran 1.3-1.75x slower on Tile IR (H200)")
 
@@ -317,9 +358,9 @@ def _stencil_tap(op) -> bool:
     def follows_counter(v, seen) -> bool:  # v depends on the counter through no product
         if v == counter:
             return True
-        if isinstance(v.owner, ir.Block) or v.owner.name in ("arith.muli", "scf.for") or id(v.owner) in seen:
+        if isinstance(v.owner, ir.Block) or v.owner.name in ("arith.muli", "scf.for") or v.owner.operation in seen:
             return False
-        seen.add(id(v.owner))
+        seen.add(v.owner.operation)
         return any(follows_counter(x, seen) for x in v.owner.operands)
 
     terms = [index]
@@ -352,6 +393,9 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
             taps = [op for op in ops if _stencil_tap(op)]
             if taps:
                 out.append(Blocker(span_of_location(taps[0].location), _STENCIL))
+            groups = [(op, g) for op in ops for g in [_small_group_reduction(op)] if g]
+            if groups and len(pairs) < SORTING_NETWORK_STEPS:  # a sorting network's pairs are named as one
+                out.append(Blocker(span_of_location(groups[0][0].location), _small_groups(groups[0][1])))
         dots = [op for op in ops if op.name == "tle.dot"]
         atomics = [op for op in ops if op.name == "tle.atomic"]
         if "tle.many_waves" in top.operation.attributes and len(dots) == 1 and \
