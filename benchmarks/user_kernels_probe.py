@@ -27,7 +27,8 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     linear_wgrad,embedding_bwd,row_cumsum,group_norm,
                                                     kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,
                                                     embedding_bag,dwconv3x3,heads_first,router_top1,
-                                                    spmv_csr,lora,maxpool2x2] [--rounds 3]
+                                                    spmv_csr,lora,maxpool2x2,upsample_nearest2x,
+                                                    upsample_bilinear2x] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -767,6 +768,37 @@ kernel maxpool2x2<BH: int = 16, BW: int = 64, T: dtype = bf16>(x: tensor<T>[NC, 
     let m = max(max(reshape(t, [BH, 2, BW, 2]), axis=3), axis=1)
     store(y, reshape(m, [1, BH, BW]), at=[program_id(0), program_id(1), program_id(2)])
 }
+
+// Nearest-neighbour upsampling by 2 (a U-Net's or an FPN's decoder): each output element reads x[h / 2, w / 2].
+kernel upsample_nearest2x<BH: int = 16, BW: int = 128, T: dtype = bf16>(x: tensor<T>[NC, H, W],
+        y: tensor<T>[NC, OH, OW]) {
+    let oh = reshape(program_id(1) * BH + arange(0, BH), [BH, 1])
+    let ow = reshape(program_id(2) * BW + arange(0, BW), [1, BW])
+    let v = gather(x, [program_id(0), oh / 2, ow / 2], mask=(oh < OH) & (ow < OW))
+    store(y, reshape(v, [1, BH, BW]), at=[program_id(0), program_id(1), program_id(2)])
+}
+
+// Bilinear upsampling by 2, half-pixel centres (torch's align_corners=False): four gathers and their weights.
+kernel upsample_bilinear2x<BH: int = 16, BW: int = 64, T: dtype = f32>(x: tensor<T>[NC, H, W],
+        y: tensor<T>[NC, OH, OW]) {
+    let nc = program_id(0)
+    let oh = reshape(program_id(1) * BH + arange(0, BH), [BH, 1])
+    let ow = reshape(program_id(2) * BW + arange(0, BW), [1, BW])
+    let sh = max(cast<f32>(oh) * 0.5 - 0.25, 0.0)
+    let sw = max(cast<f32>(ow) * 0.5 - 0.25, 0.0)
+    let h0 = cast<i32>(sh)
+    let w0 = cast<i32>(sw)
+    let lh = sh - cast<f32>(h0)
+    let lw = sw - cast<f32>(w0)
+    let h1 = min(h0 + 1, H - 1)
+    let w1 = min(w0 + 1, W - 1)
+    let inside = (oh < OH) & (ow < OW)
+    let top = (1.0 - lw) * cast<f32>(gather(x, [nc, h0, w0], mask=inside))
+              + lw * cast<f32>(gather(x, [nc, h0, w1], mask=inside))
+    let bottom = (1.0 - lw) * cast<f32>(gather(x, [nc, h1, w0], mask=inside))
+                 + lw * cast<f32>(gather(x, [nc, h1, w1], mask=inside))
+    store(y, reshape(cast<T>((1.0 - lh) * top + lh * bottom), [1, BH, BW]), at=[nc, program_id(1), program_id(2)])
+}
 """
 
 
@@ -1150,6 +1182,39 @@ def maxpool2x2_ref(x_ptr, y_ptr, H, W, OH, OW, BH: tl.constexpr, BW: tl.constexp
     ocol = tl.program_id(2) * BW + tl.arange(0, BW)
     tl.store(y_ptr + nc * OH * OW + orow[:, None] * OW + ocol[None, :], m,
              mask=(orow[:, None] < OH) & (ocol[None, :] < OW))
+
+
+@triton.jit
+def upsample_nearest2x_ref(x_ptr, y_ptr, H, W, OH, OW, BH: tl.constexpr, BW: tl.constexpr):
+    nc = tl.program_id(0)
+    oh = (tl.program_id(1) * BH + tl.arange(0, BH))[:, None]
+    ow = (tl.program_id(2) * BW + tl.arange(0, BW))[None, :]
+    inside = (oh < OH) & (ow < OW)
+    v = tl.load(x_ptr + nc * H * W + (oh // 2) * W + ow // 2, mask=inside)
+    tl.store(y_ptr + nc * OH * OW + oh * OW + ow, v, mask=inside)
+
+
+@triton.jit
+def upsample_bilinear2x_ref(x_ptr, y_ptr, H, W, OH, OW, BH: tl.constexpr, BW: tl.constexpr):
+    nc = tl.program_id(0)
+    oh = (tl.program_id(1) * BH + tl.arange(0, BH))[:, None]
+    ow = (tl.program_id(2) * BW + tl.arange(0, BW))[None, :]
+    sh = tl.maximum(oh.to(tl.float32) * 0.5 - 0.25, 0.0)
+    sw = tl.maximum(ow.to(tl.float32) * 0.5 - 0.25, 0.0)
+    h0 = sh.to(tl.int32)
+    w0 = sw.to(tl.int32)
+    lh = sh - h0.to(tl.float32)
+    lw = sw - w0.to(tl.float32)
+    h1 = tl.minimum(h0 + 1, H - 1)
+    w1 = tl.minimum(w0 + 1, W - 1)
+    inside = (oh < OH) & (ow < OW)
+    base = x_ptr + nc * H * W
+    top = (1.0 - lw) * tl.load(base + h0 * W + w0, mask=inside).to(tl.float32) + \
+        lw * tl.load(base + h0 * W + w1, mask=inside).to(tl.float32)
+    bottom = (1.0 - lw) * tl.load(base + h1 * W + w0, mask=inside).to(tl.float32) + \
+        lw * tl.load(base + h1 * W + w1, mask=inside).to(tl.float32)
+    tl.store(y_ptr + nc * OH * OW + oh * OW + ow, ((1.0 - lh) * top + lh * bottom).to(y_ptr.dtype.element_ty),
+             mask=inside)
 
 
 @triton.jit
@@ -2102,6 +2167,31 @@ def cases(dev, only):
                         lambda t: t[1].copy_(torch.nn.functional.max_pool2d(t[0], 2)),
                         _both_paths(small.maxpool2x2, g, lambda t, g=g, hw=hw: maxpool2x2_ref[g](
                             *t, hw, hw, hw // 2, hw // 2, BH=16, BW=64)), 1))
+    if "upsample_nearest2x" in only:
+        # a decoder's 2x nearest upsampling: 32x128x64x64 -> 128x128 and 8x256x128x128 -> 256x256; bf16.
+        # torch: F.interpolate(mode="nearest")
+        for nn_, cc, hw in ((32, 128, 64), (8, 256, 128)):
+            nb = nn_ * cc * hw * hw * 2 * 5
+            sets = _sets(lambda: [r(nn_ * cc, hw, hw, dt=torch.bfloat16),
+                                  torch.empty(nn_ * cc, 2 * hw, 2 * hw, device=dev, dtype=torch.bfloat16)], nb)
+            g = (nn_ * cc, triton.cdiv(2 * hw, 16), triton.cdiv(2 * hw, 128))
+            out.append((f"upsample_nearest2x {nn_}x{cc}x{hw}x{hw} bf16", (nb, 0), sets,
+                        lambda t: t[1].copy_(torch.nn.functional.interpolate(t[0][None], scale_factor=2)[0]),
+                        _both_paths(small.upsample_nearest2x, g, lambda t, g=g, hw=hw: upsample_nearest2x_ref[g](
+                            *t, hw, hw, 2 * hw, 2 * hw, BH=16, BW=128)), 1))
+    if "upsample_bilinear2x" in only:
+        # a segmentation head's 2x bilinear upsampling of 19-class logits, 8x19x256x512 f32, and of a 32x64x64x64
+        # bf16 feature map. torch: F.interpolate(mode="bilinear", align_corners=False)
+        for nn_, cc, hh, ww, dt in ((8, 19, 256, 512, torch.float32), (32, 64, 64, 64, torch.bfloat16)):
+            nb = nn_ * cc * hh * ww * dt.itemsize * 5
+            sets = _sets(lambda: [r(nn_ * cc, hh, ww, dt=dt),
+                                  torch.empty(nn_ * cc, 2 * hh, 2 * ww, device=dev, dtype=dt)], nb)
+            g = (nn_ * cc, triton.cdiv(2 * hh, 16), triton.cdiv(2 * ww, 64))
+            out.append((f"upsample_bilinear2x {nn_}x{cc}x{hh}x{ww} {str(dt)[6:]}", (nb, 0), sets,
+                        lambda t: t[1].copy_(torch.nn.functional.interpolate(
+                            t[0][None], scale_factor=2, mode="bilinear", align_corners=False)[0]),
+                        _both_paths(small.upsample_bilinear2x, g, lambda t, g=g, hh=hh, ww=ww:
+                                    upsample_bilinear2x_ref[g](*t, hh, ww, 2 * hh, 2 * ww, BH=16, BW=64)), 1))
     if "mean_pool" in only:
         # sentence embeddings: BERT-large's 1024 over 64 sequences of 512 tokens, and 256 of 128 at 768; about a
         # third of the tokens masked off. torch: the masked sum and the count, as a user writes it
@@ -2791,7 +2881,7 @@ DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_rel
                 "layernorm_bwd,dropout,"
                 "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad,"
                 "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,embedding_bag,"
-                "dwconv3x3,heads_first,router_top1,spmv_csr,lora,maxpool2x2")
+                "dwconv3x3,heads_first,router_top1,spmv_csr,lora,maxpool2x2,upsample_nearest2x,upsample_bilinear2x")
 
 
 def main() -> int:

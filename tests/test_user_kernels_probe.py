@@ -526,6 +526,21 @@ def test_maxpool2x2_drops_an_odd_last_row_and_keeps_nan(small):
     torch.testing.assert_close(y, want, equal_nan=True)
 
 
+def test_upsample_nearest2x_repeats_each_element_in_a_2x2_square(small):
+    x = torch.randn(3, 13, 70)  # 26x140 out of 16x128 tiles: ragged both ways
+    y = torch.full((3, 26, 140), float("nan"))
+    small.upsample_nearest2x[(3, 2, 2)](x, y, T="f32")
+    assert torch.equal(y, torch.nn.functional.interpolate(x[None], scale_factor=2)[0])
+
+
+def test_upsample_bilinear2x_matches_torch_at_half_pixel_centres(small):
+    x = torch.randn(3, 13, 70)  # the last row and column clamp to the edge
+    y = torch.full((3, 26, 140), float("nan"))
+    small.upsample_bilinear2x[(3, 2, 3)](x, y)
+    want = torch.nn.functional.interpolate(x[None], scale_factor=2, mode="bilinear", align_corners=False)[0]
+    torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
+
+
 def test_both_paths_names_the_path_auto_took(small):
     """_both_paths' `tle:auto` launches with no backend named and returns the path taken (the probe prints it, and
     does not time it); on the CPU that is the interpreter."""
