@@ -84,7 +84,9 @@ Performance choices (TileirOptions; each was measured on the H200, docs/tileir.m
   thread on 4 warps (128x256 f32: otherwise hundreds of spilled registers, 45 instead of 717 TFLOP/s; a dot added
   into a loop-carried tile counts both, _held_registers, and dots carried together in one loop count together,
   _live_registers), and for a kernel without a dot whose largest tile has more than 32 values per thread on 4
-  warps. A dot kernel that spills on 4 worker warps all the same is compiled again on 8 (tle/compiler.py).
+  warps; 1 warp for a kernel without a dot whose largest tile has at most 64 elements, 2 up to 128 (an
+  EmbeddingBag's rows: 24.2-28.8 -> 16.7-24.5 us). A dot kernel that spills on 4 worker warps all the same is
+  compiled again on 8 (tle/compiler.py).
 - The entry's occupancy hint: 8 CTAs per SM for a kernel without a dot whose tiles are all loaded and stored in 16
   bits and hold at most 4096 elements (layernorm 8192x4096 bf16: 0.81x -> 0.99x of Triton, swiglu 0.91x -> 0.99x);
   f32 rows lose with it (rmsnorm f32 -6%, 8192-wide f32 rows -45%), so they get none. 2 CTAs per SM for a kernel
@@ -292,19 +294,28 @@ def _all_or_none(axes: frozenset, rank: int) -> frozenset:
 #   4096-element rows 8 warps were slower than 4 (softmax bf16 52.0 vs 49.8 us, layernorm 53.8 vs 47.4, rmsnorm 38.7
 #   vs 37.1: fewer rows in flight per SM); at 8192 f32 elements 4 warps need 168 registers and 8 were faster (262
 #   vs 278 us, Triton 266).
-# Bytecode 13.4 takes 4 and 8 only; an accumulator too large for 8 warps (256x256 f32) still spills.
+# - A kernel without a dot whose largest tile has at most 128 elements: 1 worker warp up to 64 elements, 2 up to 128
+#   (tileiras 13.5 takes both). On 4 such a tile is held several times over. Forty-third session (benchmarks/
+#   RESULTS.md "One warp for tiles of 128 elements or fewer"), against tileiras' 4: an EmbeddingBag over 32-, 64-
+#   and 128-wide f32 rows and 128-wide bf16 16.7-24.5 us against 24.2-28.8 (1 against 2 warps: 16.7 / 17.0 at 32,
+#   18.0 / 18.0 at 64, 25.5 / 24.5 and 21.5 / 18.3 at 128), a CSR SpMV's 64-entry steps 636 against 736 us
+#   (2 warps: 636) and 189 against 190 (2 warps: 215). No occupancy hint (8, 16, 32) changed these.
+# Bytecode 13.4 took 4 and 8 only; an accumulator too large for 8 warps (256x256 f32) still spills.
 _ACC_VALUES_PER_THREAD = 128
 _TILE_VALUES_PER_THREAD = 32
+_ONE_WARP_TILE = 64  # and twice this on 2 warps
 _SMALL_DOTS_VALUES_PER_THREAD = 32  # _occupancy: dots this small leave room for 4 CTAs per SM
 
 
 def _worker_warps(live: list, largest_tile: int) -> int | None:
     """The num_worker_warps hint: for a kernel with dots (`live`: the accumulator registers kept live together,
     _live_registers) 8 when the most exceeds _ACC_VALUES_PER_THREAD per thread on 4 warps; for one without, 8 when
-    its largest tile (elements) exceeds _TILE_VALUES_PER_THREAD per thread on 4 warps; else none (tileiras' choice,
-    4)."""
+    its largest tile (elements) exceeds _TILE_VALUES_PER_THREAD per thread on 4 warps, and 1 or 2 when it holds at
+    most _ONE_WARP_TILE or twice that; else none (tileiras' choice, 4)."""
     if live:
         return 8 if max(live) > _ACC_VALUES_PER_THREAD * 4 * 32 else None
+    if largest_tile <= 2 * _ONE_WARP_TILE:
+        return 1 if largest_tile <= _ONE_WARP_TILE else 2
     return 8 if largest_tile > _TILE_VALUES_PER_THREAD * 4 * 32 else None
 
 
@@ -607,10 +618,10 @@ def _occupancy(accumulators, held: list, live: list, io_elems: list, largest_til
     if hint is None:
         return None, ""
     if sixteen:
-        return hint, (f"no dot, every tile loaded and stored in 16 bits, the largest of {largest_tile} elements: 32 "
-                      "warps per SM keep more rows in flight")
-    return hint, (f"no dot, and no loop reads tiles of more than {max(step_bytes)} bytes a step: 32 warps per SM "
-                  "keep more steps in flight")
+        return hint, (f"no dot, every tile loaded and stored in 16 bits, the largest of {largest_tile} elements: "
+                      f"{hint} programs per SM keep more rows in flight")
+    return hint, (f"no dot, and no loop reads tiles of more than {max(step_bytes)} bytes a step: {hint} programs per "
+                  "SM keep more steps in flight")
 
 
 # The latency hint on the view loads of a kernel with a dot whose accumulator has 128x256 values or more. Measured

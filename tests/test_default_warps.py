@@ -1,7 +1,7 @@
 """num_warps when the caller gives none (tle/compiler.py default_num_warps): 8 for a kernel whose dot accumulates
 128 x 256 elements or more (a dot added into another accumulator counts both), 16 for a kernel without a dot whose
-largest tile has more than 16,384 elements, else 4; tlec, the compiler and the runtime all resolve it the same
-way."""
+largest tile has more than 16,384 elements, 1 for one whose largest tile has at most 128, else 4; tlec, the compiler
+and the runtime all resolve it the same way."""
 from __future__ import annotations
 
 import os
@@ -32,6 +32,10 @@ def checked(example: str, consts: dict | None = None):
     ("layernorm", {"BLOCK": 65536}, 16),                # more: 16 (on 4 warps, 512 values a thread spill)
     ("cumsum", {"BLOCK": 32768}, 8),                    # a scan: 128 values a thread
     ("vector_add", {}, 4),
+    ("vector_add", {"BLOCK": 128}, 1),                  # no dot, at most 128 elements: one warp holds the tile
+    ("softmax", {"BLOCK": 64}, 1),                      # and reduces it with shuffles alone
+    ("vector_add", {"BLOCK": 256}, 4),
+    ("matmul", {"BM": 16, "BN": 16, "BK": 16}, 4),      # a dot, however small, keeps 4
 ])
 def test_default_num_warps_follows_the_widest_dot(example, consts, warps):
     assert default_num_warps(checked(example, consts)[1]) == warps

@@ -221,8 +221,8 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
                         why = (f"twice the {warps} its dots call for ({why}), because on {warps} ptxas spilled "
                                f"{spilled} bytes per thread of its full-precision f32 dot")
                         warps = out.binary.num_threads // 32
-                    print(f"tlec: kernel '{name}': {warps} warps, the native path's default: {why} (--num-warps N "
-                          "to choose)", file=sys.stderr)
+                    print(f"tlec: kernel '{name}': {warps} warp{'s' if warps != 1 else ''}, the native path's default: "
+                          f"{why} (--num-warps N to choose)", file=sys.stderr)
                 _report_ptxas(name, out, args.arch)
             elif out.backend == "tileir" and out.binary is not None:
                 _report_tileiras(name, out, args.arch)

@@ -105,6 +105,14 @@ MAX_DEFAULT_WARPS = 16
 # or reduce along another axis (a column sum: 1.3-1.8x slower on 32) keep 16.
 FULL_SM_WARPS = 32
 FULL_SM_TILE = FULL_SM_WARPS * 32 * 32  # lowering/tileir_legality.py's WIDE_REDUCTION_ELEMENTS: the same band (tested)
+# A kernel without a dot whose largest tile has at most ONE_WARP_TILE elements gets one warp: on 4 warps a 64-element
+# tile is held twice over and a reduction of it crosses warps through shared memory; one warp holds it at 4 values a
+# thread or fewer, reduces with shuffles alone, and fits 32 programs per SM. Measured on the H200 (forty-third session;
+# benchmarks/RESULTS.md "One warp for tiles of 128 elements or fewer"), 1 against 4 warps: an EmbeddingBag of 4096
+# bags over 32-128-wide rows 15.4-25.1 us against 21.5-28.2 (f32, bf16), a CSR SpMV one row a program, 16-128
+# entries a step, 162.6-637.1 against 163.3-718.0 (at 544 entries a row 182.2-192.4 against 182.8-334.3); 1 warp was
+# the fastest or within 1% of it on 28 of 28, and 2 warps lost up to 17% to it (the SpMV at BK = 64 and 128).
+ONE_WARP_TILE = 128
 
 
 def default_num_warps(kernel: Kernel) -> int:
@@ -116,7 +124,8 @@ def default_num_warps(kernel: Kernel) -> int:
     accumulator (_accumulator_elements), or in a loop with several dots (attention) all their results at once
     (_loop_dot_elements). Other kernels with a dot get 4.
 
-    A kernel without a dot gets warps for its largest tile (largest_tile). Measured on the H200
+    A kernel without a dot gets warps for its largest tile (largest_tile): one up to ONE_WARP_TILE elements (see
+    there), else from 4 up. Measured on the H200
     (benchmarks/RESULTS.md "16384-element rows", "Scans", "Elementwise kernels" and "Wide rows"):
     - Values that cross threads (CROSS_THREAD_OPS), 64 a thread: 4 warps up to 8192 elements, 8 up to 16384, 16
       above. Softmax, layernorm, rmsnorm and cumsum (the last under the rule as it was then: scans follow), bf16
@@ -165,6 +174,9 @@ def num_warps_choice(kernel: Kernel) -> tuple[int, str]:
     warps = 4
     while warps < MAX_DEFAULT_WARPS and tile > warps * 32 * per_thread:
         warps *= 2
+    if tile <= ONE_WARP_TILE:
+        return 1, (f"no dot, and its largest tile has {tile} elements, at most {ONE_WARP_TILE}: one warp holds it, "
+                   "without copies across warps or a reduction through shared memory")
     why = (f"no dot; its largest tile has {tile} elements, and {kind}: about {per_thread} a thread, from 4 to "
            f"{MAX_DEFAULT_WARPS} warps")
     lo = MAX_DEFAULT_WARPS * 32 * 32  # 16 warps hold more than 32 values a thread above this

@@ -784,6 +784,12 @@ def test_worker_warps_follow_the_values_per_thread():
     assert warps("softmax", {"BLOCK": 8192, "T": "f32"}) == 8
     assert warps("swiglu", {"BM": 16, "BN": 256, "T": "bf16"}) is None
     assert warps("vector_add", {"BLOCK": 1024}) is None
+    # no dot, tiles of at most 128 elements: 1 worker warp up to 64, 2 up to 128 (an EmbeddingBag's rows, a SpMV)
+    assert warps("softmax", {"BLOCK": 32}) == 1
+    assert warps("vector_add", {"BLOCK": 64}) == 1
+    assert warps("vector_add", {"BLOCK": 128}) == 2
+    assert warps("vector_add", {"BLOCK": 256}) is None
+    assert warps("matmul", {"BM": 16, "BN": 16, "BK": 16}) is None  # a dot keeps tileiras' choice
 
 
 BLOCK_SCALED = """
