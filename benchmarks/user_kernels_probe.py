@@ -1808,6 +1808,14 @@ def _sets(make, nbytes: int) -> list:
     return [make() for _ in range(max(1, min(16, math.ceil(bench.Context.rotate_bytes / max(1, nbytes)))))]
 
 
+def _row_starts(lengths: torch.Tensor, dev) -> tuple[torch.Tensor, int]:
+    """(CSR-style starts of rows of these lengths, on dev: i32, one more than rows; their total): an EmbeddingBag's
+    offsets, a sparse matrix's row pointer. Summed on the CPU, so probe_survey.py builds the case on meta tensors."""
+    starts = torch.zeros(len(lengths) + 1, dtype=torch.int32)
+    starts[1:] = torch.cumsum(lengths, 0).to(torch.int32)
+    return starts.to(dev), int(starts[-1])
+
+
 def _zeroed(f, out: int = 1):
     """f(set) after zeroing the set's output t[out], for kernels that add into it with atomics; f's result."""
     return lambda t: (t[out].zero_(), f(t))[1]
@@ -2072,10 +2080,7 @@ def cases(dev, only):
         # million rows of 128 f32. torch: F.embedding_bag
         v, dd, bags = 1 << 20, 128, 4096
         table = r(v, dd, dt=torch.float32)
-        lengths = torch.randint(1, 64, (bags,), device=dev)
-        offsets = torch.zeros(bags + 1, device=dev, dtype=torch.int32)
-        offsets[1:] = torch.cumsum(lengths, 0).to(torch.int32)
-        nnz = int(offsets[-1])
+        offsets, nnz = _row_starts(torch.randint(1, 64, (bags,)), dev)
         nb = nnz * (dd * 4 + 4) + bags * dd * 4
         sets = _sets(lambda: [table, torch.randint(0, v, (nnz,), device=dev, dtype=torch.int32), offsets,
                               torch.empty(bags, dd, device=dev)], nb)
@@ -2129,10 +2134,7 @@ def cases(dev, only):
         # a sparse matrix of a million rows times a vector (a graph's adjacency, 1 to 63 entries a row, 32 on
         # average), and 65536 rows of 64 to 1023 (a finite-element matrix); f32. torch: a CSR tensor @ x (cuSPARSE)
         for rows, lo, hi in ((1 << 20, 1, 64), (1 << 16, 64, 1024)):
-            lengths = torch.randint(lo, hi, (rows,), device=dev)
-            row_ptr = torch.zeros(rows + 1, device=dev, dtype=torch.int32)
-            row_ptr[1:] = torch.cumsum(lengths, 0).to(torch.int32)
-            nnz = int(row_ptr[-1])
+            row_ptr, nnz = _row_starts(torch.randint(lo, hi, (rows,)), dev)
             nb = nnz * 8 + rows * 8 + rows * 4
             sets = _sets(lambda: [row_ptr, torch.randint(0, rows, (nnz,), device=dev, dtype=torch.int32),
                                   r(nnz, dt=torch.float32), r(rows, dt=torch.float32),
