@@ -247,6 +247,20 @@ def test_load_and_store_attributes():
     assert store.name == "store" and store.type is None and len(store.args) == 3
 
 
+def test_a_scalar_stores_as_the_one_element_tile_at_its_index():
+    k = kernel("kernel k(x: tensor<f32>[M, N], y: tensor<f32>[M], z: tensor<i16>[M, 2]) {\n"
+               "    store(y, sum(load(x, tile=[1, 32], at=[program_id(0), 0])), at=program_id(0))\n"
+               "    store(z, 7, at=[program_id(0), 1])\n}\n")
+    row, lit = (s.expr for s in k.body)
+    assert row.args[0].type == Tile("f32", (1,)) and row.args[0].name == "splat"
+    assert lit.args[0].type == Tile("i16", (1, 1))  # a literal takes the tensor's type
+
+
+def test_a_scalar_of_another_type_is_not_stored():
+    with pytest.raises(TleError, match=r"cannot store a f32 into tensor<f16>\[M\] 'y'"):
+        kernel("kernel k(y: tensor<f16>[M]) {\n    store(y, 1.5 * cast<f32>(program_id(0)), at=program_id(0))\n}\n")
+
+
 # ---- statements -------------------------------------------------------------------------------------------------
 def test_loops_carry_the_vars_they_assign():
     k = kernel("kernel k(x: tensor<f32>[N], n: i32) {\n    var acc = zeros<f32>[16]\n    var c = 0\n"

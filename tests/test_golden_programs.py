@@ -1047,6 +1047,23 @@ entry(file="scalar_load.tle", kernel="gather_rows", make=_scalar_load_make,
       note="a row index read as a scalar, then x[row, 0] as a scalar with pad=-1 (NaN kept; past the end: -1)")
 
 
+# store_scalar.tle ---------------------------------------------------------------------------------------------------
+def _store_scalar_ref(a, c, k):
+    m, n = a["x"].shape
+    flags = a["flags"].clone().long()
+    flags[:, 1] = 7
+    return {"s": pad2(a["x"], m, 64, 0.0).sum(dim=1), "flags": flags}
+
+
+entry(file="store_scalar.tle", kernel="row_sums", make=lambda c, k, g: {
+          "x": randn((c["M"], c["N"]), g), "s": poison((c["M"],)),
+          "flags": randint((c["M"], 2), g, -5, 5, torch.int16)},
+      grid=lambda c, k: (c["M"] + 2,), ref=_store_scalar_ref, tol={"s": chain(64), "flags": EXACT},
+      cases=[{"M": 7, "N": 100}, {"M": 5, "N": 40}],
+      note="two programs past the last row write nothing; N=100: only the first 64 columns are summed; flags[:, 0] "
+           "is left as it was")
+
+
 # shape_ops.tle ------------------------------------------------------------------------------------------------------
 def _sh_make(c, k, g):
     m, n = c["M"], c["N"]

@@ -1265,8 +1265,12 @@ class _KernelChecker:
         rank = len(t.type.dims)
         v = self.expr(a["value"])
         if not isinstance(v.type, Tile):
-            raise TleError(a["value"].span, f"store() needs a tile, got {v.type}",
-                           [f"make one: full<{t.type.dtype}>[...](value)"])
+            # a scalar is the one-element tile at `at` (a row's sum at its row: `store(y, sum(acc), at=r)`), in the
+            # tensor's element type, or a literal that takes it
+            if v.type.dtype != t.type.dtype and not (isinstance(v, T.Const) and v.weak):
+                raise TleError(a["value"].span, f"cannot store a {v.type} into {t.type} '{t.name}'",
+                               [f"convert it: cast<{t.type.dtype}>(...)"])
+            v = self.coerce(v, Tile(t.type.dtype, (1,) * rank))
         if len(v.type.shape) != rank:
             raise TleError(a["value"].span, f"a {v.type} has {_count(len(v.type.shape), 'dim')} but '{t.name}' "
                                             f"has {rank}",
