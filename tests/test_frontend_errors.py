@@ -40,6 +40,20 @@ def _check_file(path: str, text: str, constants: dict) -> None:
         check_kernel(program, name, constants)
 
 
+def test_comments_after_code_that_read_as_words_are_comments():
+    """The floor-division check (tle/parser.py _no_floor_division) leaves alone a comment that starts with a word,
+    one after a call statement (`at=0` is a keyword argument, not an assignment), and one naming nothing the file
+    uses."""
+    text = ("kernel k<B: int = 16>(x: tensor<i32>[N], y: tensor<i32>[N]) {\n"
+            "    let t = load(x, tile=[B], at=0) // 2 programs a row\n"
+            "    let u = t / 2 // the half\n"
+            "    store(y, u, at=0)  // u\n"
+            "    store(y, u + 1, at=0) // B\n"
+            "    let v = u // TODO\n"
+            "}\n")
+    _check_file("ok.tle", text, {})
+
+
 def test_there_are_enough_cases():
     assert len(CASES) >= 35
 

@@ -7,6 +7,7 @@ and no Lark type leaves this module.
 from __future__ import annotations
 
 import hashlib
+import re
 import io
 import sys
 from pathlib import Path
@@ -334,12 +335,46 @@ def parse(text: str, filename: str = "<string>") -> ast.Module:
         tree = _parser.parse(text)
     except UnexpectedInput as e:
         raise _syntax_error(e, text, filename) from None
+    _no_floor_division(text, filename)
     try:
         return _ToAst(filename).transform(tree)
     except VisitError as e:
         if isinstance(e.orig_exc, TleError):
             raise e.orig_exc from None
         raise
+
+
+_OPERAND_ENDS = {"NAME", "INT", "FLOAT", "RPAR", "RSQB"}
+_BINDS = {"=", "+=", "-=", "*=", "/=", "let", "var", "const", "return"}
+
+
+def _no_floor_division(text: str, filename: str) -> None:
+    """`let h = x // 2` parses as `let h = x` and a comment, so a Python or Triton habit would silently drop the
+    division. A comment that ends a line of `let`, `var`, `const`, `return` or an assignment, right after an operand,
+    and reads as one (a number, a parenthesis, or a name the file uses) is an error. A comment that starts with a word
+    (`// 2 warps`, `// the count`) is one. (Inside brackets, the comment would eat the closing one: a syntax error.)"""
+    prev, binds, depth, line, names, found = None, False, 0, 0, set(), []
+    for tok in _parser.lex(text, dont_ignore=True):
+        if tok.type in ("WS", "BLOCK_COMMENT"):
+            continue
+        if tok.line != line:
+            line, binds, depth = tok.line, False, 0
+        if tok.type == "COMMENT":
+            if binds and prev is not None and prev.line == tok.line and prev.type in _OPERAND_ENDS:
+                found.append(tok)
+            continue
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(str(tok), 0)
+        prev, binds = tok, binds or (depth == 0 and str(tok) in _BINDS)  # not a keyword argument's `=`
+        if tok.type == "NAME":
+            names.add(str(tok))
+    for tok in found:
+        operand = tok[2:].strip()
+        if re.fullmatch(r"\d[\w.]*|\(.*", operand) or operand in names:
+            raise TleError(Span(filename, tok.line, tok.column, tok.line, tok.column + len(tok.rstrip())),
+                           f"'//' starts a comment in tle, so '{tok.rstrip()}' is not a division: the expression "
+                           "ends before it (tle has no floor-division operator)",
+                           [f"integer '/' truncates toward zero, the floor for values that are not negative: write "
+                            f"'/ {operand}'", "if this is a comment, start it with a word"])
 
 
 def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
