@@ -346,6 +346,8 @@ def parse(text: str, filename: str = "<string>") -> ast.Module:
 
 _OPERAND_ENDS = {"NAME", "INT", "FLOAT", "RPAR", "RSQB"}
 _BINDS = {"=", "+=", "-=", "*=", "/=", "let", "var", "const", "return"}
+# a line with code, then a comment that reads as one operand: the lines _no_floor_division looks at closely
+_TRAILING_OPERAND_COMMENT = re.compile(r"\S[ \t]*//[ \t]*(\d[\w.]*|\(.*|[A-Za-z_]\w*)[ \t]*$", re.M)
 
 
 def _no_floor_division(text: str, filename: str) -> None:
@@ -353,6 +355,8 @@ def _no_floor_division(text: str, filename: str) -> None:
     division. A comment that ends a line of `let`, `var`, `const`, `return` or an assignment, right after an operand,
     and reads as one (a number, a parenthesis, or a name the file uses) is an error. A comment that starts with a word
     (`// 2 warps`, `// the count`) is one. (Inside brackets, the comment would eat the closing one: a syntax error.)"""
+    if not _TRAILING_OPERAND_COMMENT.search(text):  # the common case, without lexing the file again
+        return
     prev, binds, depth, line, names, found = None, False, 0, 0, set(), []
     for tok in _parser.lex(text, dont_ignore=True):
         if tok.type in ("WS", "BLOCK_COMMENT"):
