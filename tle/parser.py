@@ -388,6 +388,10 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
         one = Span(filename, line, col, line, col + 1)
         if ch == '"':
             return TleError(one, "unterminated string", ["a string (only used by import) ends on the same line"])
+        if ch == ".":
+            return TleError(one, "unexpected character '.': tle has no attributes, methods or modules",
+                            [_DOT_NOTE.get(_word_before(text, e.pos_in_stream)) or _DOT_NOTE.get(
+                                "." + _word_after(text, e.pos_in_stream)) or _DOT_NOTE[None]])
         return TleError(one, f"unexpected character '{ch}'")
     tok = e.token if isinstance(e, UnexpectedToken) else None
     if tok is not None and tok == "*" and tok.start_pos and text[tok.start_pos - 1] == "/":
@@ -412,7 +416,8 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
         return TleError(span, f"syntax error: '{tok}' is a keyword and cannot be used as a name",
                         [f"keywords: {', '.join(_KEYWORDS)}"])
     prev = _previous_token(text, tok.start_pos) if tok.start_pos else None
-    label = label or _several_names_label(str(tok), expected, prev) or _rule_label(str(tok), expected)
+    label = label or _several_names_label(str(tok), expected, prev) or _rule_label(str(tok), expected) or \
+        _python_habit_label(text, tok, prev)
     if label and label.startswith("missing") and prev is not None:
         # clang-style: a missing closer belongs just after the previous token, not at the next line's first word
         if prev.end_line < tok.line:
@@ -427,6 +432,41 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
     notes = [f"expected {' or '.join(names) if len(names) <= 2 else 'one of: ' + ', '.join(names)}"] \
         if names and len(names) <= 8 else []
     return TleError(span, f"syntax error: unexpected {_describe(tok)}", notes)
+
+
+# What a '.' meant, by the word before it (a module) or after it (a method), in Triton's or torch's spelling.
+_DOT_NOTE = {
+    "tl": "builtins are called by name: write exp(x), not tl.exp(x) (docs/language.md lists them)",
+    "math": "builtins are called by name: write exp(x), sqrt(x)",
+    "torch": "builtins are called by name: write exp(x), sqrt(x)",
+    ".to": "convert with cast<T>(x), e.g. cast<f32>(x)",
+    ".shape": "a tile's shape is fixed by the code that makes it; a tensor's dims are names in its type (x: "
+              "tensor<f32>[M, N] gives M and N)",
+    ".T": "transpose a tile with transpose(x)",
+    None: "call builtins by name (exp(x), sum(x, axis=1)) and convert with cast<T>(x)",
+}
+
+
+def _word_before(text: str, pos: int) -> str:
+    m = re.search(r"(\w+)$", text[:pos])
+    return m.group(1) if m else ""
+
+
+def _word_after(text: str, pos: int) -> str:
+    m = re.match(r"\.(\w+)", text[pos:])
+    return m.group(1) if m else ""
+
+
+def _python_habit_label(text: str, tok: Token, prev: Token | None) -> str | None:
+    """Python's and Triton's spellings that tle's grammar has no place for, named by what to write instead. (Not
+    _EXAMPLES: Lark matches an example only at the same parser stack depth, which grows with each statement.)"""
+    if str(tok) == "[" and prev is not None and prev.type in _OPERAND_ENDS and prev.line == tok.line:
+        return ("a tile is not indexed with [...]: read one element with load(x, at=i), or reduce the tile (sum, "
+                "max, ...)")
+    line = text[:tok.start_pos].rsplit("\n", 1)[-1]
+    if str(tok) == "else" and re.search(r"=.*\bif\b", line):
+        return "'if' starts a statement: a value chosen by a condition is where(cond, a, b)"
+    return None
 
 
 def _previous_token(text: str, pos: int) -> Token | None:
