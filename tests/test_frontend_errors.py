@@ -54,6 +54,25 @@ def test_comments_after_code_that_read_as_words_are_comments():
     _check_file("ok.tle", text, {})
 
 
+def _deep_examples():
+    from tle.parser import _EXAMPLES
+    for label, examples in _EXAMPLES.items():
+        for example in examples:
+            # `= 1` and `)` would continue the statement before them (newlines are whitespace): not these
+            if example.startswith("kernel k() { ") and example[13] not in "=)":
+                yield label, example
+
+
+@pytest.mark.parametrize("label,example", list(_deep_examples()))
+def test_a_named_syntax_error_is_named_after_other_statements_too(label, example):
+    """Lark's match_examples matched an example only at the same parser stack depth, so a mistake written after
+    other statements lost its name ("missing '=' in the declaration" became "unexpected '1'")."""
+    deep = example.replace("kernel k() { ", "kernel k(x: tensor<f32>[N]) {\n    let p = 1\n    let q = f(p)\n    ", 1)
+    with pytest.raises(TleError) as info:
+        load_program(deep, "deep.tle")
+    assert label in str(info.value).splitlines()[0]
+
+
 def test_there_are_enough_cases():
     assert len(CASES) >= 35
 

@@ -6,6 +6,7 @@ and no Lark type leaves this module.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import io
@@ -288,8 +289,8 @@ class _ToAst(Transformer):
         return ast.UnaryOp(self.sp(meta), "~", items[0])
 
 
-# Named messages for common syntax mistakes (Lark's match_examples picks the example that failed in the same
-# parser state, preferring one that failed on the same kind of token).
+# Named messages for common syntax mistakes (_example_label picks the example that failed in the same parser
+# state, preferring one that failed on the same token). Each example may sit anywhere in a kernel.
 _EXAMPLES = {
     "missing '{' after the kernel's parameters": ["kernel k(x: tensor<f32>[N]) let"],
     "missing '{' to open the block": ["kernel k() { if a < 1 let }", "kernel k() { for i in range(3) let }",
@@ -398,7 +399,7 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
         return TleError(Span(filename, line, col - 1, line, col + 1), "unterminated comment: '/*' has no '*/'")
     label = None
     try:
-        label = e.match_examples(_parser.parse, _EXAMPLES, use_accepts=True)
+        label = _example_label(e)
     except Exception:  # noqa: BLE001 - a failed match only loses the named message
         label = None
     if tok is None or tok.type == "$END":
@@ -455,6 +456,38 @@ def _word_before(text: str, pos: int) -> str:
 def _word_after(text: str, pos: int) -> str:
     m = re.match(r"\.(\w+)", text[pos:])
     return m.group(1) if m else ""
+
+
+@functools.cache
+def _example_failures() -> tuple:
+    """(label, LALR state, accepted terminals, token) where each of _EXAMPLES fails, parsed once per process."""
+    out = []
+    for label, examples in _EXAMPLES.items():
+        for example in examples:
+            try:
+                _parser.parse(example)
+            except UnexpectedInput as ut:
+                if getattr(ut, "state", None) is not None:
+                    out.append((label, ut.state.position, getattr(ut, "accepts", None), getattr(ut, "token", None)))
+    return tuple(out)
+
+
+def _example_label(e: UnexpectedInput) -> str | None:
+    """The label of the example that failed in the same LALR state, expecting the same terminals: on the same token
+    if one did, else the first. Lark's own match_examples also asks for the same parser stack depth, which grows
+    with every statement before the error, so an example written as a kernel's first statement stopped matching
+    from the second on ("missing '=' in the declaration" became "unexpected '1'")."""
+    state = getattr(e, "state", None)
+    if state is None:
+        return None
+    accepts, token, first = getattr(e, "accepts", None), getattr(e, "token", None), None
+    for label, position, example_accepts, example_token in _example_failures():
+        if position != state.position or (example_accepts is not None and example_accepts != accepts):
+            continue
+        if example_token == token:
+            return label
+        first = first or label
+    return first
 
 
 def _python_habit_label(text: str, tok: Token, prev: Token | None) -> str | None:
