@@ -226,6 +226,17 @@ def dtype_of(v) -> str | None:
     return canonical(text) or _FOREIGN_DTYPES.get(text)
 
 
+# Triton's masked tl.load / tl.store at computed offsets is gather / scatter in tle: load and store move whole tiles
+# by tile index, and take no mask.
+_ELEMENTWISE_MEMORY = {
+    ("load", "mask"): ["load() reads a whole tile at a tile index (bounds checked); to read elements at computed "
+                       "indices, masked, write gather(x, indices, mask=..., other=...)"],
+    ("load", "other"): ["load() pads a tile with pad=...; gather(x, indices, mask=..., other=...) reads elements"],
+    ("store", "mask"): ["store() writes a whole tile at a tile index (bounds checked); to write elements at computed "
+                        "indices, masked, write scatter(x, indices, value, mask=...)"],
+}
+
+
 def _suggest(name: str, candidates) -> list[str]:
     close = difflib.get_close_matches(name, [c for c in candidates if c != name], n=1)
     return [f"did you mean '{close[0]}'?"] if close else []
@@ -1056,8 +1067,9 @@ class _KernelChecker:
         for kw in e.kwargs:
             if kw.name not in names + kw_only:
                 raise TleError(kw.span, f"{e.func}() has no argument '{kw.name}'",
-                               _suggest(kw.name, names + kw_only) or
-                               [f"its arguments: {', '.join(names + kw_only) or 'none'}"])
+                               _ELEMENTWISE_MEMORY.get((e.func, kw.name), []) + (
+                                   _suggest(kw.name, names + kw_only) or
+                                   [f"its arguments: {', '.join(names + kw_only) or 'none'}"]))
             if kw.name in bound:
                 raise TleError(kw.span, f"{e.func}() got argument '{kw.name}' twice")
             bound[kw.name] = kw.value
