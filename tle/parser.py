@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import re
 import io
+import re
 import sys
 from pathlib import Path
 
@@ -417,8 +417,8 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
         return TleError(span, f"syntax error: '{tok}' is a keyword and cannot be used as a name",
                         [f"keywords: {', '.join(_KEYWORDS)}"])
     prev = _previous_token(text, tok.start_pos) if tok.start_pos else None
-    label = label or _several_names_label(str(tok), expected, prev) or _rule_label(str(tok), expected) or \
-        _python_habit_label(text, tok, prev)
+    label = _python_habit_label(text, tok, prev) or label or _several_names_label(str(tok), expected, prev) or \
+        _rule_label(str(tok), expected)
     if label and label.startswith("missing") and prev is not None:
         # clang-style: a missing closer belongs just after the previous token, not at the next line's first word
         if prev.end_line < tok.line:
@@ -491,12 +491,14 @@ def _example_label(e: UnexpectedInput) -> str | None:
 
 
 def _python_habit_label(text: str, tok: Token, prev: Token | None) -> str | None:
-    """Python's and Triton's spellings that tle's grammar has no place for, named by what to write instead. (Not
-    _EXAMPLES: Lark matches an example only at the same parser stack depth, which grows with each statement.)"""
-    if str(tok) == "[" and prev is not None and prev.type in _OPERAND_ENDS and prev.line == tok.line:
+    """Python's and Triton's spellings that tle's grammar has no place for, named by what to write instead. They
+    come before _EXAMPLES, whose examples fail in the same parser states for other reasons (`a if c else b` stops
+    where `if a = 1 {` does)."""
+    line = text[:tok.start_pos].rsplit("\n", 1)[-1]
+    if str(tok) == "[" and prev is not None and prev.type in _OPERAND_ENDS and prev.line == tok.line and \
+            line[:prev.column - 1].strip():  # inside an expression; `a[0] = 1` as a statement is _EXAMPLES'
         return ("a tile is not indexed with [...]: read one element with load(x, at=i), or reduce the tile (sum, "
                 "max, ...)")
-    line = text[:tok.start_pos].rsplit("\n", 1)[-1]
     if str(tok) == "else" and re.search(r"=.*\bif\b", line):
         return "'if' starts a statement: a value chosen by a condition is where(cond, a, b)"
     return None
