@@ -50,6 +50,7 @@ def test_comments_after_code_that_read_as_words_are_comments():
             "    store(y, u, at=0)  // u\n"
             "    store(y, u + 1, at=0) // B\n"
             "    let v = u // TODO\n"
+            "    let w = v // (see docs)\n"
             "}\n")
     _check_file("ok.tle", text, {})
 

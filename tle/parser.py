@@ -348,14 +348,16 @@ def parse(text: str, filename: str = "<string>") -> ast.Module:
 _OPERAND_ENDS = {"NAME", "INT", "FLOAT", "RPAR", "RSQB"}
 _BINDS = {"=", "+=", "-=", "*=", "/=", "let", "var", "const", "return"}
 # a line with code, then a comment that reads as one operand: the lines _no_floor_division looks at closely
-_TRAILING_OPERAND_COMMENT = re.compile(r"\S[ \t]*//[ \t]*(\d[\w.]*|\(.*|[A-Za-z_]\w*)[ \t]*$", re.M)
+_OPERAND = r"\d[\w.]*|[A-Za-z_]\w*|\(\s*[\w.]+(\s*[-+*/%]\s*[\w.]+)*\s*\)"  # 2, BLOCK, (k + 1); not (see docs)
+_TRAILING_OPERAND_COMMENT = re.compile(rf"\S[ \t]*//[ \t]*({_OPERAND})[ \t]*$", re.M)
 
 
 def _no_floor_division(text: str, filename: str) -> None:
     """`let h = x // 2` parses as `let h = x` and a comment, so a Python or Triton habit would silently drop the
     division. A comment that ends a line of `let`, `var`, `const`, `return` or an assignment, right after an operand,
-    and reads as one (a number, a parenthesis, or a name the file uses) is an error. A comment that starts with a word
-    (`// 2 warps`, `// the count`) is one. (Inside brackets, the comment would eat the closing one: a syntax error.)"""
+    and reads as one (a number, a parenthesised expression, or a name the file uses) is an error. A comment that
+    starts with a word (`// 2 warps`, `// the count`, `// (see docs)`) is one. (Inside brackets, the comment would
+    eat the closing one: a syntax error.)"""
     if not _TRAILING_OPERAND_COMMENT.search(text):  # the common case, without lexing the file again
         return
     prev, binds, depth, line, names, found = None, False, 0, 0, set(), []
@@ -374,7 +376,8 @@ def _no_floor_division(text: str, filename: str) -> None:
             names.add(str(tok))
     for tok in found:
         operand = tok[2:].strip()
-        if re.fullmatch(r"\d[\w.]*|\(.*", operand) or operand in names:
+        a_name = operand[:1].isalpha() or operand[:1] == "_"
+        if re.fullmatch(_OPERAND, operand) and (operand in names or not a_name):
             raise TleError(Span(filename, tok.line, tok.column, tok.line, tok.column + len(tok.rstrip())),
                            f"'//' starts a comment in tle, so '{tok.rstrip()}' is not a division: the expression "
                            "ends before it (tle has no floor-division operator)",
