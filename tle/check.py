@@ -237,6 +237,13 @@ _ELEMENTWISE_MEMORY = {
 }
 
 
+# Python's names for what tle spells otherwise.
+_PYTHON_NAMES = {
+    "True": ["tle writes true and false"], "False": ["tle writes true and false"],
+    "None": ["tle has no None: an absent mask is no mask= at all, an unused value is not written"],
+}
+
+
 def _suggest(name: str, candidates) -> list[str]:
     close = difflib.get_close_matches(name, [c for c in candidates if c != name], n=1)
     return [f"did you mean '{close[0]}'?"] if close else []
@@ -838,7 +845,7 @@ class _KernelChecker:
 
     def unknown(self, name: str, span: Span):
         cands = self.scope.visible() | set(BUILTIN_CONSTS) | set(self.p.const_values)
-        raise TleError(span, f"unknown name '{name}'", _suggest(name, cands))
+        raise TleError(span, f"unknown name '{name}'", _PYTHON_NAMES.get(name) or _suggest(name, cands))
 
     def not_callable(self, e: ast.Call):
         """The error for a call of something that is not a fn or a builtin."""

@@ -426,6 +426,9 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
         # clang-style: a missing closer belongs just after the previous token, not at the next line's first word
         if prev.end_line < tok.line:
             span = Span(filename, prev.end_line, prev.end_column, prev.end_line, prev.end_column + 1)
+    if prev is not None and str(prev) == "elif":  # the mistake is the word before the token Lark stopped at
+        return TleError(Span(filename, prev.line, prev.column, prev.end_line, prev.end_column),
+                        f"syntax error: {label}")
     if label:
         return TleError(span, f"syntax error: {label}", [f"found {_describe(tok)}"])
     names = sorted(_terminal_name(t) for t in expected - _EXPR_START)
@@ -504,6 +507,10 @@ def _python_habit_label(text: str, tok: Token, prev: Token | None) -> str | None
                 "max, ...)")
     if str(tok) == "else" and re.search(r"=.*\bif\b", line):
         return "'if' starts a statement: a value chosen by a condition is where(cond, a, b)"
+    if str(tok) == ":" and re.match(r"\s*(for|if|else|while)\b", line):
+        return "a block is in braces, not after a colon: for i in range(n) { ... }, if c { ... } else { ... }"
+    if prev is not None and str(prev) == "elif":
+        return "tle writes 'else if', not 'elif': if a { ... } else if b { ... }"
     return None
 
 
