@@ -244,6 +244,18 @@ _PYTHON_NAMES = {
 }
 
 
+# Triton's, torch's and Python's calls that tle spells otherwise (difflib would suggest 'load' for 'float').
+_TRITON_CALLS = {
+    "maximum": ["write max(a, b)"], "minimum": ["write min(a, b)"], "clamp": ["write min(max(x, lo), hi)"],
+    "trans": ["write transpose(x)"], "permute": ["write transpose(x, perm=[...])"], "view": ["write reshape(x, [...])"],
+    "broadcast_to": ["write broadcast(x, [...])"], "float": ["convert with cast<f32>(x)"],
+    "int": ["convert with cast<i32>(x)"], "bool": ["compare: x != 0"], "zeros_like": ["write zeros<T>[...]"],
+    "full_like": ["write full<T>[...](value)"], "fdiv": ["write a / b"], "div_rn": ["write a / b"],
+    "sqrt_rn": ["write sqrt(x)"],
+    "softmax": ["write it out: exp(x - max(x, axis=1, keepdims=true)) over its sum (examples/softmax.tle)"],
+}
+
+
 def _suggest(name: str, candidates) -> list[str]:
     close = difflib.get_close_matches(name, [c for c in candidates if c != name], n=1)
     return [f"did you mean '{close[0]}'?"] if close else []
@@ -856,7 +868,8 @@ class _KernelChecker:
                            ["write the shared part as a fn"])
         if self.scope.lookup(e.func) is not None or e.func in self.p.const_values or e.func in BUILTIN_CONSTS:
             raise TleError(e.name_span, f"'{e.func}' is not a function")
-        raise TleError(e.name_span, f"unknown name '{e.func}'", _suggest(e.func, [*BUILTINS, *self.p.fns]))
+        raise TleError(e.name_span, f"unknown name '{e.func}'",
+                       _TRITON_CALLS.get(e.func) or _suggest(e.func, [*BUILTINS, *self.p.fns]))
 
     def expr_UnaryOp(self, e: ast.UnaryOp):
         x = self.expr(e.operand)

@@ -507,6 +507,10 @@ def _python_habit_label(text: str, tok: Token, prev: Token | None) -> str | None
                 "max, ...)")
     if str(tok) == "else" and re.search(r"=.*\bif\b", line):
         return "'if' starts a statement: a value chosen by a condition is where(cond, a, b)"
+    if str(tok) == "(" and prev is not None and str(prev) in ("zeros", "ones", "full", "cast", "bitcast"):
+        form = {"zeros": "zeros<f32>[16, 16]", "ones": "ones<f32>[16, 16]", "full": "full<f32>[16, 16](value)",
+                "cast": "cast<f32>(x)", "bitcast": "bitcast<i32>(x)"}[str(prev)]
+        return f"{prev} takes its element type in <...>: {form}"
     if str(tok) == ":" and re.match(r"\s*(for|if|else|while)\b", line):
         return "a block is in braces, not after a colon: for i in range(n) { ... }, if c { ... } else { ... }"
     if prev is not None and str(prev) == "elif":
