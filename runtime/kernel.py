@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 import os
 import warnings
 from dataclasses import dataclass
@@ -50,6 +51,17 @@ def tle_dtype(torch_dt) -> str | None:
 
 class LaunchError(TypeError):
     """A launch whose arguments do not fit the kernel (raised before anything reaches the GPU)."""
+
+
+def _whole(g) -> int:
+    """A grid size as an int: an int, numpy's or a 0-d integer tensor, or a float that is a whole number. A float
+    with a fraction (`N / BLOCK`) is an error: int() would round it down and drop the last, partial tile."""
+    if isinstance(g, float):
+        if not g.is_integer():
+            raise LaunchError(f"a grid of {g} programs: a float with a fraction would be rounded down, dropping the "
+                              "last, partial tile; round up with triton.cdiv(N, BLOCK) or (N + BLOCK - 1) // BLOCK")
+        return int(g)
+    return operator.index(g)
 
 
 class TleFallbackWarning(UserWarning):
@@ -112,6 +124,10 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<tle kernel {self.name} from {self.program.file}>"
+
+    def __call__(self, *args, **kwargs):
+        raise LaunchError(f"{self.name}() is launched with a grid: {self.name}[grid](...), e.g. "
+                          f"{self.name}[(triton.cdiv(N, BLOCK),)](...) for one program per tile of a 1-D N")
 
     def __getitem__(self, grid):
         try:
@@ -237,8 +253,8 @@ class Kernel:
     def _concrete_grid(grid):
         """The grid as 3 ints where it is given as numbers, so a plan may rely on it (tle/abi.py's grid facts);
         None where it is a callable, computed at each launch, or not a grid at all (the launch then says why)."""
-        if type(grid) is tuple and 1 <= len(grid) <= 3:  # the common cases, kept cheap: the launch checks them
-            return grid + (1,) * (3 - len(grid))
+        if type(grid) is tuple and 1 <= len(grid) <= 3 and all(type(g) is int for g in grid):  # the common cases
+            return grid + (1,) * (3 - len(grid))  # (negative sizes: the launch says so)
         if callable(grid):
             return None
         try:
@@ -405,7 +421,12 @@ class Kernel:
             grid = grid(meta)
         if isinstance(grid, int):
             grid = (grid,)
-        grid = tuple(int(g) for g in grid)
+        try:
+            grid = tuple(_whole(g) for g in grid)
+        except LaunchError:
+            raise
+        except TypeError:
+            raise LaunchError(f"grid must be 1 to 3 non-negative ints; got {grid!r}") from None
         if not 1 <= len(grid) <= 3 or any(g < 0 for g in grid):
             raise LaunchError(f"grid must be 1 to 3 non-negative ints; got {grid}")
         return grid + (1,) * (3 - len(grid))

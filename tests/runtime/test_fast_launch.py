@@ -371,6 +371,29 @@ def test_launch_errors_are_the_python_paths(ext):
         k[(1, 2, 3, 4)](x, x, 1.0, 1)
 
 
+def test_a_grid_of_a_fractional_float_is_refused_not_rounded_down():
+    """`k[(N / BLOCK,)]` with N = 100, BLOCK = 32 would launch 3 programs for 4 tiles (int() rounds down) and leave
+    the last 4 elements unwritten; a whole float (3.0), numpy's ints and 0-d tensors are sizes like an int."""
+    import numpy as np
+    k = tle.compile(SCALE).scale
+    x, y = torch.randn(100), torch.full((100,), float("nan"))
+    with pytest.raises(LaunchError, match=r"a grid of 3\.125 programs: .* round up with triton\.cdiv"):
+        k[(100 / 32,)](x, y, 2.0, 1)
+    assert torch.isnan(y).all()  # nothing ran
+    for grid in [(4.0,), (np.int64(4),), (torch.tensor(4),), 4, [4]]:
+        y.fill_(float("nan"))
+        k[grid](x, y, 2.0, 1)
+        assert torch.equal(y, x * 2.0 + 1.0), grid
+    with pytest.raises(LaunchError, match="grid must be 1 to 3 non-negative ints"):
+        k[("4",)](x, y, 2.0, 1)
+
+
+def test_calling_a_kernel_without_a_grid_says_how_to_launch_it():
+    k = tle.compile(SCALE).scale
+    with pytest.raises(LaunchError, match=r"scale\(\) is launched with a grid: scale\[grid\]\(\.\.\.\)"):
+        k(torch.randn(8), torch.randn(8), 1.0, 1)
+
+
 def run_python(code: str, **env) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           env={**os.environ, **env})
