@@ -418,3 +418,15 @@ def test_a_dim_passed_to_a_fn_stays_a_dim_so_its_loops_keep_their_launch_facts()
            "kernel k(x: tensor<f32>[N], y: tensor<f32>[16]) {\n    store(y, total(x, N))\n}\n")
     k = kernel(src)
     assert len(loop_facts(k)) == 1  # the loop's stop, N / 16, is a size the launch facts can evaluate
+
+
+def test_compile_takes_a_path_or_says_that_it_is_missing(tmp_path):
+    """tle.compile's argument is a path when it ends in .tle (no program does); a missing file was read as source
+    text and failed as a syntax error at <string>:1:1."""
+    import tle
+    path = tmp_path / "k.tle"
+    path.write_text("kernel k(x: tensor<f32>[N]) {\n    store(x, load(x, tile=[16], at=0), at=0)\n}\n")
+    assert tle.compile(path).k.name == "k"  # a pathlib.Path too
+    assert tle.compile(str(path)).k.name == "k"
+    with pytest.raises(FileNotFoundError, match=r"no file '.*missing\.tle'"):
+        tle.compile(str(tmp_path / "missing.tle"))

@@ -46,7 +46,12 @@ def compile(source: str, *, backend: str = "auto", quiet: bool = True, arch: str
             filename: str | None = None, tune: dict | None = None) -> Module:  # noqa: A001 - as re.compile
     """Parse and check a .tle file (or source text); kernels compile lazily, per specialisation, on launch.
     `tune` maps kernel names to tuning spaces (a tle.tuning.TuneSpace or a dict of params; docs/tuning.md)."""
-    if filename is None and "\n" not in source and source.endswith(".tle") and os.path.exists(source):
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if filename is None and "\n" not in source and source.endswith(".tle"):  # a path: no program ends in ".tle"
+        if not os.path.exists(source):
+            raise FileNotFoundError(f"tle.compile: no file {source!r} (it takes a path to a .tle file, or source "
+                                    "text)")
         filename = source
         with open(source, encoding="utf-8") as f:
             source = f.read()
