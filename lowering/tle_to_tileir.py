@@ -303,7 +303,7 @@ def _all_or_none(axes: frozenset, rank: int) -> frozenset:
 # Bytecode 13.4 took 4 and 8 only; an accumulator too large for 8 warps (256x256 f32) still spills.
 _ACC_VALUES_PER_THREAD = 128
 _TILE_VALUES_PER_THREAD = 32
-_ONE_WARP_TILE = 64  # and twice this on 2 warps
+_ONE_WORKER_WARP_TILE = 64  # and twice this on 2 warps
 _SMALL_DOTS_VALUES_PER_THREAD = 32  # _occupancy: dots this small leave room for 4 CTAs per SM
 
 
@@ -311,11 +311,11 @@ def _worker_warps(live: list, largest_tile: int) -> int | None:
     """The num_worker_warps hint: for a kernel with dots (`live`: the accumulator registers kept live together,
     _live_registers) 8 when the most exceeds _ACC_VALUES_PER_THREAD per thread on 4 warps; for one without, 8 when
     its largest tile (elements) exceeds _TILE_VALUES_PER_THREAD per thread on 4 warps, and 1 or 2 when it holds at
-    most _ONE_WARP_TILE or twice that; else none (tileiras' choice, 4)."""
+    most _ONE_WORKER_WARP_TILE or twice that; else none (tileiras' choice, 4)."""
     if live:
         return 8 if max(live) > _ACC_VALUES_PER_THREAD * 4 * 32 else None
-    if largest_tile <= 2 * _ONE_WARP_TILE:
-        return 1 if largest_tile <= _ONE_WARP_TILE else 2
+    if largest_tile <= 2 * _ONE_WORKER_WARP_TILE:
+        return 1 if largest_tile <= _ONE_WORKER_WARP_TILE else 2
     return 8 if largest_tile > _TILE_VALUES_PER_THREAD * 4 * 32 else None
 
 

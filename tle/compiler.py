@@ -159,9 +159,12 @@ def num_warps_choice(kernel: Kernel) -> tuple[int, str]:
     if held:
         warps = 8 if held >= WIDE_DOT_ELEMENTS else 4
         return warps, f"its dots hold {held} values at once (8 warps from {WIDE_DOT_ELEMENTS})"
+    tile = largest_tile(kernel)
+    if tile <= ONE_WARP_TILE:
+        return 1, (f"no dot, and its largest tile has {tile} elements, at most {ONE_WARP_TILE}: one warp holds it, "
+                   "without copies across warps or a reduction through shared memory")
     every = list(nodes(kernel.body))
     ops = [n for n in every if isinstance(n, Op)]
-    tile = largest_tile(kernel)
     crossing = sorted({n.name for n in ops if _crosses_threads(n)} & CROSS_THREAD_OPS)
     # A scan sets the budget only over the largest tile: a small one (a running count of 16 beside a wide row)
     # leaves the rest of the kernel's values to the other rules.
@@ -174,9 +177,6 @@ def num_warps_choice(kernel: Kernel) -> tuple[int, str]:
     warps = 4
     while warps < MAX_DEFAULT_WARPS and tile > warps * 32 * per_thread:
         warps *= 2
-    if tile <= ONE_WARP_TILE:
-        return 1, (f"no dot, and its largest tile has {tile} elements, at most {ONE_WARP_TILE}: one warp holds it, "
-                   "without copies across warps or a reduction through shared memory")
     why = (f"no dot; its largest tile has {tile} elements, and {kind}: about {per_thread} a thread, from 4 to "
            f"{MAX_DEFAULT_WARPS} warps")
     lo = MAX_DEFAULT_WARPS * 32 * 32  # 16 warps hold more than 32 values a thread above this
