@@ -269,5 +269,28 @@ def unit_insertion(src, dst) -> list[int] | None:
     return axes if all(d == 1 for d in dst[at:]) else None
 
 
+_EXTREME_PARTNER = {"max": "argmax", "argmax": "max", "min": "argmin", "argmin": "min"}
+
+
+def extreme_partner(op) -> "ir.Operation | None":
+    """The other half of a max/argmax (or min/argmin) pair: a tle.reduce of the partner kind over the same tile
+    and axis, in the same block, else None. Both lowerings then reduce once: argmax's (value, index) reduction,
+    carrying the max itself (maximumf, NaN-propagating) as its value, gives both results. Where the carried value
+    is a NaN or a zero of either sign, the index's compares treat it as the value it stands for did (NaN above
+    every number, -0.0 equal to +0.0), so the index is argmax's, and the value is max's (docs/numerics.md).
+    A top-1 router takes both of the same logits (benchmarks/RESULTS.md, "max and argmax in one reduction")."""
+    op = op.operation
+    partner = _EXTREME_PARTNER.get(ir.StringAttr(op.attributes["kind"]).value)
+    if partner is None:
+        return None
+    axis = ir.IntegerAttr(op.attributes["axis"]).value
+    for use in op.operands[0].uses:
+        other = use.owner.operation
+        if other.name == "tle.reduce" and ir.StringAttr(other.attributes["kind"]).value == partner and \
+                ir.IntegerAttr(other.attributes["axis"]).value == axis and other.block == op.block:
+            return other
+    return None
+
+
 def registered() -> bool:
     return PROVIDER == "torch_mlir"

@@ -53,7 +53,8 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
 - tle.reduce -> `reduce`: sum (identity -0.0, the true additive identity; f16/bf16 summed in f32), max / min with
   NaN-propagating maxf/minf, argmax / argmin as a two-operand reduce over (value, index) whose combine prefers the
   larger (smaller) value, then NaN, then the lower index: commutative, so Tile IR's unspecified order gives the
-  first index of the extreme. tle.scan -> `scan`.
+  first index of the extreme; a max and an argmax of the same tile and axis are one such reduce, carrying the max
+  as its value (extreme_partner). tle.scan -> `scan`.
 - scf.for -> `for`, scf.if -> `if`, with results and carried values; tle.num_stages / tle.unroll are dropped
   (tileiras pipelines on its own), and so is tle.nonempty (the native path's reason for it, ptxas serialising
   wgmmas, was not seen here: x @ w^T with 128x256 tiles ran at 0.90-0.96x of cuBLAS on this path, against
@@ -117,7 +118,7 @@ from dataclasses import dataclass, field
 from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
 from ..dialects.mlir import has_uses, ir, nested_ops
-from ..dialects.tle import constant_int, inside_axes, relaxed_atomics, unbroadcast, unit_insertion
+from ..dialects.tle import constant_int, extreme_partner, inside_axes, relaxed_atomics, unbroadcast, unit_insertion
 from ..types import BYTES, MLIR_F8
 
 __all__ = ["tle_to_tileir", "TileirOptions", "LOWERED_OPS"]
@@ -1325,11 +1326,19 @@ class _Kernel:
         return r
 
     def op_tle_reduce(self, op):
+        if op.result in self.values:  # lowered with its max/argmax partner
+            return
         kind = ir.StringAttr(op.attributes["kind"]).value
         axis = ir.IntegerAttr(op.attributes["axis"]).value
         x = self.get(op.operands[0])
         elem = self.elem(x)
         flt = elem not in INT_ELEMS
+        if (partner := extreme_partner(op)) is not None:  # one (value, index) reduction gives both
+            value, index = self.arg_extreme(x, axis, kind in ("max", "argmax"), carry_extreme=True)
+            for reduce_op in (op, partner):
+                self.set(reduce_op.result,
+                         index if ir.StringAttr(reduce_op.attributes["kind"]).value.startswith("arg") else value)
+            return
         if kind == "sum":
             src = ct.ftof(x, "f32") if elem in HALF else x
             (r,) = ct.reduce([src], axis, [-0.0 if flt else 0],
@@ -1346,13 +1355,15 @@ class _Kernel:
                 identity = _int_min(elem) if kind == "max" else _int_max(elem)
                 (r,) = ct.reduce([x], axis, [identity], lambda l, r: [fn(l, r, signed=True)])
         elif kind in ("argmax", "argmin"):
-            r = self.arg_extreme(x, axis, kind == "argmax")
+            _, r = self.arg_extreme(x, axis, kind == "argmax")
         else:
             self.fail(op, f"reduce kind '{kind}' has no Tile IR lowering")
         self.set(op.result, r)
 
-    def arg_extreme(self, x: "ir.Value", axis: int, is_max: bool) -> "ir.Value":
-        """The first index of the largest (smallest) value along axis; NaN counts as the extreme."""
+    def arg_extreme(self, x: "ir.Value", axis: int, is_max: bool, carry_extreme: bool = False):
+        """The first index of the largest (smallest) value along axis, NaN counting as the extreme, and the value
+        the reduction carried: with `carry_extreme`, the max (min) along axis itself, NaN-propagating (the
+        TTIR lowering's _arg_combine says why the index is the same)."""
         shape, elem = self.shape(x), self.elem(x)
         flt = elem not in INT_ELEMS
         index = self.along(ct.iota(shape[axis], "i32"), axis, shape)
@@ -1372,10 +1383,16 @@ class _Kernel:
                 tie = ct.cmpi("equal", va, vb)
                 wins = ct.cmpi(better, va, vb)
             pick = ct.ori(wins, ct.andi(tie, lower))
-            return [ct.select(pick, va, vb), ct.select(pick, ia, ib)]
+            if not carry_extreme:
+                value = ct.select(pick, va, vb)
+            elif flt:
+                value = (ct.maxf if is_max else ct.minf)(va, vb, propagate_nan=True)
+            else:
+                value = (ct.maxi if is_max else ct.mini)(va, vb, signed=True)
+            return [value, ct.select(pick, ia, ib)]
 
-        _, idx = ct.reduce([x, index], axis, [worst, _int_max("i32")], combine)
-        return idx
+        value, idx = ct.reduce([x, index], axis, [worst, _int_max("i32")], combine)
+        return value, idx
 
     def op_tle_scan(self, op):
         kind = ir.StringAttr(op.attributes["kind"]).value

@@ -29,7 +29,8 @@ Lowering choices (the semantics are the ones dialects/tle.py states):
   wins (+NaN for max, -NaN for min), so NaN propagates from the value. A NaN already in memory stays only if its
   sign bit is clear (max) or set (min).
 - reduce max/min: arith.maximumf/minimumf (NaN-propagating); argmax/argmin: a two-operand tt.reduce over
-  (value, index) whose combine prefers the larger (smaller) value, then NaN, then the lower index.
+  (value, index) whose combine prefers the larger (smaller) value, then NaN, then the lower index. A max and an
+  argmax of the same tile and axis are one such reduce, whose carried value is the max (extreme_partner).
 - f32 division is Triton's own `/` (arith.divf: div.full.f32, within 2 ulp; docs/numerics.md), so a tile divided
   by one value per row costs one reciprocal, not a correctly rounded division per element. f16/bf16 division
   (arith.divf of them does not compile) and sqrt are IEEE: tt.precise_divf / tt.precise_sqrt, f16/bf16 through
@@ -52,7 +53,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..dialects.mlir import has_uses, ir, isa, nested_ops
-from ..dialects.tle import constant_int, inside_axes, relaxed_atomics, unbroadcast, unit_insertion
+from ..dialects.tle import constant_int, extreme_partner, inside_axes, relaxed_atomics, unbroadcast, unit_insertion
 from ..types import BITS, MLIR_F8, wrap
 
 # Triton 3.6 enums (I32EnumAttr: written as plain i32 in the generic form). Values from triton._C.libtriton.ir.
@@ -724,29 +725,38 @@ _COMBINE = {  # kind -> (float op, int op)
 
 
 def _reduce(L: _Lowering, op):
+    if op.result in L.values:  # lowered with its max/argmax partner
+        return
     x = L.v(op.operands[0])
     kind, axis = _attr_str(op, "kind"), _attr_int(op, "axis")
     e = _elem(x.type)
     attrs = {"axis": _i32_attr(axis)}
-    if kind in _COMBINE:
+    partner = extreme_partner(op)
+    if kind in _COMBINE and partner is None:
         name = _COMBINE[kind][0 if _is_float(e) else 1]
         new = L.op("tt.reduce", [op.result.type], [x], attrs, regions=1)
         _combine_region(L, new, [e, e], lambda a: [L.binop(name, a[0], a[1])], "tt.reduce.return")
         L.bind(op, new.result)
         return
-    # argmax / argmin: reduce (value, index) pairs.
+    # argmax / argmin: reduce (value, index) pairs; with a max (min) of the same tile, that max is the value.
+    arg_kind = kind if kind.startswith("arg") else "arg" + kind
     shape = _shape(x)
     index = L.along(L.arange(shape[axis]), axis, shape)
-    rtype = op.result.type
-    vtype = L._like(rtype, e)
-    new = L.op("tt.reduce", [vtype, rtype], [x, index], attrs, regions=1)
-    _combine_region(L, new, [e, _i(32), e, _i(32)], lambda a: _arg_combine(L, kind, *a), "tt.reduce.return")
-    L.bind(op, new.results[1])
+    itype = L._like(op.result.type, _i(32))
+    vtype = L._like(op.result.type, e)
+    new = L.op("tt.reduce", [vtype, itype], [x, index], attrs, regions=1)
+    _combine_region(L, new, [e, _i(32), e, _i(32)],
+                    lambda a: _arg_combine(L, arg_kind, *a, carry_extreme=partner is not None), "tt.reduce.return")
+    value, idx = new.results
+    for reduce_op in (op, partner) if partner is not None else (op,):
+        L.bind(reduce_op, idx if _attr_str(reduce_op, "kind").startswith("arg") else value)
 
 
-def _arg_combine(L: _Lowering, kind, v1, i1, v2, i2):
+def _arg_combine(L: _Lowering, kind, v1, i1, v2, i2, carry_extreme=False):
     """Keep (v1, i1) when v1 is the better extreme: strictly larger (argmax) / smaller (argmin), or NaN against a
-    number (NaN wins, as in max/min), or equal (both NaN counts as equal) with the lower index.
+    number (NaN wins, as in max/min), or equal (both NaN counts as equal) with the lower index. With
+    `carry_extreme`, the value carried is max(v1, v2) (min), NaN-propagating with -0.0 < +0.0, for a max (min)
+    that shares this reduction (extreme_partner); the compares cannot tell it from the value at the index.
 
     For floats, `better` is "v1 beats v2 or is NaN, and v2 is a number" (one unordered compare and one NaN test), and
     `worse` the same with the two swapped; neither holds exactly when the two are equal or both NaN. That is two
@@ -762,6 +772,9 @@ def _arg_combine(L: _Lowering, kind, v1, i1, v2, i2):
         better = L.cmpi(_SGT if kind == "argmax" else _SLT, v1, v2)
         not_worse = L.cmpi(_EQ, v1, v2)  # not better: not worse is equal
     first = L.binop("arith.ori", better, L.binop("arith.andi", not_worse, L.cmpi(_SLT, i1, i2)))
+    if carry_extreme:
+        extreme = _COMBINE["max" if kind == "argmax" else "min"][0 if _is_float(v1.type) else 1]
+        return [L.binop(extreme, v1, v2), L.select(first, i1, i2)]
     return [L.select(first, v1, v2), L.select(first, i1, i2)]
 
 

@@ -3,7 +3,11 @@
 The answer is torch's: the first index of the extreme, NaN counting as the extreme for both, -0 equal to +0. Both
 lowerings build the pair combine from unordered compares (tle_to_ttir._arg_combine, tle_to_tileir's
 arg_extreme); every row here mixes the special values at random, so each pair case meets the combine at every
-level of the reduction tree (inside a thread, across lanes, across warps)."""
+level of the reduction tree (inside a thread, across lanes, across warps).
+
+A max and an argmax of the same tile (a min and an argmin) are one reduction on both paths, whose carried value is
+the max (dialects/tle.py extreme_partner): PAIRED checks both results of it, the max to the bit (NaN if any, +0
+over -0)."""
 import math
 import random
 
@@ -19,6 +23,16 @@ kernel arg_extreme<N: int = 64, T: dtype = f32>(x: tensor<T>[M, N], imax: tensor
     store(imin, argmin(t, axis=1), at=[program_id(0)])
 }
 """
+PAIRED = """
+kernel max_argmax<N: int = 64, T: dtype = f32>(x: tensor<T>[M, N], vmax: tensor<T>[M], imax: tensor<i32>[M],
+        vmin: tensor<T>[M], imin: tensor<i32>[M]) {
+    let t = load(x, tile=[1, N], at=[program_id(0), 0])
+    store(vmax, max(t, axis=1), at=[program_id(0)])
+    store(imax, argmax(t, axis=1), at=[program_id(0)])
+    store(imin, argmin(t, axis=1), at=[program_id(0)])
+    store(vmin, min(t, axis=1), at=[program_id(0)])
+}
+"""
 SPECIAL = (math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -1.0, 2.5)
 
 
@@ -32,6 +46,18 @@ def first_extreme(row: list, largest: bool) -> int:
         if (v > row[best]) if largest else (v < row[best]):
             best = i
     return best
+
+
+def extreme(row: list, largest: bool) -> float:
+    """max (min) as docs/numerics.md has it: NaN if the row has one, and -0.0 below +0.0."""
+    if any(math.isnan(v) for v in row):
+        return math.nan
+    key = lambda v: (v, math.copysign(1.0, v))  # noqa: E731 (ties of value broken by the sign: -0.0 first)
+    return max(row, key=key) if largest else min(row, key=key)
+
+
+def same_float(got: float, want: float) -> bool:
+    return math.isnan(got) if math.isnan(want) else got == want and math.copysign(1, got) == math.copysign(1, want)
 
 
 def rows(n: int, count: int, seed: int) -> list:
@@ -59,6 +85,23 @@ def run(backend: str, device: str, dtype: torch.dtype, n: int, seed: int) -> Non
         assert imin[r].item() == first_extreme(row, False), (backend, dtype, "argmin", row)
 
 
+def run_paired(backend: str, device: str, dtype: torch.dtype, n: int, seed: int) -> None:
+    data = rows(n, 96, seed + 1)
+    x = torch.tensor(data, dtype=dtype)
+    kernel = tle.compile(PAIRED, filename="max_argmax.tle").max_argmax
+    vmax = torch.full((len(data),), 7.0, dtype=dtype, device=device)
+    vmin = torch.full_like(vmax, 7.0)
+    imax = torch.full((len(data),), -7, dtype=torch.int32, device=device)
+    imin = torch.full_like(imax, -7)
+    kwargs = {} if device == "cpu" else {"backend": backend}
+    kernel[(len(data),)](x.to(device), vmax, imax, vmin, imin, N=n, **kwargs)
+    for r, row in enumerate(data):
+        assert imax[r].item() == first_extreme(row, True), (backend, dtype, "argmax", row)
+        assert imin[r].item() == first_extreme(row, False), (backend, dtype, "argmin", row)
+        assert same_float(vmax[r].item(), extreme(row, True)), (backend, dtype, "max", vmax[r].item(), row)
+        assert same_float(vmin[r].item(), extreme(row, False)), (backend, dtype, "min", vmin[r].item(), row)
+
+
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
@@ -74,3 +117,17 @@ def test_interpreter_takes_torchs_first_extreme(dtype, n):
 @pytest.mark.parametrize("n", [32, 1024])
 def test_gpu_takes_torchs_first_extreme(backend, dtype, n):
     run(backend, "cuda", dtype, n, seed=n)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [32, 1024])
+def test_interpreter_max_beside_argmax(dtype, n):
+    run_paired("interp", "cpu", dtype, n, seed=n)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [32, 1024])
+def test_gpu_max_beside_argmax_is_one_reduction(backend, dtype, n):
+    run_paired(backend, "cuda", dtype, n, seed=n)

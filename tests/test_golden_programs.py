@@ -883,6 +883,31 @@ entry(file="persistent_tma.tle", kernel="mm", make=_mm_make, consts=[{}, {"TMA":
            "(pointers), and 4 programs for 1 tile: 3 idle")
 
 
+# max_argmax_one_reduce.tle ------------------------------------------------------------------------------------------
+def _maa_make(c, k, g):
+    m = c["M"]
+    x = randn((m, 64), g)
+    x[1, 3] = x[1, 40] = 9.0  # a tie for the max: the first index
+    x[2, 7] = x[2, 50] = NAN  # a NaN: max is NaN, argmax the first NaN, the weight NaN
+    x[3, :] = -0.0  # all -0.0 but one +0.0 (a +0.0 in the row's middle): max is +0.0, argmax 0 (they are equal)
+    x[3, 30] = 0.0
+    x[4, 9] = INF  # +inf: the max, exp(l - m) has a NaN at it (inf - inf)
+    return {"x": x, "w": poison((m,)), "e": poison((m,), torch.int32), "lo": poison((m,))}
+
+
+def _maa_ref(a, c, k):
+    x = a["x"].double()
+    mx = x.amax(dim=1, keepdim=True)
+    return {"w": 1.0 / torch.exp(x - mx).sum(dim=1), "e": first_extreme(x, "max"),
+            "lo": (a["x"] + 1.0).double().amin(dim=1)}
+
+
+entry(file="max_argmax_one_reduce.tle", kernel="router", make=_maa_make, grid=lambda c, k: (cdiv(c["M"], 16),),
+      ref=_maa_ref, tol={"w": reduction(64, 2), "e": EXACT, "lo": EXACT}, cases=[{"M": 21}],
+      note="max and argmax of one tile as one reduce: ties, a NaN, -0.0 against +0.0, +inf; M=21: the second "
+           "program's rows past M are -inf pads, never stored")
+
+
 # mesh_axes.tle ------------------------------------------------------------------------------------------------------
 entry(file="mesh_axes.tle", kernel="ids", make=lambda c, k, g: {"out": poison((8,), torch.int32)},
       grid=lambda c, k: (1, 1, 1), ref=lambda a, c, k: {"out": torch.zeros(8, dtype=torch.int64)},
@@ -1406,7 +1431,7 @@ def _red_make(c, k, g):
 
 def _red_ref(a, c, k):
     x = a["x"].double()
-    mx = x.amax(dim=1)  # torch's amax propagates NaN, as max must
+    mx = (2 * x).amax(dim=1)  # torch's amax propagates NaN, as max must
     assert torch.isnan(mx).equal(torch.isnan(x).any(dim=1))
     return {"am": first_extreme(x, "max"), "mx": mx, "s": wrap(a["n"].to(torch.int64).sum(dim=1), 32)}
 

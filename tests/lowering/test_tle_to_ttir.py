@@ -398,7 +398,7 @@ CHECK: "tt.dot"({{.*}}) {inputPrecision = 0 : i32, maxNumImpreciseAcc = 0 : i32}
 REDUCE = """
 kernel k<B: int = 64, T: dtype = f32>(x: tensor<T>[M, N], o: tensor<T>[M], oi: tensor<i32>[M], s: tensor<T>[1]) {
     let t = load(x, tile=[B, B], at=[program_id(0), 0])
-    store(o, max(t, axis=1) + min(t, axis=1) + cast<T>(sum(t, axis=1)), at=[program_id(0)])
+    store(o, max(t * t, axis=1) + min(t, axis=1) + cast<T>(sum(t, axis=1)), at=[program_id(0)])
     store(oi, argmax(t, axis=1) + argmin(t, axis=0), at=[program_id(0)])
     store(x, cast<T>(cumsum(t, axis=1)), at=[0, 0])
     store(s, full<T>[1](max(reshape(t, [B * B]))), at=[0])
