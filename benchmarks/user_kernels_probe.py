@@ -28,7 +28,7 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,
                                                     embedding_bag,dwconv3x3,heads_first,router_top1,
                                                     spmv_csr,lora,maxpool2x2,upsample_nearest2x,
-                                                    upsample_bilinear2x] [--rounds 3]
+                                                    upsample_bilinear2x,row_max] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -769,6 +769,14 @@ kernel maxpool2x2<BH: int = 16, BW: int = 64, T: dtype = bf16>(x: tensor<T>[NC, 
     store(y, reshape(m, [1, BH, BW]), at=[program_id(0), program_id(1), program_id(2)])
 }
 
+// torch.max(x, dim=1): each row's largest value and the first index of it (a NaN counting as the largest). Both
+// come out of one reduction (dialects/tle.py extreme_partner).
+kernel row_max<BM: int = 4, N: int = 1024, T: dtype = f32>(x: tensor<T>[M, N], v: tensor<T>[M], i: tensor<i32>[M]) {
+    let t = load(x, tile=[BM, N], at=[program_id(0), 0], pad=-inf)
+    store(v, max(t, axis=1), at=program_id(0))
+    store(i, argmax(t, axis=1), at=program_id(0))
+}
+
 // Nearest-neighbour upsampling by 2 (a U-Net's or an FPN's decoder): each output element reads x[h / 2, w / 2].
 kernel upsample_nearest2x<BH: int = 16, BW: int = 128, T: dtype = bf16>(x: tensor<T>[NC, H, W],
         y: tensor<T>[NC, OH, OW]) {
@@ -1182,6 +1190,14 @@ def maxpool2x2_ref(x_ptr, y_ptr, H, W, OH, OW, BH: tl.constexpr, BW: tl.constexp
     ocol = tl.program_id(2) * BW + tl.arange(0, BW)
     tl.store(y_ptr + nc * OH * OW + orow[:, None] * OW + ocol[None, :], m,
              mask=(orow[:, None] < OH) & (ocol[None, :] < OW))
+
+
+@triton.jit
+def row_max_ref(x_ptr, v_ptr, i_ptr, M, BM: tl.constexpr, N: tl.constexpr):
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    t = tl.load(x_ptr + rows[:, None] * N + tl.arange(0, N)[None, :], mask=rows[:, None] < M, other=-float("inf"))
+    tl.store(v_ptr + rows, tl.max(t, axis=1), mask=rows < M)
+    tl.store(i_ptr + rows, tl.argmax(t, axis=1), mask=rows < M)
 
 
 @triton.jit
@@ -2169,6 +2185,21 @@ def cases(dev, only):
                         lambda t: t[1].copy_(torch.nn.functional.max_pool2d(t[0], 2)),
                         _both_paths(small.maxpool2x2, g, lambda t, g=g, hw=hw: maxpool2x2_ref[g](
                             *t, hw, hw, hw // 2, hw // 2, BH=16, BW=64)), 1))
+    if "row_max" in only:
+        # torch.max(x, dim=1), values and indices: 16384 rows of 1024 bf16 (BM 4) and 65536 of 128 f32 (BM 32)
+        for mm, nn_, bm, dt in ((16384, 1024, 4, torch.bfloat16), (65536, 128, 32, torch.float32)):
+            nb = mm * nn_ * dt.itemsize + mm * (dt.itemsize + 4)
+            sets = _sets(lambda: [r(mm, nn_, dt=dt), torch.empty(mm, device=dev, dtype=dt),
+                                  torch.empty(mm, device=dev, dtype=torch.int32)], nb)
+            g = (triton.cdiv(mm, bm),)
+
+            def torch_row_max(t):
+                v, i = torch.max(t[0], dim=1)
+                t[1].copy_(v)
+                t[2].copy_(i)
+            out.append((f"row_max {mm}x{nn_} {str(dt)[6:]}", (nb, 0), sets, torch_row_max,
+                        _both_paths(small.row_max, g, lambda t, g=g, mm=mm, nn_=nn_, bm=bm: row_max_ref[g](
+                            *t, mm, BM=bm, N=nn_), BM=bm, N=nn_), (1, 2)))
     if "upsample_nearest2x" in only:
         # a decoder's 2x nearest upsampling: 32x128x64x64 -> 128x128 and 8x256x128x128 -> 256x256; bf16.
         # torch: F.interpolate(mode="nearest")
@@ -2883,7 +2914,8 @@ DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_rel
                 "layernorm_bwd,dropout,"
                 "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad,"
                 "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,embedding_bag,"
-                "dwconv3x3,heads_first,router_top1,spmv_csr,lora,maxpool2x2,upsample_nearest2x,upsample_bilinear2x")
+                "dwconv3x3,heads_first,router_top1,spmv_csr,lora,maxpool2x2,upsample_nearest2x,upsample_bilinear2x,"
+                "row_max")
 
 
 def main() -> int:

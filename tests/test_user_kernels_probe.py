@@ -1,5 +1,6 @@
 """The kernels benchmarks/user_kernels_probe.py times, on the CPU: each tle kernel on the interpreter against
 torch on ragged sizes (the probe itself checks them on the GPU before timing, at its own large sizes)."""
+import math
 import os
 import sys
 
@@ -495,6 +496,22 @@ def test_router_top1_gives_each_token_its_expert_and_weight(small):
     w, i = torch.softmax(logits, dim=1).max(dim=1)
     torch.testing.assert_close(weight, w, rtol=1e-6, atol=1e-6)
     assert torch.equal(expert, i.int())
+
+
+def test_row_max_gives_torch_max_values_and_first_indices(small):
+    x = torch.randn(23, 64)  # 23 rows: a ragged last tile of 4
+    x[1, 9] = x[1, 50] = 8.0  # a tie: the first index
+    x[2, 40] = x[2, 7] = float("nan")  # NaNs: the value is NaN, the index the first NaN's
+    x[3] = -0.0  # -0.0 and +0.0 are equal for the index; the value is +0.0 (docs/numerics.md)
+    x[3, 33] = 0.0
+    v, i = torch.full((23,), 7.0), torch.full((23,), -1, dtype=torch.int32)
+    small.row_max[(6,)](x, v, i, N=64)
+    want = x.max(dim=1)
+    want_i = want.indices.clone()
+    want_i[1], want_i[2], want_i[3] = 9, 7, 0
+    assert torch.equal(i, want_i.int())
+    torch.testing.assert_close(v, want.values, equal_nan=True)
+    assert v[3].item() == 0.0 and math.copysign(1.0, v[3].item()) == 1.0
 
 
 def test_spmv_csr_sums_each_row_and_leaves_empty_ones_zero(small):
