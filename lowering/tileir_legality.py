@@ -337,6 +337,35 @@ def _small_group_reduction(op) -> int:
     return 0
 
 
+# A row kernel on short 16-bit rows: no dot and no loop, a reduce along a tile's last axis, every tile it loads f16 or
+# bf16, and its largest tile more than 128 (the native path's one-warp bound) and at most 1024 elements. Measured
+# on the H200 (forty-fourth session; benchmarks/RESULTS.md "Short 16-bit rows"), examples/ LayerNorm, softmax and
+# RMSNorm, bf16 and f16, 8192 and 32768 rows of 256, 512 and 1024 (one row a program), Tile IR against the native
+# path: slower on 32 of 36 launches, 0.94-1.16x its time (LayerNorm 1.02-1.16x, softmax 1.03-1.11x, RMSNorm
+# 0.94-1.09x, slower on 8 of 12); the probe's int8 row quantisation at 16384x1024 1.07x. The LayerNorm's SASS:
+# 256 instructions against 200 (no contraction into FFMA without a dot, two reciprocals of N) for 8 values a
+# thread, so the difference shows on rows this short. At 2048 and 4096 the two were level (0.96-1.04x), and f32
+# rows of 512-2048 too (0.96-1.03x); occupancy hints of 4 to 16 moved none of the 1024-wide launches.
+SHORT_16BIT_ROWS = (128, 1024)
+
+
+def _short_16bit_rows(ops) -> str | None:
+    """The reason when ops (one kernel's) make a row kernel on short 16-bit rows (above), else None."""
+    lo, hi = SHORT_16BIT_ROWS
+    if any(op.name in ("tle.dot", "scf.for") for op in ops) or not any(_last_axis_reduction(op) for op in ops):
+        return None
+    loaded = [tle_type(op.result.type) for op in ops if op.name == "tle.load"]
+    loaded = [(elem, shape) for elem, shape, _ in loaded if shape]
+    if not loaded or any(elem not in ("f16", "bf16") for elem, _ in loaded):
+        return None
+    largest = max(math.prod(shape) for op in ops for r in op.results for shape in [tle_type(r.type)[1]] if shape)
+    if not lo < largest <= hi:
+        return None
+    return (f"a row kernel on 16-bit tiles of at most {hi} elements (its largest holds {largest}) without a dot or "
+            f"a loop: tileiras ran LayerNorm, softmax and RMSNorm over 16-bit rows of {lo * 2} to {hi} 0.94-1.16x "
+            "the native path's time, slower on 32 of 36 launches (H200)")
+
+
 _STENCIL = ("a gather in a loop whose last-axis index shifts with the loop's counter (a stencil's taps, `t - 3 + k`): "
             "Mamba's causal conv1d and a depthwise 3x3 convolution ran 1.3-1.75x slower on Tile IR (H200)")
 
@@ -398,6 +427,8 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
             groups = [(op, g) for op in ops for g in [_small_group_reduction(op)] if g]
             if groups and len(pairs) < SORTING_NETWORK_STEPS:  # a sorting network's pairs are named as one
                 out.append(Blocker(span_of_location(groups[0][0].location), _small_groups(groups[0][1])))
+            if (why := _short_16bit_rows(ops)) is not None:
+                out.append(Blocker(span_of_location(top.operation.location), why))
         dots = [op for op in ops if op.name == "tle.dot"]
         atomics = [op for op in ops if op.name == "tle.atomic"]
         if "tle.many_waves" in top.operation.attributes and len(dots) == 1 and \

@@ -131,3 +131,42 @@ def test_interpreter_max_beside_argmax(dtype, n):
 @pytest.mark.parametrize("n", [32, 1024])
 def test_gpu_max_beside_argmax_is_one_reduction(backend, dtype, n):
     run_paired(backend, "cuda", dtype, n, seed=n)
+
+
+INT_PAIRED = """
+kernel int_max_argmax(x: tensor<i32>[M, 64], vmax: tensor<i32>[M], imax: tensor<i32>[M], vmin: tensor<i32>[M],
+        imin: tensor<i32>[M]) {
+    let t = load(x, tile=[4, 64], at=[program_id(0), 0])
+    store(vmax, max(t, axis=1), at=program_id(0))
+    store(imax, argmax(t, axis=1), at=program_id(0))
+    store(vmin, min(t, axis=1), at=program_id(0))
+    store(imin, argmin(t, axis=1), at=program_id(0))
+}
+"""
+
+
+def run_int_paired(backend: str, device: str) -> None:
+    """Integers pair the same way (maxsi / maxi as the carried value): few distinct values, so ties everywhere, and
+    the type's extremes (a max of INT_MIN only, a min of INT_MAX only)."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randint(-3, 3, (10, 64), generator=g, dtype=torch.int32)
+    x[8] = -2 ** 31
+    x[9] = 2 ** 31 - 1
+    outs = [torch.full((10,), 7, dtype=torch.int32, device=device) for _ in range(4)]
+    kwargs = {} if device == "cpu" else {"backend": backend}
+    tle.compile(INT_PAIRED, filename="int_max_argmax.tle").int_max_argmax[(3,)](x.to(device), *outs, **kwargs)
+    rows = x.tolist()
+    assert outs[0].cpu().tolist() == [max(r) for r in rows], backend
+    assert outs[1].cpu().tolist() == [r.index(max(r)) for r in rows], backend
+    assert outs[2].cpu().tolist() == [min(r) for r in rows], backend
+    assert outs[3].cpu().tolist() == [r.index(min(r)) for r in rows], backend
+
+
+def test_interpreter_int_max_beside_argmax():
+    run_int_paired("interp", "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+def test_gpu_int_max_beside_argmax_is_one_reduction(backend):
+    run_int_paired(backend, "cuda")

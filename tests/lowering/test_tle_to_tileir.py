@@ -1354,8 +1354,33 @@ kernel k<BM: int = 16, BK: int = 256, G: int = 8>(x: tensor<bf16>[M, K], y: tens
 }
 """
 
+# examples/layernorm.tle and softmax.tle as kernel k on 16-bit rows of 1024 (their kernels start on lines 4 and 3)
+LAYERNORM16 = open(os.path.join(ROOT, "examples", "layernorm.tle"), encoding="utf-8").read().replace(
+    "kernel layernorm<BLOCK: int = 1024, T: dtype = f32>", "kernel k<BLOCK: int = 1024, T: dtype = bf16>")
+SOFTMAX16 = open(os.path.join(ROOT, "examples", "softmax.tle"), encoding="utf-8").read().replace(
+    "kernel softmax<BLOCK: int = 1024, T: dtype = f32>", "kernel k<BLOCK: int = 512, T: dtype = f16>")
+SCALE16 = """
+kernel k<BLOCK: int = 1024>(x: tensor<bf16>[N], y: tensor<bf16>[N]) {
+    store(y, load(x, tile=[BLOCK], at=program_id(0)) * 2.0, at=program_id(0))
+}
+"""
+ROW_MAX16 = """
+kernel k<BM: int = 4, N: int = 1024>(x: tensor<bf16>[M, N], v: tensor<bf16>[M], i: tensor<i32>[M]) {
+    let t = load(x, tile=[BM, N], at=[program_id(0), 0], pad=-inf)
+    store(v, max(t, axis=1), at=program_id(0))
+    store(i, argmax(t, axis=1), at=program_id(0))
+}
+"""
+
 
 @pytest.mark.parametrize("src,rule,line", [
+    (LAYERNORM16, "a row kernel on 16-bit tiles of at most 1024", 4),  # LayerNorm bf16 rows of 1024: 1.09-1.16x
+    (SOFTMAX16, "a row kernel on 16-bit tiles of at most 1024", 3),    # softmax f16 rows of 512: 1.06-1.10x
+    (LAYERNORM16.replace("BLOCK: int = 1024", "BLOCK: int = 2048"), None, 0),  # rows of 2048 were level
+    (LAYERNORM16.replace("T: dtype = bf16", "T: dtype = f32"), None, 0),       # f32 rows were level
+    (LAYERNORM16.replace("BLOCK: int = 1024", "BLOCK: int = 128"), None, 0),   # one warp's rows: not measured
+    (SCALE16, None, 0),                                           # no reduction: elementwise, not measured
+    (ROW_MAX16, None, 0),                                         # four rows a program, 4096 elements: level
     (MAXPOOL, "groups of 2 neighbouring elements", 4),            # 2x2 max pooling: 2.4-2.7x
     (GROUP_SUM, "groups of 8 neighbouring", 4),                   # through a cast and a product: 1.00-1.09x
     (GROUP_SUM.replace("G: int = 8", "G: int = 16"), None, 0),    # groups of 32 and 128 were level
