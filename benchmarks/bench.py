@@ -381,6 +381,15 @@ def tle_impl(backend: str) -> Impl:
     return Impl(f"tle:{backend}", make)
 
 
+def auto_path(case, args) -> str:
+    """The path tle takes for this case when the caller names no backend (backend="auto"): one untimed launch with
+    the case's shared constants, then the kernel's last_backend. What a user who writes `k[grid](...)` gets."""
+    name = case.example or case.kernel
+    k = getattr(tle_module(name), name)
+    k[case.grid(case.consts)](*with_workspace(case, case.consts)(args), **case.consts)
+    return k.last_backend
+
+
 def ref_impl(group_m: int = 0) -> Impl:
     def make(case):
         launch = triton_ref.LAUNCHERS[case.example or case.kernel]
@@ -730,6 +739,11 @@ def run_case(case: Case, impls: list[Impl], ctx: Context) -> dict:
             if ctx.device == "cuda" and not _cuda_alive():
                 raise FatalCudaError(f"{impl.name} on {case.key}: {first_line(exc)}") from exc
     del want
+    if any(n.startswith("tle:") and r.get("status") == "ok" for n, r in rec["impls"].items()):
+        try:
+            rec["auto"] = auto_path(case, args)
+        except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
+            rec["auto_error"] = first_line(exc)
     if ctx.timing and timed:
         nsets = 1 if case.bytes >= ctx.rotate_bytes else min(ctx.max_sets, cdiv(ctx.rotate_bytes, case.bytes))
         sets = [args] + [case.make(ctx.device)[0] for _ in range(nsets - 1)]
@@ -1369,11 +1383,14 @@ def main_table(records: list, impl_names: list, main_tle: list) -> str:
     head = f"{'kernel':10s} {'shape':16s} {'dtype':5s} |" + "".join(f"{n:>20s} |" for n in shown)
     ratio_cols = [(t, o) for t in main_tle for o in ("triton_ref", "torch") if t in shown]
     head += "".join(f" {t[4:7] + '/' + ('ref' if o == 'triton_ref' else 'tch'):>7s}" for t, o in ratio_cols)
+    head += f" {'auto':>6s}"
     lines = [head, "-" * len(head)]
     for rec in records:
         line = f"{rec['kernel']:10s} {'x'.join(map(str, rec['shape'])):16s} {rec['dtype']:5s} |"
         line += "".join(_cell(rec["impls"].get(n), rec["flops"], notes) + " |" for n in shown)
         line += "".join(" " + _ratio(rec, t, o) for t, o in ratio_cols)
+        auto = rec.get("auto") or ("ERR[" + str(notes.ref(rec["auto_error"])) + "]" if "auto_error" in rec else "-")
+        line += f" {auto:>6s}"
         lines.append(line)
     for n in [n for n in impl_names if collapsed(n)]:
         errs = {rec["impls"][n].get("error", "") for rec in records if n in rec["impls"]}
@@ -1440,6 +1457,19 @@ def targets_summary(records: list, tle_names: list, ctx: Context) -> str:
                    "round-to-round spread)"
                    + (f"; below beyond the noise: {', '.join(name(r, x) + f' (spread {noise(r):.1%})' for r, x in beyond[:12])}"
                       if beyond else ""))
+    # Not a target of the issue, but what a user who names no backend gets: auto's path against the faster tle path,
+    # as the columns time them (the decode cases, whose two columns run different tiles, are left out).
+    routed = [(rec, us(rec, "tle:" + rec["auto"]), best_tle(rec)) for rec in records
+              if rec.get("auto") and f"tle:{rec['auto']}" in tle_names and not rec["config"].get("per_backend")]
+    routed = [(rec, t, best, n) for rec, t, (best, n) in routed if t and best]
+    if routed:
+        def spread(rec):
+            return max(rec["impls"][n].get("spread", 0.0) for n in ("tle:triton", "tle:tileir") if n in rec["impls"])
+        slower = [(rec, best / t) for rec, t, best, n in routed if best / t < 1.0 - spread(rec)]
+        out.append(f"auto (no backend named) took the faster tle path on {len(routed) - len(slower)}/{len(routed)} "
+                   "cases within the run's noise" + (
+                       "; slower: " + ", ".join(f"{r['kernel']} {'x'.join(map(str, r['shape']))} {r['dtype']} "
+                                               f"{r['auto']} {x:.2f}x" for r, x in slower[:12]) if slower else ""))
     if ctx.copy_Bps:
         big = [rec for rec in records if not rec["flops"] and rec["bytes"] >= (256 << 20)]
         rows = [(rec, best_tle(rec)) for rec in big]
@@ -1762,7 +1792,7 @@ def main() -> int:
     save()
     legend = ("cells: median us, GB/s (G) or TFLOP/s (T), % of the roofline from the measured ceilings; "
               "tri/ref, tri/tch (til/.. for tileir) = time(triton_ref or torch) / time(that tle path): > 1 means tle "
-              "is faster")
+              "is faster; auto = the path tle takes when no backend is named")
     final = "\n\n".join(text_blocks + [f"{chart_msg}; json: {json_path}", ceil_line, legend + "\n" + table]
                          + ([graph_table] if graph_table else []) + [summary])
     final += f"\nelapsed {report['elapsed_s']:.0f} s" + (f"; STOPPED EARLY: {fatal}" if fatal else "")

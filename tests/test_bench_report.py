@@ -57,6 +57,27 @@ def test_no_graph_table_without_graph_timings():
     assert "CUDA-graph" not in text
 
 
+def row_record(shape, auto, triton_us, tileir_us, spread=0.005):
+    impls = {"tle:triton": {"us": triton_us, "spread": spread, "GBps": 1.0},
+             "tle:tileir": {"us": tileir_us, "spread": spread, "GBps": 1.0},
+             "triton_ref": {"us": triton_us, "spread": spread, "GBps": 1.0}}
+    return {"kernel": "layernorm", "shape": list(shape), "dtype": "bf16", "group": "", "bytes": 1, "flops": 0,
+            "config": {"BLOCK": shape[1]}, "impls": impls, "auto": auto}
+
+
+def test_the_summary_says_where_auto_took_the_slower_path():
+    """The LayerNorm of 4096x1024 bf16 ran 11.2 us on Tile IR against 10.1 natively in the thirty-seventh session's
+    full run, the path auto took then; the bench names such a case (beyond the two paths' spread)."""
+    records = [row_record((4096, 1024), "tileir", 10.1, 11.2), row_record((8192, 4096), "tileir", 38.0, 38.1),
+               row_record((4096, 1000), "triton", 10.1, 11.7)]
+    text = bench.targets_summary(records, ["tle:triton", "tle:tileir"], bench.Context(device="cuda", timing=True))
+    line = next(line for line in text.splitlines() if line.strip().startswith("auto"))
+    assert "faster tle path on 2/3 cases" in line and "slower: layernorm 4096x1024 bf16 tileir 0.90x" in line
+    table = bench.main_table(records, ["tle:triton", "tle:tileir", "triton_ref"], ["tle:triton", "tle:tileir"])
+    head, _, first, _, third = table.splitlines()[:5]
+    assert head.split()[-1] == "auto" and first.split()[-1] == "tileir" and third.split()[-1] == "triton"
+
+
 def test_timed_rounds_interleaves_and_drops_what_raises(monkeypatch):
     """run_case's round-robin timing (both timers go through it): every implementation once per round, each round
     starting one implementation later; one that raises is reported and not timed again, and the others' rounds
