@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """What each kernel of benchmarks/user_kernels_probe.py compiles to at the probe's own sizes, on the CPU: the path
-`backend="auto"` takes, and for that binary its registers, threads, programs per SM and what limits them, and which
-of the compiler's retries (tle/compiler.py) it went through. No GPU: the probe's cases are built on meta tensors
-(shapes, strides and dtypes, no data), and each launch the probe checks with no backend named is bound, checked
-and specialised by the runtime's own code for an sm_90 GPU of --sms SMs, then compiled instead of launched.
+`backend="auto"` takes (after "--", why it took the native path), and for that binary its registers, threads,
+programs per SM and what limits them, and which of the compiler's retries (tle/compiler.py) it went through. No
+GPU: the probe's cases are built on meta tensors (shapes, strides and dtypes, no data), and each launch the probe
+checks with no backend named is bound, checked and specialised by the runtime's own code for an sm_90 GPU of --sms
+SMs, then compiled instead of launched.
 
 A rule that changes a binary (an occupancy retry, a routing rule) should say which kernels it touches; this lists
 them before any GPU time is spent (`diff` two runs, one before the change and one after).
@@ -62,7 +63,9 @@ def describe(compiled) -> str:
         line += (f": {extra['registers']} registers x {binary.num_threads} threads, "
                  f"{extra.get('stack_bytes', 0)} bytes of stack: {programs} programs per SM ({limit})")
     retried = {k: extra[k] for k in RETRIES if extra.get(k)}
-    return line + (f" {retried}" if retried else "")
+    line += f" {retried}" if retried else ""
+    # why auto took the native path, up to the measurement in parentheses (the rule's own words)
+    return line + (f" -- {compiled.fallback.split(' (')[0].split(':')[0][:100]}" if compiled.fallback else "")
 
 
 def survey(only: list[str], sms: int) -> list[str]:

@@ -24,3 +24,14 @@ def test_greedy_shows_the_twelve_warp_retry_only_past_two_waves():
 def test_a_case_launched_through_its_own_code_says_so():
     lines = survey.survey(["adam"], 132)
     assert lines and all(line.endswith("no auto launch (launched through its own code)") for line in lines)
+
+
+def test_a_case_auto_sends_to_the_native_path_says_why():
+    """quant_rows' 16384x1024 bf16 rows take the native path under the short-16-bit-rows rule; its f32 rows and its
+    rows of 4096 stay on Tile IR (lowering/tileir_legality.py _short_16bit_rows)."""
+    by_case = {line.split(" [")[0]: line for line in survey.survey(["quant_rows"], 132)}
+    assert " triton: " in by_case["quant_rows 16384x1024 bfloat16"]
+    assert "-- a row kernel on 16-bit tiles of at most 1024 elements" in by_case["quant_rows 16384x1024 bfloat16"]
+    f32 = by_case["quant_rows 16384x1024 float32"]
+    assert " tileir: " in f32 and "--" not in f32
+    assert " tileir: " in by_case["quant_rows 8192x4096 bfloat16"]
