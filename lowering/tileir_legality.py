@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from ..diagnostics import Span, TleError, span_of_location
 from ..dialects.mlir import ir, nested_ops
-from .tle_to_tileir import (F8, HALF, LOWERED_OPS, carried_partner, enclosing_loop, gathered_operand, tle_type,
-                            tle_to_tileir, unaligned_operand)
+from .tle_to_tileir import (F8, HALF, LOWERED_OPS, carried_partner, enclosing_loop, gathered_operand, largest_tile,
+                            tle_type, tle_to_tileir, unaligned_operand)
 
 __all__ = ["Blocker", "tileir_blockers", "tileir_slower", "tileiras_archs"]
 
@@ -358,7 +358,7 @@ def _short_16bit_rows(ops) -> str | None:
     loaded = [(elem, shape) for elem, shape, _ in loaded if shape]
     if not loaded or any(elem not in ("f16", "bf16") for elem, _ in loaded):
         return None
-    largest = max(math.prod(shape) for op in ops for r in op.results for shape in [tle_type(r.type)[1]] if shape)
+    largest = largest_tile(ops)
     if not lo < largest <= hi:
         return None
     return (f"a row kernel on 16-bit tiles of at most {hi} elements (its largest holds {largest}) without a dot or "

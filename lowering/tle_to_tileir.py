@@ -523,6 +523,12 @@ def unaligned_operand(v: "ir.Value") -> bool:
 _SMALL_STEP_BYTES = 4096
 
 
+def largest_tile(ops) -> int:
+    """The elements of the largest tile any of ops makes (1 where none makes a tile)."""
+    return max((math.prod(tle_type(r.type)[1] or ()) for op in ops for r in op.results
+                if str(r.type).startswith("tensor<")), default=1)
+
+
 def enclosing_loop(op):
     """The innermost scf.for around op, or None."""
     parent = op.parent
@@ -803,8 +809,7 @@ class _Kernel:
         self.has_dot = bool(dots)
         if self.pointer_loads not in ("none", "narrow", "16bit", "all"):
             raise ValueError(f"pointer_loads = {loads!r} is not one of auto, none, narrow, 16bit, all")
-        largest = max((math.prod(tle_type(r.type)[1] or ()) for op in self.ops for r in op.results
-                       if str(r.type).startswith("tensor<")), default=1)
+        largest = largest_tile(self.ops)
         warps = options.num_worker_warps
         self.num_worker_warps = _worker_warps(live, largest) if warps == "auto" else warps
         persistent = options.persistent
