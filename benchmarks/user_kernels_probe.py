@@ -28,7 +28,8 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,
                                                     embedding_bag,dwconv3x3,heads_first,router_top1,
                                                     spmv_csr,lora,maxpool2x2,upsample_nearest2x,
-                                                    upsample_bilinear2x,row_max] [--rounds 3]
+                                                    upsample_bilinear2x,row_max,chunk_linear_attn,
+                                                    qk_norm_rope] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -806,6 +807,45 @@ kernel upsample_bilinear2x<BH: int = 16, BW: int = 64, T: dtype = f32>(x: tensor
     let bottom = (1.0 - lw) * cast<f32>(gather(x, [nc, h1, w0], mask=inside))
                  + lw * cast<f32>(gather(x, [nc, h1, w1], mask=inside))
     store(y, reshape(cast<T>((1.0 - lh) * top + lh * bottom), [1, BH, BW]), at=[nc, program_id(1), program_id(2)])
+}
+
+// Causal linear attention forward, unnormalised and with no feature map: o_t = scale * sum over s <= t of
+// (q_t . k_s) v_s, in chunks of C as flash-linear-attention's fused_chunk kernel computes it: within a chunk the
+// scores masked to s <= t times v, from the chunks before it q times the state S, the f32 sum of k_s^T v_s over
+// them ([D, D]). q, k, v, o: [BH, L, D] contiguous (batch and heads flattened). One program per BH walks the
+// chunks in order. Launch: mod.chunk_linear_attn[(BH,)](q, k, v, o, scale, D=64).
+kernel chunk_linear_attn<C: int = 64, D: int = 64, T: dtype = bf16>(q: tensor<T>[BH, L, D], k: tensor<T>[BH, L, D],
+        v: tensor<T>[BH, L, D], o: tensor<T>[BH, L, D], scale: f32) {
+    let b = program_id(0)
+    let causal = expand_dims(arange(0, C), 1) >= expand_dims(arange(0, C), 0)
+    var state = zeros<f32>[D, D]
+    for c in range(cdiv(L, C)) {
+        let qt = cast<T>(reshape(load(q, tile=[1, C, D], at=[b, c, 0]), [C, D]) * scale)  // scaled in f32
+        let kt = reshape(load(k, tile=[1, C, D], at=[b, c, 0]), [C, D])
+        let vt = reshape(load(v, tile=[1, C, D], at=[b, c, 0]), [C, D])
+        let a = where(causal, dot(qt, transpose(kt)), 0.0)
+        let ot = dot(qt, cast<T>(state), dot(cast<T>(a), vt))
+        state = dot(transpose(kt), vt, state)
+        store(o, reshape(cast<T>(ot), [1, C, D]), at=[b, c, 0])
+    }
+}
+
+// Per-head RMSNorm of q (or k) before rotary embedding (Qwen3's q_norm / k_norm): each head's D values are divided
+// by their own root mean square and scaled by w ([D], shared by the heads), then rotated as `rope` does (the
+// rotate-half form). One program per token and BH heads; a head's halves are tiles 0 and 1 along D (D = 2 * HALF).
+kernel qk_norm_rope<BH: int = 32, HALF: int = 64, T: dtype = bf16>(x: tensor<T>[S, H, D], w: tensor<T>[D],
+        cosines: tensor<f32>[S, E], sines: tensor<f32>[S, E], y: tensor<T>[S, H, D], eps: f32) {
+    let s = program_id(0)
+    let hb = program_id(1)
+    let x1 = cast<f32>(reshape(load(x, tile=[1, BH, HALF], at=[s, hb, 0]), [BH, HALF]))
+    let x2 = cast<f32>(reshape(load(x, tile=[1, BH, HALF], at=[s, hb, 1]), [BH, HALF]))
+    let rstd = rsqrt((sum(x1 * x1, axis=1, keepdims=true) + sum(x2 * x2, axis=1, keepdims=true)) / D + eps)
+    let n1 = x1 * rstd * cast<f32>(reshape(load(w, tile=HALF, at=0), [1, HALF]))
+    let n2 = x2 * rstd * cast<f32>(reshape(load(w, tile=HALF, at=1), [1, HALF]))
+    let c = load(cosines, tile=[1, HALF], at=[s, 0])
+    let sn = load(sines, tile=[1, HALF], at=[s, 0])
+    store(y, reshape(cast<T>(n1 * c - n2 * sn), [1, BH, HALF]), at=[s, hb, 0])
+    store(y, reshape(cast<T>(n2 * c + n1 * sn), [1, BH, HALF]), at=[s, hb, 1])
 }
 """
 
@@ -1816,6 +1856,44 @@ def linear_wgrad_ref(dy_ptr, x_ptr, dw_ptr, M, N, K, BN: tl.constexpr, BK: tl.co
         acc = tl.dot(tl.trans(_rows_tile(dy_ptr, tt, rn, M, N)), _rows_tile(x_ptr, tt, rk, M, K), acc)
     tl.store(dw_ptr + rn[:, None] * K + rk[None, :], acc.to(dw_ptr.dtype.element_ty),
              mask=(rn[:, None] < N) & (rk[None, :] < K))
+
+
+@triton.jit
+def chunk_linear_attn_ref(q_ptr, k_ptr, v_ptr, o_ptr, L, scale, C: tl.constexpr, D: tl.constexpr):
+    base = tl.program_id(0).to(tl.int64) * L * D
+    rc = tl.arange(0, C)
+    rd = tl.arange(0, D)
+    causal = rc[:, None] >= rc[None, :]
+    state = tl.zeros((D, D), dtype=tl.float32)
+    for c in range(0, tl.cdiv(L, C)):
+        rows = c * C + rc
+        offs = base + rows[:, None] * D + rd[None, :]
+        inside = rows[:, None] < L
+        q = (tl.load(q_ptr + offs, mask=inside, other=0.0).to(tl.float32) * scale).to(k_ptr.dtype.element_ty)
+        k = tl.load(k_ptr + offs, mask=inside, other=0.0)
+        v = tl.load(v_ptr + offs, mask=inside, other=0.0)
+        a = tl.where(causal, tl.dot(q, tl.trans(k)), 0.0)
+        o = tl.dot(q, state.to(k.dtype), tl.dot(a.to(k.dtype), v))
+        state = tl.dot(tl.trans(k), v, state)
+        tl.store(o_ptr + offs, o.to(o_ptr.dtype.element_ty), mask=inside)
+
+
+@triton.jit
+def qk_norm_rope_ref(x_ptr, w_ptr, cos_ptr, sin_ptr, y_ptr, H, eps, BH: tl.constexpr, HALF: tl.constexpr):
+    s = tl.program_id(0)
+    h = tl.program_id(1) * BH + tl.arange(0, BH)[:, None]
+    j = tl.arange(0, HALF)[None, :]
+    mask = h < H
+    at = s * H * 2 * HALF + h * 2 * HALF + j
+    x1 = tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(x_ptr + at + HALF, mask=mask, other=0.0).to(tl.float32)
+    rstd = tl.rsqrt((tl.sum(x1 * x1, 1) + tl.sum(x2 * x2, 1)) / (2 * HALF) + eps)[:, None]
+    n1 = x1 * rstd * tl.load(w_ptr + j).to(tl.float32)
+    n2 = x2 * rstd * tl.load(w_ptr + HALF + j).to(tl.float32)
+    c = tl.load(cos_ptr + s * HALF + j)
+    sn = tl.load(sin_ptr + s * HALF + j)
+    tl.store(y_ptr + at, (n1 * c - n2 * sn).to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + at + HALF, (n2 * c + n1 * sn).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def _sets(make, nbytes: int) -> list:
@@ -2893,6 +2971,42 @@ def cases(dev, only):
                 lambda c: (triton.cdiv(c["N"], c["BN"]), triton.cdiv(c["K"], c["BK"]))](*t)
             out.append((f"linear_wgrad {m}x{n}x{k} bf16", (nb, 2 * m * n * k), sets,
                         lambda t: torch.mm(t[0].t(), t[1], out=t[2]), impls, 2))
+    if "chunk_linear_attn" in only:
+        # causal linear attention's forward (flash-linear-attention's fused_chunk algorithm, chunks of 64), 8
+        # sequences of 4096 tokens x 8 heads flattened to 64, head dims 64 and 128; bf16, fresh randn inputs and
+        # scale 1 / sqrt(D) (an output near t then has a magnitude near sqrt(t): the error against torch, measured
+        # on the largest, is about 4e-3). torch: the O(L^2) form a user writes, ((q @ k^T * scale).tril()) @ v
+        for bh, ln, d in ((64, 4096, 64), (64, 4096, 128)):
+            nb = 4 * bh * ln * d * 2
+            sets = _sets(lambda: [r(bh, ln, d, dt=torch.bfloat16) for _ in range(3)]
+                         + [torch.empty(bh, ln, d, device=dev, dtype=torch.bfloat16)], nb)
+            g = (bh,)
+            flops = bh * (ln // 64) * (4 * 64 * 64 * d + 4 * 64 * d * d)
+            out.append((f"chunk_linear_attn {bh}x{ln}x{d} chunks of 64 bf16", (nb, flops), sets,
+                        lambda t, d=d: torch.matmul((t[0] @ t[1].transpose(1, 2) * d ** -0.5).tril(), t[2],
+                                                    out=t[3]),
+                        _both_paths(small.chunk_linear_attn, g, lambda t, g=g, ln=ln, d=d: chunk_linear_attn_ref[g](
+                            *t, ln, d ** -0.5, C=64, D=d), scale=d ** -0.5, C=64, D=d), 3))
+    if "qk_norm_rope" in only:
+        # Qwen3's q_norm + rotary embedding over a prefill of 8192 tokens: 32 query heads of 128 (BH 32), 8 key
+        # heads (BH 8), and a batch of 512 tokens' queries; bf16, eps 1e-6. torch: F.rms_norm, then the halves
+        for sq, h in ((8192, 32), (8192, 8), (512, 32)):
+            d = 128
+            nb = 2 * sq * h * d * 2 + 2 * sq * d * 2
+            ang = torch.arange(sq, device=dev)[:, None] * (10000.0 ** (-torch.arange(0, d, 2, device=dev) / d))
+            cs, sn = ang.cos().contiguous(), ang.sin().contiguous()
+            sets = _sets(lambda: [r(sq, h, d, dt=torch.bfloat16), 1.0 + 0.1 * r(d, dt=torch.bfloat16), cs, sn,
+                                  torch.empty(sq, h, d, device=dev, dtype=torch.bfloat16)], nb)
+            g = (sq, 1)
+
+            def torch_qk_norm_rope(t, half=d // 2):
+                x = torch.nn.functional.rms_norm(t[0].float(), (2 * half,), t[1].float(), 1e-6)
+                c, s = t[2][:, None, :], t[3][:, None, :]
+                x1, x2 = x[..., :half], x[..., half:]
+                t[4].copy_(torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1))
+            out.append((f"qk_norm_rope {sq}x{h}x{d} bf16", (nb, 0), sets, torch_qk_norm_rope,
+                        _both_paths(small.qk_norm_rope, g, lambda t, g=g, h=h: qk_norm_rope_ref[g](
+                            *t, h, 1e-6, BH=h, HALF=64), eps=1e-6, BH=h), 4))
     return out
 
 
@@ -2915,7 +3029,7 @@ DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_rel
                 "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad,"
                 "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,embedding_bag,"
                 "dwconv3x3,heads_first,router_top1,spmv_csr,lora,maxpool2x2,upsample_nearest2x,upsample_bilinear2x,"
-                "row_max")
+                "row_max,chunk_linear_attn,qk_norm_rope")
 
 
 def main() -> int:

@@ -558,6 +558,41 @@ def test_upsample_bilinear2x_matches_torch_at_half_pixel_centres(small):
     torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
 
 
+def _linear_attn(q, k, v, scale):
+    """o_t = scale * sum over s <= t of (q_t . k_s) v_s, in float64."""
+    q, k, v = q.double(), k.double(), v.double()
+    return (q @ k.transpose(1, 2) * scale).tril() @ v
+
+
+@pytest.mark.parametrize("ln, d, c, t, tol", [(150, 32, 32, "f32", 1e-4), (192, 16, 16, "bf16", 2e-2)])
+def test_chunk_linear_attn_carries_the_state_across_chunks(small, ln, d, c, t, tol):
+    # 5 chunks of 32 in f32 (the last one 22 long: its padded rows must add nothing) and 12 of 16 in bf16. Measured
+    # against the largest output as the probe measures (2e-7 in f32, 3e-3 in bf16), a mask that drops the diagonal
+    # (i > j) was off by 0.17-0.28, one that keeps the upper triangle 0.34-0.39, the state updated before the
+    # chunk's output 0.33-0.61, and no state at all 1.0
+    dt = {"f32": torch.float32, "bf16": torch.bfloat16}[t]
+    q, k, v = (torch.randn(3, ln, d).to(dt) for _ in range(3))
+    o = torch.full((3, ln, d), float("nan"), dtype=dt)
+    small.chunk_linear_attn[(3,)](q, k, v, o, 0.25, C=c, D=d, T=t)
+    want = _linear_attn(q, k, v, 0.25)
+    err = ((o.double() - want).abs().max() / want.abs().max()).item()  # the probe's measure (output_error)
+    assert err <= tol, err
+
+
+def test_qk_norm_rope_normalises_each_head_then_rotates_its_halves(small):
+    # 5 tokens of 12 heads in tiles of 8 (the second head block is ragged); the weight differs per value, so a
+    # norm over the wrong axis, a missing weight or swapped halves all show
+    s_, h, d = 5, 12, 16
+    x, w = torch.randn(s_, h, d), 1.0 + torch.rand(d)
+    ang = torch.arange(s_)[:, None] * (100.0 ** (-torch.arange(0, d, 2) / d))
+    cs, sn = ang.cos(), ang.sin()
+    y = torch.full((s_, h, d), float("nan"))
+    small.qk_norm_rope[(s_, 2)](x, w, cs, sn, y, 1e-6, BH=8, HALF=d // 2, T="f32")
+    n = torch.nn.functional.rms_norm(x, (d,), w, 1e-6)
+    n1, n2, c, s = n[..., :d // 2], n[..., d // 2:], cs[:, None, :], sn[:, None, :]
+    torch.testing.assert_close(y, torch.cat((n1 * c - n2 * s, n2 * c + n1 * s), -1), rtol=1e-5, atol=1e-5)
+
+
 def test_both_paths_names_the_path_auto_took(small):
     """_both_paths' `tle:auto` launches with no backend named and returns the path taken (the probe prints it, and
     does not time it); on the CPU that is the interpreter."""
