@@ -337,8 +337,11 @@ def _small_group_reduction(op) -> int:
     return 0
 
 
-# A row kernel on short 16-bit rows: no dot and no loop, a reduce along a tile's last axis, every tile it loads f16 or
-# bf16, and its largest tile more than 128 (the native path's one-warp bound) and at most 1024 elements. Measured
+# A row kernel on short 16-bit rows: no dot and no loop, a reduce along a tile's last axis, the largest tiles it loads
+# (the rows) f16 or bf16, and its largest tile more than 128 (the native path's one-warp bound) and at most 1024
+# elements. Smaller side inputs may be of any type: with f32 rotary cos and sin beside bf16 heads (the probe's
+# qk_norm_rope, 4-16 heads of 128 a program) Tile IR took 1.05-1.23x the native path's time, and with an f32
+# temperature per row (a softmax of bf16 rows of 256-1024) 1.03-1.10x (forty-fifth session, 12 of 12 slower). Measured
 # on the H200 (forty-fourth session; benchmarks/RESULTS.md "Short 16-bit rows"), examples/ LayerNorm, softmax and
 # RMSNorm, bf16 and f16, 8192 and 32768 rows of 256, 512 and 1024 (one row a program), Tile IR against the native
 # path: slower on 32 of 36 launches, 0.94-1.16x its time (LayerNorm 1.02-1.16x, softmax 1.03-1.11x, RMSNorm
@@ -352,11 +355,14 @@ SHORT_16BIT_ROWS = (128, 1024)
 def _short_16bit_rows(ops) -> str | None:
     """The reason when ops (one kernel's) make a row kernel on short 16-bit rows (above), else None."""
     lo, hi = SHORT_16BIT_ROWS
-    if any(op.name in ("tle.dot", "scf.for") for op in ops) or not any(_last_axis_reduction(op) for op in ops):
+    # (a reduce of one element is a scalar load's, not a row's)
+    if any(op.name in ("tle.dot", "scf.for") for op in ops) or not any(_last_axis_reduction(op) > 1 for op in ops):
         return None
     loaded = [tle_type(op.result.type) for op in ops if op.name == "tle.load"]
-    loaded = [(elem, shape) for elem, shape, _ in loaded if shape]
-    if not loaded or any(elem not in ("f16", "bf16") for elem, _ in loaded):
+    loaded = [(elem, math.prod(shape)) for elem, shape, _ in loaded if shape]
+    # the rows themselves: the largest tiles loaded. Smaller side inputs (a norm's weight, rotary cos and sin) may
+    # be of any type
+    if not loaded or any(elem not in ("f16", "bf16") for elem, n in loaded if n == max(n for _, n in loaded)):
         return None
     largest = largest_tile(ops)
     if not lo < largest <= hi:

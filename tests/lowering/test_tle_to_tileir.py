@@ -1372,6 +1372,24 @@ kernel k<BM: int = 4, N: int = 1024>(x: tensor<bf16>[M, N], v: tensor<bf16>[M], 
 }
 """
 
+# a softmax of 16-bit rows scaled by each row's f32 temperature: the side input is smaller than the rows
+TEMP_SOFTMAX16 = """
+kernel k<N: int = 512>(x: tensor<bf16>[M, N], temp: tensor<f32>[M], y: tensor<bf16>[M, N]) {
+    let r = program_id(0)
+    let t = cast<f32>(load(x, tile=[1, N], at=[r, 0])) * reshape(load(temp, tile=1, at=r), [1, 1])
+    let e = exp(t - max(t, axis=1, keepdims=true))
+    store(y, cast<bf16>(e / sum(e, axis=1, keepdims=true)), at=[r, 0])
+}
+"""
+# a copy of 16-bit [H, D] tiles to slots read as scalars (a KV-cache write): a scalar load reduces a tile of one
+SLOT_COPY16 = """
+kernel k<H: int = 8, D: int = 128>(x: tensor<bf16>[NT, H, D], y: tensor<bf16>[NS, H, D], slots: tensor<i64>[NT]) {
+    let slot = load(slots, at=program_id(0))
+    if slot >= 0 {
+        store(y, load(x, tile=[1, H, D], at=[program_id(0), 0, 0]), at=[cast<i32>(slot), 0, 0])
+    }
+}
+"""
 
 @pytest.mark.parametrize("src,rule,line", [
     (LAYERNORM16, "a row kernel on 16-bit tiles of at most 1024", 4),  # LayerNorm bf16 rows of 1024: 1.09-1.16x
@@ -1381,6 +1399,11 @@ kernel k<BM: int = 4, N: int = 1024>(x: tensor<bf16>[M, N], v: tensor<bf16>[M], 
     (LAYERNORM16.replace("BLOCK: int = 1024", "BLOCK: int = 128"), None, 0),   # one warp's rows: not measured
     (SCALE16, None, 0),                                           # no reduction: elementwise, not measured
     (ROW_MAX16, None, 0),                                         # four rows a program, 4096 elements: level
+    (TEMP_SOFTMAX16, "a row kernel on 16-bit tiles of at most 1024", 2),  # f32 temperatures: 1.03-1.10x
+    (TEMP_SOFTMAX16.replace("tensor<f32>[M]", "tensor<f32>[M, N]").replace("tile=1, at=r), [1, 1])",
+                                                                           "tile=[1, N], at=[r, 0]), [1, N])"),
+     None, 0),                                                    # f32 tiles as large as the rows: f32 rows
+    (SLOT_COPY16, None, 0),                                       # no row is reduced
     (MAXPOOL, "groups of 2 neighbouring elements", 4),            # 2x2 max pooling: 2.4-2.7x
     (GROUP_SUM, "groups of 8 neighbouring", 4),                   # through a cast and a product: 1.00-1.09x
     (GROUP_SUM.replace("G: int = 8", "G: int = 16"), None, 0),    # groups of 32 and 128 were level
