@@ -29,7 +29,7 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     embedding_bag,dwconv3x3,heads_first,router_top1,
                                                     spmv_csr,lora,maxpool2x2,upsample_nearest2x,
                                                     upsample_bilinear2x,row_max,chunk_linear_attn,
-                                                    qk_norm_rope] [--rounds 3]
+                                                    qk_norm_rope,varlen_attention] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -847,6 +847,62 @@ kernel qk_norm_rope<BH: int = 32, HALF: int = 64, T: dtype = bf16>(x: tensor<T>[
     store(y, reshape(cast<T>(n1 * c - n2 * sn), [1, BH, HALF]), at=[s, hb, 0])
     store(y, reshape(cast<T>(n2 * c + n1 * sn), [1, BH, HALF]), at=[s, hb, 1])
 }
+
+// FlashAttention's variable-length causal forward (flash_attn_varlen_func's packed "thd" layout): sequences of
+// different lengths back to back in q, k, v, o [total tokens, H, D]; sequence b is tokens cu_seqlens[b] ..
+// cu_seqlens[b + 1] - 1 and sees only its own keys, causally. Program (m, b, h) runs examples/attention.tle's
+// online softmax for queries m * BM ... of sequence b in head h (nothing past the sequence's end). A sequence
+// starts at any row, not at a multiple of a tile, so its rows are gathered and scattered rather than loaded.
+// Launch: mod.varlen_attention[(cdiv(max_seqlen, BM), B, H)](q, k, v, cu_seqlens, o, 1 / sqrt(D), D=128).
+kernel varlen_attention<BM: int = 64, BN: int = 64, D: int = 128, T: dtype = bf16>(q: tensor<T>[N, H, D],
+        k: tensor<T>[N, H, D], v: tensor<T>[N, H, D], cu_seqlens: tensor<i32>[B1], o: tensor<T>[N, H, D],
+        scale: f32) {
+    let m = program_id(0)
+    let b = program_id(1)
+    let h = program_id(2)
+    let start = load(cu_seqlens, at=b)
+    let len = load(cu_seqlens, at=b + 1) - start
+    if m * BM < len {
+        let rows = expand_dims(m * BM + arange(0, BM), 1)  // the queries' positions in the sequence, [BM, 1]
+        let cols = expand_dims(arange(0, D), 0)
+        let qt = gather(q, [start + rows, h, cols], mask=rows < len)
+        var mi, li, acc = full<f32>[BM, 1](-inf), zeros<f32>[BM, 1], zeros<f32>[BM, D]
+        let qk_scale = scale * 1.4426950408889634
+        // key tiles before this program's first query lie inside the sequence and before every query: no mask;
+        // then the band across the diagonal (up to the sequence's end), masked
+        let whole = m * BM / BN
+        for j in range(whole) pipeline(stages=3) {
+            mi, li, acc = varlen_attend(qt, k, v, start, h, j, mi, li, acc, qk_scale, len, rows, false)
+        }
+        for j in range(whole, cdiv(min((m + 1) * BM, len), BN)) pipeline(stages=3) {
+            mi, li, acc = varlen_attend(qt, k, v, start, h, j, mi, li, acc, qk_scale, len, rows, true)
+        }
+        scatter(o, [start + rows, h, cols], cast<T>(acc / li), mask=rows < len)
+    }
+}
+
+// One tile of BN keys (sequence positions j * BN ...) folded into the running max, sum and output; a `masked`
+// tile reads no key past the sequence's end and gives -inf scores to keys after their query (that mask alone
+// hides the keys past the end from every query inside the sequence; rows past it are not stored).
+fn varlen_attend(qt, k, v, start, h, j, mi, li, acc, qk_scale, len, rows, masked) {
+    let pos = j * BN + arange(0, BN)
+    let keys = expand_dims(pos, 1)  // as rows of k and v, [BN, 1]
+    let cols = expand_dims(arange(0, D), 0)
+    var s = zeros<f32>[BM, BN]
+    var vt = zeros<T>[BN, D]
+    if masked {
+        let kt = gather(k, [start + keys, h, cols], mask=keys < len)
+        s = where(expand_dims(pos, 0) <= rows, dot(qt, transpose(kt)) * qk_scale, -inf)
+        vt = gather(v, [start + keys, h, cols], mask=keys < len)
+    } else {
+        s = dot(qt, transpose(gather(k, [start + keys, h, cols]))) * qk_scale
+        vt = gather(v, [start + keys, h, cols])
+    }
+    let mnew = max(mi, max(s, axis=1, keepdims=true))
+    let p = exp2(s - mnew)
+    let alpha = exp2(mi - mnew)
+    return mnew, li * alpha + sum(p, axis=1, keepdims=true), dot(cast<T>(p), vt, acc * alpha)
+}
 """
 
 
@@ -1453,18 +1509,31 @@ def add_rmsnorm_ref(x_ptr, r_ptr, w_ptr, h_ptr, y_ptr, N, eps, BLOCK: tl.constex
 
 
 @triton.jit
-def rope_ref(x_ptr, cos_ptr, sin_ptr, y_ptr, H, BH: tl.constexpr, HALF: tl.constexpr):
-    s = tl.program_id(0)
+def _head_halves_ref(x_ptr, H, BH: tl.constexpr, HALF: tl.constexpr):
+    """Token program_id(0)'s heads program_id(1) * BH ... of x [S, H, 2 * HALF]: (the offsets of their first halves,
+    [BH, HALF]; the mask of heads inside H; both halves in f32)."""
     h = tl.program_id(1) * BH + tl.arange(0, BH)[:, None]
-    j = tl.arange(0, HALF)[None, :]
     mask = h < H
-    at = s * H * 2 * HALF + h * 2 * HALF + j
+    at = tl.program_id(0) * H * 2 * HALF + h * 2 * HALF + tl.arange(0, HALF)[None, :]
     x1 = tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32)
     x2 = tl.load(x_ptr + at + HALF, mask=mask, other=0.0).to(tl.float32)
-    c = tl.load(cos_ptr + s * HALF + j)
-    sn = tl.load(sin_ptr + s * HALF + j)
+    return at, mask, x1, x2
+
+
+@triton.jit
+def _rotate_halves_ref(x1, x2, cos_ptr, sin_ptr, y_ptr, at, mask, HALF: tl.constexpr):
+    """Stores halves x1, x2 rotated by token program_id(0)'s angles (rotate-half RoPE) at _head_halves_ref's at."""
+    j = tl.program_id(0) * HALF + tl.arange(0, HALF)[None, :]
+    c = tl.load(cos_ptr + j)
+    sn = tl.load(sin_ptr + j)
     tl.store(y_ptr + at, (x1 * c - x2 * sn).to(y_ptr.dtype.element_ty), mask=mask)
     tl.store(y_ptr + at + HALF, (x2 * c + x1 * sn).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def rope_ref(x_ptr, cos_ptr, sin_ptr, y_ptr, H, BH: tl.constexpr, HALF: tl.constexpr):
+    at, mask, x1, x2 = _head_halves_ref(x_ptr, H, BH, HALF)
+    _rotate_halves_ref(x1, x2, cos_ptr, sin_ptr, y_ptr, at, mask, HALF)
 
 
 @triton.jit
@@ -1880,20 +1949,60 @@ def chunk_linear_attn_ref(q_ptr, k_ptr, v_ptr, o_ptr, L, scale, C: tl.constexpr,
 
 @triton.jit
 def qk_norm_rope_ref(x_ptr, w_ptr, cos_ptr, sin_ptr, y_ptr, H, eps, BH: tl.constexpr, HALF: tl.constexpr):
-    s = tl.program_id(0)
-    h = tl.program_id(1) * BH + tl.arange(0, BH)[:, None]
-    j = tl.arange(0, HALF)[None, :]
-    mask = h < H
-    at = s * H * 2 * HALF + h * 2 * HALF + j
-    x1 = tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32)
-    x2 = tl.load(x_ptr + at + HALF, mask=mask, other=0.0).to(tl.float32)
+    at, mask, x1, x2 = _head_halves_ref(x_ptr, H, BH, HALF)
     rstd = tl.rsqrt((tl.sum(x1 * x1, 1) + tl.sum(x2 * x2, 1)) / (2 * HALF) + eps)[:, None]
+    j = tl.arange(0, HALF)[None, :]
     n1 = x1 * rstd * tl.load(w_ptr + j).to(tl.float32)
     n2 = x2 * rstd * tl.load(w_ptr + HALF + j).to(tl.float32)
-    c = tl.load(cos_ptr + s * HALF + j)
-    sn = tl.load(sin_ptr + s * HALF + j)
-    tl.store(y_ptr + at, (n1 * c - n2 * sn).to(y_ptr.dtype.element_ty), mask=mask)
-    tl.store(y_ptr + at + HALF, (n2 * c + n1 * sn).to(y_ptr.dtype.element_ty), mask=mask)
+    _rotate_halves_ref(n1, n2, cos_ptr, sin_ptr, y_ptr, at, mask, HALF)
+
+
+@triton.jit
+def _varlen_attend_ref(q, k_ptr, v_ptr, base, rm, rd, lo, hi, ln, mi, li, acc, qk_scale, HD, BN: tl.constexpr,
+                       MASKED: tl.constexpr):
+    """varlen_attend: key tiles lo .. hi - 1 of the sequence whose head h starts at element `base` (i64)."""
+    for j in range(lo, hi):
+        rn = j * BN + tl.arange(0, BN)
+        at = base + rn[:, None].to(tl.int64) * HD + rd[None, :]
+        if MASKED:
+            k = tl.load(k_ptr + at, mask=rn[:, None] < ln, other=0.0)
+            s = tl.where(rn[None, :] <= rm[:, None], tl.dot(q, tl.trans(k)) * qk_scale, -float("inf"))
+            v = tl.load(v_ptr + at, mask=rn[:, None] < ln, other=0.0)
+        else:
+            s = tl.dot(q, tl.trans(tl.load(k_ptr + at))) * qk_scale
+            v = tl.load(v_ptr + at)
+        mnew = tl.maximum(mi, tl.max(s, 1))
+        p = tl.math.exp2(s - mnew[:, None])
+        alpha = tl.math.exp2(mi - mnew)
+        li = li * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        mi = mnew
+    return mi, li, acc
+
+
+@triton.jit
+def varlen_attention_ref(q_ptr, k_ptr, v_ptr, cu_ptr, o_ptr, scale, H, BM: tl.constexpr, BN: tl.constexpr,
+                         D: tl.constexpr):
+    m, b, h = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    start = tl.load(cu_ptr + b)
+    ln = tl.load(cu_ptr + b + 1) - start
+    if m * BM < ln:
+        rm = m * BM + tl.arange(0, BM)
+        rd = tl.arange(0, D)
+        base = start.to(tl.int64) * H * D + h * D
+        at = base + rm[:, None].to(tl.int64) * (H * D) + rd[None, :]
+        q = tl.load(q_ptr + at, mask=rm[:, None] < ln, other=0.0)
+        mi = tl.full([BM], -float("inf"), tl.float32)
+        li = tl.zeros([BM], tl.float32)
+        acc = tl.zeros([BM, D], tl.float32)
+        qk_scale = scale * 1.4426950408889634
+        whole = m * BM // BN
+        stop = tl.cdiv(tl.minimum((m + 1) * BM, ln), BN)
+        mi, li, acc = _varlen_attend_ref(q, k_ptr, v_ptr, base, rm, rd, 0, whole, ln, mi, li, acc, qk_scale, H * D,
+                                         BN, False)
+        mi, li, acc = _varlen_attend_ref(q, k_ptr, v_ptr, base, rm, rd, whole, stop, ln, mi, li, acc, qk_scale,
+                                         H * D, BN, True)
+        tl.store(o_ptr + at, (acc / li[:, None]).to(o_ptr.dtype.element_ty), mask=rm[:, None] < ln)
 
 
 def _sets(make, nbytes: int) -> list:
@@ -3007,6 +3116,39 @@ def cases(dev, only):
             out.append((f"qk_norm_rope {sq}x{h}x{d} bf16", (nb, 0), sets, torch_qk_norm_rope,
                         _both_paths(small.qk_norm_rope, g, lambda t, g=g, h=h: qk_norm_rope_ref[g](
                             *t, h, 1e-6, BH=h, HALF=64), eps=1e-6, BH=h), 4))
+    if "varlen_attention" in only:
+        # FlashAttention's varlen (packed "thd") causal forward, 32 heads of 128, bf16: 16 sequences of 512 to 4096
+        # tokens (about 36K in all) and 64 of 64 to 1024; tiles of 64. torch: SDPA with is_causal=True sequence by
+        # sequence, a Python loop over the batch (what a user without a varlen kernel writes); where this torch has
+        # torch.nn.attention.varlen.varlen_attn (its FlashAttention varlen kernel), that too, as `torch varlen_attn`
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        try:
+            from torch.nn.attention.varlen import varlen_attn
+        except ImportError:
+            varlen_attn = None
+        for seqs, lo, hi in ((16, 512, 4096), (64, 64, 1024)):
+            heads, d = 32, 128
+            lens = torch.randint(lo, hi + 1, (seqs,), generator=torch.Generator().manual_seed(0))
+            cu, total = _row_starts(lens, dev)
+            starts = [0] + torch.cumsum(lens, 0).tolist()
+            nb = 4 * total * heads * d * 2
+            sets = _sets(lambda: [r(total, heads, d, dt=torch.bfloat16) for _ in range(3)]
+                         + [cu, torch.empty(total, heads, d, device=dev, dtype=torch.bfloat16)], nb)
+            g = (triton.cdiv(int(lens.max()), 64), seqs, heads)
+            scale = d ** -0.5
+
+            def torch_varlen(t, starts=starts):
+                for s, e in zip(starts[:-1], starts[1:]):
+                    q, k, v = (x[s:e].transpose(0, 1)[None] for x in t[:3])  # [1, H, len, D] views
+                    t[4][s:e].copy_(sdpa(q, k, v, is_causal=True)[0].transpose(0, 1))
+            impls = _both_paths(small.varlen_attention, g, lambda t, g=g, heads=heads, d=d, scale=scale:
+                                varlen_attention_ref[g](*t, scale, heads, BM=64, BN=64, D=d), scale=scale, D=d)
+            if varlen_attn is not None:
+                impls["torch varlen_attn"] = lambda t, mx=int(lens.max()), scale=scale: t[4].copy_(varlen_attn(
+                    t[0], t[1], t[2], t[3], t[3], mx, mx, scale=scale, window_size=(-1, 0)))
+            flops = sum(2 * n * n * d * heads for n in lens.tolist())  # 4 n^2 D per head, halved by the mask
+            out.append((f"varlen_attention {seqs} seqs of {lo}-{hi} ({total} tokens), 32x128 heads causal bf16",
+                        (nb, flops), sets, torch_varlen, impls, 4))
     return out
 
 
@@ -3029,7 +3171,7 @@ DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_rel
                 "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad,"
                 "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,embedding_bag,"
                 "dwconv3x3,heads_first,router_top1,spmv_csr,lora,maxpool2x2,upsample_nearest2x,upsample_bilinear2x,"
-                "row_max,chunk_linear_attn,qk_norm_rope")
+                "row_max,chunk_linear_attn,qk_norm_rope,varlen_attention")
 
 
 def main() -> int:
