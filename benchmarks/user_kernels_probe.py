@@ -29,7 +29,7 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     embedding_bag,dwconv3x3,heads_first,router_top1,
                                                     spmv_csr,lora,maxpool2x2,upsample_nearest2x,
                                                     upsample_bilinear2x,row_max,chunk_linear_attn,
-                                                    qk_norm_rope,varlen_attention] [--rounds 3]
+                                                    qk_norm_rope,varlen_attention,col_cumsum] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -903,6 +903,19 @@ fn varlen_attend(qt, k, v, start, h, j, mi, li, acc, qk_scale, len, rows, masked
     let alpha = exp2(mi - mnew)
     return mnew, li * alpha + sum(p, axis=1, keepdims=true), dot(cast<T>(p), vt, acc * alpha)
 }
+
+// A running sum down the columns (torch.cumsum(x, dim=0), e.g. over time steps with features contiguous): each
+// program walks BD columns from the top in [BT, BD] tiles, scans each along its leading axis in f32 and adds the
+// column sums of the tiles above.
+kernel col_cumsum<BT: int = 64, BD: int = 32, T: dtype = f32>(x: tensor<T>[M, N], y: tensor<T>[M, N]) {
+    let col = program_id(0)
+    var carry = zeros<f32>[1, BD]
+    for i in range(cdiv(M, BT)) {
+        let t = cast<f32>(load(x, tile=[BT, BD], at=[i, col]))
+        store(y, cast<T>(cumsum(t, axis=0) + carry), at=[i, col])
+        carry = carry + sum(t, axis=0, keepdims=true)
+    }
+}
 """
 
 
@@ -1413,6 +1426,19 @@ def row_cumsum_ref(x_ptr, y_ptr, N, BLOCK: tl.constexpr):
         t = tl.load(x_ptr + row * N + cols, mask=cols < N, other=0.0).to(tl.float32)
         tl.store(y_ptr + row * N + cols, (tl.cumsum(t, 0) + carry).to(y_ptr.dtype.element_ty), mask=cols < N)
         carry += tl.sum(t, 0)
+
+
+@triton.jit
+def col_cumsum_ref(x_ptr, y_ptr, M, N, BT: tl.constexpr, BD: tl.constexpr):
+    cols = tl.program_id(0) * BD + tl.arange(0, BD)
+    carry = tl.zeros((1, BD), dtype=tl.float32)
+    for i in range(0, tl.cdiv(M, BT)):
+        rows = i * BT + tl.arange(0, BT)
+        offs = rows[:, None] * N + cols[None, :]
+        inside = (rows[:, None] < M) & (cols[None, :] < N)
+        t = tl.load(x_ptr + offs, mask=inside, other=0.0).to(tl.float32)
+        tl.store(y_ptr + offs, (tl.cumsum(t, 0) + carry).to(y_ptr.dtype.element_ty), mask=inside)
+        carry += tl.sum(t, 0, keep_dims=True)
 
 
 @triton.jit
@@ -3149,6 +3175,17 @@ def cases(dev, only):
             flops = sum(2 * n * n * d * heads for n in lens.tolist())  # 4 n^2 D per head, halved by the mask
             out.append((f"varlen_attention {seqs} seqs of {lo}-{hi} ({total} tokens), 32x128 heads causal bf16",
                         (nb, flops), sets, torch_varlen, impls, 4))
+    if "col_cumsum" in only:
+        # prefix sums down the columns: 4096 steps of 16384 features and 16384 of 4096, f32 and bf16 (accumulated
+        # in f32); tiles of 64 x 32, one program per 32 columns (512 and 128 programs). torch: torch.cumsum(x, 0)
+        for dt, (m, n) in itertools.product((torch.float32, torch.bfloat16), ((4096, 16384), (16384, 4096))):
+            nb = 2 * m * n * dt.itemsize
+            sets = _sets(lambda: [r(m, n, dt=dt), torch.empty(m, n, device=dev, dtype=dt)], nb)
+            g = (triton.cdiv(n, 32),)
+            out.append((f"col_cumsum {m}x{n} {str(dt)[6:]}", (nb, 0), sets,
+                        lambda t: t[1].copy_(torch.cumsum(t[0], 0, dtype=torch.float32)),
+                        _both_paths(small.col_cumsum, g, lambda t, g=g, m=m, n=n: col_cumsum_ref[g](
+                            *t, m, n, BT=64, BD=32)), 1))
     return out
 
 
@@ -3171,7 +3208,7 @@ DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_rel
                 "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad,"
                 "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,embedding_bag,"
                 "dwconv3x3,heads_first,router_top1,spmv_csr,lora,maxpool2x2,upsample_nearest2x,upsample_bilinear2x,"
-                "row_max,chunk_linear_attn,qk_norm_rope,varlen_attention")
+                "row_max,chunk_linear_attn,qk_norm_rope,varlen_attention,col_cumsum")
 
 
 def main() -> int:

@@ -80,6 +80,18 @@ def test_row_cumsum_carries_across_tiles(small):
     torch.testing.assert_close(yb.float(), torch.cumsum(xb.float(), 1), rtol=1e-2, atol=5e-2)
 
 
+def test_col_cumsum_carries_down_the_columns(small):
+    # 150 rows in tiles of 32 (the last one 22 high) and 200 columns in tiles of 128 (the second 72 wide)
+    x = torch.randn(150, 200)
+    y = torch.full((150, 200), float("nan"))
+    small.col_cumsum[(2,)](x, y, BT=32, BD=128)
+    torch.testing.assert_close(y, torch.cumsum(x, 0), rtol=1e-5, atol=1e-4)
+    xb = torch.randn(70, 130, dtype=torch.bfloat16)
+    yb = torch.full((70, 130), float("nan"), dtype=torch.bfloat16)
+    small.col_cumsum[(3,)](xb, yb, BT=16, BD=64)
+    torch.testing.assert_close(yb.float(), torch.cumsum(xb.float(), 0), rtol=1e-2, atol=5e-2)
+
+
 def test_vocab_softmax_loops_over_a_ragged_row(small):
     x = torch.randn(3, 1000) * 4
     y = torch.full((3, 1000), float("nan"))
