@@ -559,7 +559,7 @@ def loop_step_bytes(ops) -> list[int]:
 
 
 def _occupancy(accumulators, held: list, live: list, io_elems: list, largest_tile: int,
-               many_programs: bool = False, step_bytes: list = ()) -> tuple[int | None, str]:
+               many_programs: bool = False, step_bytes: list = (), loop_scan: bool = False) -> tuple[int | None, str]:
     """(The occupancy hint, why, in words for `tlec -v`; "" with no hint).
 
     - A kernel with two or more dots, none of whose accumulators needs 8 worker warps (attention: Q K^T, then P V,
@@ -570,6 +570,14 @@ def _occupancy(accumulators, held: list, live: list, io_elems: list, largest_til
       x 64 f16, 537.6 -> 333.3 us (occupancy 3: 345.1; native 340.4), causal 222.8 -> 207.0. With D = 128 (a 64x128
       accumulator) 2 stays best (276.4; 3: 278.8, 4: 286.7). A W4A16 product (two dots on a 16x128 accumulator, but
       a 128x128 i32 tile of unpacked weights) spilled 1144 bytes per thread under 4.
+    - A kernel without a dot that scans a tile inside a loop (`loop_scan`: a cumsum carried from step to step, along
+      a row or down the columns): 4 CTAs per SM, before the two rules below. H200, Tile IR, forty-fifth session
+      (benchmarks/RESULTS.md "Scans in a loop"), no hint (f32) or the small-step rule's 8 (bf16) against 4, us: a
+      column cumsum in 64x32 tiles, 4096x16384 f32 218.1 -> 164.3 (native 181.6), bf16 179.6 -> 154.2 (167.3),
+      16384x4096 bf16 386.2 -> 265.7 (411.9), f32 322.1 -> 336.0 (449.3; 128 programs, one each SM, the one loss);
+      a row cumsum in 2048-element steps, 512x65536 bf16 50.9 -> 44.3, 4096x8192 bf16 39.0 -> 37.4, f32 level
+      (75.0 and 72.3 -> 72.4). Without a hint tileiras took 144 registers for the f32 column cumsum, 3 CTAs per
+      SM, so its 512 programs ran in two waves; under 8 (64 registers) it ran no step ahead.
     - A 16-bit row kernel (no dot, every tile loaded and stored in 16 bits): 32 warps per SM, so more rows are in
       flight. That is 8 CTAs of 4 warps for a largest tile 4 warps hold without extra warps, and 4 CTAs of the 8
       worker warps _worker_warps gives a tile up to twice that (docs/tileir.md, "Performance": layernorm bf16
@@ -616,6 +624,9 @@ def _occupancy(accumulators, held: list, live: list, io_elems: list, largest_til
         shape = "x".join(map(str, accumulators[0][1]))
         return 2, (f"one dot on a {shape} accumulator, launched with more programs than SMs: a program's epilogue "
                    "runs beside another's loads and products")
+    if loop_scan and not accumulators:
+        return 4, ("no dot, and a scan carried through a loop: 4 programs per SM leave tileiras the registers to "
+                   "load a step ahead")
     sixteen = bool(io_elems) and all(e in ("f16", "bf16", "i16") for e in io_elems)
     small_steps = bool(step_bytes) and max(step_bytes) <= _SMALL_STEP_BYTES
     if accumulators or not (sixteen or small_steps):
@@ -839,8 +850,9 @@ class _Kernel:
             many = "tle.many_programs" in self.func.attributes and not self.persistent and \
                 not walks_tiles(self.ops) and \
                 not any(gathered_operand(v) for op in dots for v in list(op.operands)[:2])
+            loop_scan = any(op.name == "tle.scan" and enclosing_loop(op) is not None for op in self.ops)
             occupancy, self.occupancy_why = _occupancy(accumulators, held, live, io, largest, many,
-                                                       loop_step_bytes(self.ops))
+                                                       loop_step_bytes(self.ops), loop_scan)
         self.occupancy = occupancy
         self.num_cta_in_cga = None if options.num_cta_in_cga == "auto" else options.num_cta_in_cga
         latency = options.load_latency

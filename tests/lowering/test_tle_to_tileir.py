@@ -1008,6 +1008,22 @@ def test_loops_that_read_little_a_step_ask_for_eight_programs_per_sm():
     assert _entry_hint(lower(SMALL_STEPS, "embedding_bag", {"BD": 2048}), "occupancy") is None  # 8 KB
     assert _entry_hint(lower(ROW_SUM, "rowsum", {"BLOCK": 1024}), "occupancy") == 8
     assert _entry_hint(lower(ROW_SUM, "rowsum", {"BLOCK": 2048}), "occupancy") is None
+
+
+ROW_CUMSUM = ROW_SUM.replace("s += cast<f32>(load(x, tile=[1, BLOCK], at=[program_id(0), j]))",
+                             "s = cumsum(cast<f32>(load(x, tile=[1, BLOCK], at=[program_id(0), j])), axis=1) + s")
+
+
+def test_a_scan_carried_through_a_loop_asks_for_four_programs_per_sm():
+    """A cumsum inside a loop, along a row or down the columns, gets 4 CTAs per SM, ahead of the small-step rule's
+    8 (bf16) and of no hint (f32): H200, benchmarks/RESULTS.md "Scans in a loop". A scan outside any loop (the
+    one-tile row cumsum of examples/cumsum.tle) and a loop without a scan keep their rules."""
+    for t, block in (("f32", 2048), ("bf16", 2048), ("bf16", 1024), ("f32", 128)):
+        m = lower(ROW_CUMSUM, "rowsum", {"BLOCK": block, "T": t})
+        assert _entry_hint(m, "occupancy") == 4, (t, block)
+    assert _entry_hint(lower(ROW_SUM, "rowsum", {"BLOCK": 1024}), "occupancy") == 8  # no scan: small steps
+    assert _entry_hint(_example_module("cumsum", {"BLOCK": 4096, "T": "f32"}), "occupancy") is None
+    assert _entry_hint(_example_module("cumsum", {"BLOCK": 4096, "T": "bf16"}), "occupancy") == 8  # 16-bit rows
     assert _entry_hint(lower(ROW_SUM, "rowsum", {"BLOCK": 2048, "T": "bf16"}), "occupancy") == 8
     assert _entry_hint(lower(ROW_SUM, "rowsum", {"BLOCK": 4096, "T": "bf16"}), "occupancy") is None
     assert _entry_hint(lower(GEMV, "gemv"), "occupancy") is None  # 17 KB a step
