@@ -58,8 +58,7 @@ def describe(compiled) -> str:
     extra = binary.extra
     line = compiled.backend
     if extra.get("registers") is not None:
-        programs, limit = resident_programs(extra["registers"], binary.num_threads,
-                                            extra.get("static_shared_mem", 0), ARCH)
+        programs, limit = resident_programs(extra["registers"], binary.num_threads, binary.shared_bytes(), ARCH)
         line += (f": {extra['registers']} registers x {binary.num_threads} threads, "
                  f"{extra.get('stack_bytes', 0)} bytes of stack: {programs} programs per SM ({limit})")
     retried = {k: extra[k] for k in RETRIES if extra.get(k)}

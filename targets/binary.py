@@ -35,6 +35,11 @@ class Binary:
     stages: dict[str, str | bytes] = field(default_factory=dict)  # intermediate forms: "ttgir", "ptx", "tilebc", ...
     extra: dict = field(default_factory=dict)  # backend specifics the launcher honours (JSON values only)
 
+    def shared_bytes(self) -> int:
+        """Shared memory one program takes: Triton's cubins ask for theirs at launch (shared_mem), tileiras' declare
+        theirs statically (extra["static_shared_mem"])."""
+        return self.shared_mem + self.extra.get("static_shared_mem", 0)
+
     def __post_init__(self) -> None:
         bad = [p for p in self.params if p not in PARAM_TYPES]
         if bad:

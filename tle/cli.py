@@ -273,7 +273,7 @@ def _report_ptxas(name: str, out, arch: str) -> None:
     report = ptxas_report(out.stages["ptx"])
     spilled = (f"{report.spill_stores} bytes spilled to local memory ({report.spill_loads} read back)"
                if report.spill_stores or report.spill_loads else "no spills")
-    threads, shared = out.binary.num_threads, out.binary.shared_mem  # the PTX came with the binary (_triton)
+    threads, shared = out.binary.num_threads, out.binary.shared_bytes()  # the PTX came with the binary (_triton)
     print(f"tlec: kernel '{name}': ptxas: {report.registers} registers per thread, {threads} threads, {shared} "
           f"bytes of shared memory, {spilled}" + _resident(report.registers, threads, shared, arch,
                                                           "smaller tiles need fewer"), file=sys.stderr)
@@ -292,7 +292,7 @@ def _report_tileiras(name: str, out, arch: str) -> None:
     registers, threads = extra.get("registers"), out.binary.num_threads
     if registers is None:
         return
-    shared = extra.get("static_shared_mem", 0)
+    shared = out.binary.shared_bytes()
     spilled = f"{extra['stack_bytes']} bytes of stack (spills)" if extra.get("stack_bytes") else "no spills"
     print(f"tlec: kernel '{name}': tileiras: {registers} registers per thread, {threads} threads, {shared} bytes "
           f"of shared memory, {spilled}" + _resident(registers, threads, shared, arch,

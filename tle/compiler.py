@@ -638,8 +638,7 @@ def _programs_per_sm_unhinted(tileir, binary, arch, kernel: Kernel) -> int | Non
             or next(dots(kernel.body), None) is not None
             or "occupancy" in ct.entries(tileir)[0].attributes):
         return None
-    programs, limit = resident_programs(extra["registers"], binary.num_threads, extra.get("static_shared_mem", 0),
-                                        arch)
+    programs, limit = resident_programs(extra["registers"], binary.num_threads, binary.shared_bytes(), arch)
     return programs if limit == "registers" else None
 
 
