@@ -29,7 +29,8 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     embedding_bag,dwconv3x3,heads_first,router_top1,
                                                     spmv_csr,lora,maxpool2x2,upsample_nearest2x,
                                                     upsample_bilinear2x,row_max,chunk_linear_attn,
-                                                    qk_norm_rope,varlen_attention,col_cumsum] [--rounds 3]
+                                                    qk_norm_rope,varlen_attention,col_cumsum,
+                                                    cast_transpose] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -916,6 +917,18 @@ kernel col_cumsum<BT: int = 64, BD: int = 32, T: dtype = f32>(x: tensor<T>[M, N]
         carry = carry + sum(t, axis=0, keepdims=true)
     }
 }
+
+// FP8 training's cast-transpose (TransformerEngine's cast_transpose): x [M, N] bf16 times the tensor's scale, cast
+// to e4m3 and written twice, as is (q) and transposed (qt, for the backward's other product), and the tensor's
+// largest |x| kept in amax (an atomic max per tile) for the next step's scale. One program per BM x BN tile.
+kernel cast_transpose<BM: int = 64, BN: int = 64>(x: tensor<bf16>[M, N], scale: tensor<f32>[1],
+        q: tensor<f8e4m3>[M, N], qt: tensor<f8e4m3>[N, M], amax: tensor<f32>[1]) {
+    let t = cast<f32>(load(x, tile=[BM, BN], at=[program_id(0), program_id(1)]))
+    let c = cast<f8e4m3>(t * load(scale, at=0))
+    store(q, c, at=[program_id(0), program_id(1)])
+    store(qt, transpose(c), at=[program_id(1), program_id(0)])
+    atomic_max(amax, 0, max(abs(t)))
+}
 """
 
 
@@ -1439,6 +1452,18 @@ def col_cumsum_ref(x_ptr, y_ptr, M, N, BT: tl.constexpr, BD: tl.constexpr):
         t = tl.load(x_ptr + offs, mask=inside, other=0.0).to(tl.float32)
         tl.store(y_ptr + offs, (tl.cumsum(t, 0) + carry).to(y_ptr.dtype.element_ty), mask=inside)
         carry += tl.sum(t, 0, keep_dims=True)
+
+
+@triton.jit
+def cast_transpose_ref(x_ptr, scale_ptr, q_ptr, qt_ptr, amax_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    inside = (rm[:, None] < M) & (rn[None, :] < N)
+    t = tl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=inside, other=0.0).to(tl.float32)
+    c = (t * tl.load(scale_ptr)).to(tl.float8e4nv)
+    tl.store(q_ptr + rm[:, None] * N + rn[None, :], c, mask=inside)
+    tl.store(qt_ptr + rn[:, None] * M + rm[None, :], tl.trans(c), mask=inside.T)
+    tl.atomic_max(amax_ptr, tl.max(tl.abs(t)))
 
 
 @triton.jit
@@ -2071,8 +2096,8 @@ def _both_paths(kernel, grid, ref, **consts) -> dict:
 
 def cases(dev, only):
     """(title, work (bytes, flops), sets, torch fn, {name: fn(set)}, output index in a set[, expected outputs of a
-    set, where they are not the torch fn's[, {name: fn(set)} to time where the checked launch has setup the timing
-    leaves out]])."""
+    set, where they are not the torch fn's (None: they are)[, {name: fn(set)} to time where the checked launch has
+    setup the timing leaves out]])."""
     attention = tle.compile(os.path.join(HERE, "..", "examples", "attention.tle"))
     fp8 = tle.compile(os.path.join(HERE, "..", "examples", "linear_fp8.tle"))
     small = tle.compile(SMALL_TLE)
@@ -3186,6 +3211,28 @@ def cases(dev, only):
                         lambda t: t[1].copy_(torch.cumsum(t[0], 0, dtype=torch.float32)),
                         _both_paths(small.col_cumsum, g, lambda t, g=g, m=m, n=n: col_cumsum_ref[g](
                             *t, m, n, BT=64, BD=32)), 1))
+    if "cast_transpose" in only:
+        # FP8 training's cast + transpose + amax of an activation or weight, bf16 -> e4m3, scale 1 (randn stays far
+        # below e4m3's 448): 8192x4096 and 16384x14336 (Llama-3 8B's MLP). amax is an atomic max: zeroed for the
+        # checked launches; the timed ones max into it again (the same values: it does not change). torch: the
+        # scaled cast, a transposed copy of it and abs().max()
+        for m, n in ((8192, 4096), (16384, 14336)):
+            nb = m * n * (2 + 1 + 1)
+            f8 = torch.float8_e4m3fn
+            sets = _sets(lambda: [r(m, n, dt=torch.bfloat16), torch.ones(1, device=dev),
+                                  torch.empty(m, n, device=dev, dtype=f8), torch.empty(n, m, device=dev, dtype=f8),
+                                  torch.zeros(1, device=dev)], nb)
+            g = (triton.cdiv(m, 64), triton.cdiv(n, 64))
+
+            def torch_cast_transpose(t):
+                t[2].copy_((t[0].float() * t[1]).to(torch.float8_e4m3fn))
+                t[3].copy_(t[2].t())
+                t[4].copy_(t[0].abs().max().float())
+            impls = _both_paths(small.cast_transpose, g, lambda t, g=g, m=m, n=n: cast_transpose_ref[g](
+                *t, m, n, BM=64, BN=64))
+            checked = {k: _zeroed(f, 4) for k, f in impls.items()}
+            out.append((f"cast_transpose {m}x{n} bf16 -> e4m3", (nb, 0), sets, torch_cast_transpose, checked,
+                        (2, 3, 4), None, impls))
     return out
 
 
@@ -3208,7 +3255,7 @@ DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_rel
                 "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad,"
                 "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,embedding_bag,"
                 "dwconv3x3,heads_first,router_top1,spmv_csr,lora,maxpool2x2,upsample_nearest2x,upsample_bilinear2x,"
-                "row_max,chunk_linear_attn,qk_norm_rope,varlen_attention,col_cumsum")
+                "row_max,chunk_linear_attn,qk_norm_rope,varlen_attention,col_cumsum,cast_transpose")
 
 
 def main() -> int:
@@ -3235,7 +3282,8 @@ def main() -> int:
         base(sets[0])
         torch.cuda.synchronize()
         # what the outputs must be: torch's, or where torch computes something else (dropout's mask), the case's own
-        wants = expected[0](sets[0]) if expected else [view(sets[0]).float().clone() for _, view in outs]
+        wants = expected[0](sets[0]) if expected and expected[0] else [view(sets[0]).float().clone()
+                                                                          for _, view in outs]
         runs = {"torch": lambda i, base=base, sets=sets: base(sets[i])}
         timed_impls = expected[1] if len(expected) > 1 else impls  # a case may check one launch, time another
         notes = []

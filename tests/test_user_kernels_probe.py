@@ -638,6 +638,19 @@ def test_varlen_attention_keeps_each_packed_sequence_causal_and_apart(small, bm,
     assert o[108:].isnan().all()
 
 
+def test_cast_transpose_writes_both_layouts_and_the_largest_magnitude(small):
+    # 100x70 out of 64x64 tiles (ragged both ways); the scale (0.5) must reach both outputs, amax takes |x| before it
+    x = torch.randn(100, 70, dtype=torch.bfloat16) * 4
+    x[37, 51] = -300.0  # the largest magnitude, negative: amax is of |x|
+    q = torch.full((100, 70), float("nan"), dtype=torch.float8_e4m3fn)
+    qt = torch.full((70, 100), float("nan"), dtype=torch.float8_e4m3fn)
+    amax = torch.zeros(1)
+    small.cast_transpose[(2, 2)](x, torch.tensor([0.5]), q, qt, amax)
+    want = (x.float() * 0.5).to(torch.float8_e4m3fn)
+    assert torch.equal(q.float(), want.float()) and torch.equal(qt.float(), want.float().t())
+    assert amax.item() == 300.0
+
+
 def test_both_paths_names_the_path_auto_took(small):
     """_both_paths' `tle:auto` launches with no backend named and returns the path taken (the probe prints it, and
     does not time it); on the CPU that is the interpreter."""
