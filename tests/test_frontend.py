@@ -430,3 +430,80 @@ def test_compile_takes_a_path_or_says_that_it_is_missing(tmp_path):
     assert tle.compile(str(path)).k.name == "k"
     with pytest.raises(FileNotFoundError, match=r"no file '.*missing\.tle'"):
         tle.compile(str(tmp_path / "missing.tle"))
+
+
+EARLY_RETURN = """
+kernel k<BLOCK: int = 16>(x: tensor<f32>[N], n: tensor<i32>[B], y: tensor<f32>[N]) {
+    let b = program_id(0)
+    if b >= load(n, at=0) {
+        return
+    }
+    let t = load(x, tile=[BLOCK], at=b)
+    if sum(t) > 0.0 {
+        if b == 1 {
+            return
+        }
+        store(y, t * 2.0, at=b)
+    } else {
+        store(y, t - 1.0, at=b)
+        return
+    }
+    store(y, t + 100.0, at=b)
+}
+"""
+
+
+def test_a_bare_return_ends_the_program_there():
+    """`if b >= n { return }` (Triton's early exit): the statements after an if whose branch returns run only on the
+    paths that do not, and a return nested deeper ends the program as well. Programs 0 and 2 run to the end, 1
+    returns inside the nested if, 3 takes the else (which returns after its store), 4 and 5 return at once."""
+    import torch
+
+    import tle
+    m = tle.compile(EARLY_RETURN)
+    x = torch.randn(6, 16).abs()
+    x[3] = -x[3]
+    y = torch.full((6, 16), float("nan"))
+    m.k[(6,)](x.flatten(), torch.tensor([4], dtype=torch.int32), y.view(-1))
+    assert torch.equal(y[0], x[0] + 100.0) and torch.equal(y[2], x[2] + 100.0)
+    assert torch.isnan(y[1]).all() and torch.isnan(y[4:]).all()
+    assert torch.equal(y[3], x[3] - 1.0)
+
+
+def test_an_early_return_leaves_no_return_for_the_later_stages():
+    """The check turns each bare return into structure (the rest of the body in the if's other branch): the typed
+    kernel holds no return, and both GPU paths compile it (to TTIR and to Tile IR; cubins on the CPU too)."""
+    from tle import ast
+    from tle.check import _early_returns
+    from tle.compiler import compile_kernel
+    (k,) = parse(EARLY_RETURN).kernels
+
+    def returns(stmts):
+        return any(isinstance(s, ast.Return) or isinstance(s, ast.If) and (returns(s.then) or returns(s.orelse or ()))
+                   for s in stmts)
+    assert returns(k.body) and not returns(_early_returns(k.body))
+    top = _early_returns(k.body)  # let b; if b >= n { } else { let t; if sum(t) > 0 { ... } else { ... } }
+    assert [type(s).__name__ for s in top] == ["Let", "If"] and top[1].then == ()
+    program = load_program(EARLY_RETURN, "t.tle")
+    assert compile_kernel(program, "k", {}, stop="ttir", backend="triton").backend == "triton"
+    assert compile_kernel(program, "k", {}, stop="tileir", backend="tileir").backend == "tileir"
+
+
+def test_a_return_after_a_compile_time_if_keeps_the_rest_for_the_other_constant():
+    src = """
+kernel k<SKIP: bool = false>(y: tensor<f32>[N]) {
+    if SKIP {
+        return
+    }
+    store(y, full<f32>[4](1.0), at=0)
+}
+"""
+    import torch
+
+    import tle
+    m = tle.compile(src)
+    y = torch.zeros(4)
+    m.k[(1,)](y, SKIP=True)
+    assert torch.equal(y, torch.zeros(4))
+    m.k[(1,)](y)
+    assert torch.equal(y, torch.ones(4))

@@ -194,7 +194,7 @@ class If(Stmt):
 
 @dataclass(frozen=True)
 class Return(Stmt):
-    value: Expr
+    value: Expr | None  # None: a bare `return`, which ends a kernel's program early
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import difflib
 import math
 import numbers
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import ast
 from . import bitonic
@@ -384,6 +384,55 @@ class _Frame:
     carried: list
 
 
+def _has_bare_return(stmts) -> bool:
+    return any(isinstance(s, ast.Return) and s.value is None
+               or isinstance(s, ast.If) and (_has_bare_return(s.then) or _has_bare_return(s.orelse or ()))
+               or isinstance(s, ast.For) and _has_bare_return(s.body) for s in stmts)
+
+
+def _ends(stmts) -> bool:
+    """Does every path through these statements reach a bare return?"""
+    last = stmts[-1] if stmts else None
+    return isinstance(last, ast.Return) and last.value is None or \
+        isinstance(last, ast.If) and last.orelse is not None and _ends(last.then) and _ends(last.orelse)
+
+
+def _early_returns(stmts, loop: ast.For | None = None) -> tuple:
+    """A kernel's statements with each bare `return` (the program ends there, as Triton's `if ...: return`) turned
+    into structure, so that the later stages see no return: the statements after an `if` whose branch returns move
+    into the paths through it that do not (into both branches when a return lies deeper in one; those statements
+    are then compiled once per path), and the return itself goes. A return inside a loop cannot end the program
+    from there (a loop runs every step), and a statement after a return would never run: both are errors."""
+    out = []
+    for i, s in enumerate(stmts):
+        rest = tuple(stmts[i + 1:])
+        if isinstance(s, ast.Return) and s.value is None:
+            if loop is not None:
+                raise TleError(s.span, "a return cannot leave a loop",
+                               [Note("the loop is here", loop.span),
+                                "a loop runs every step: make the steps after this one do nothing with an `if`, "
+                                "or end the loop's range there"])
+            if rest:
+                raise TleError(rest[0].span, "this statement follows a return and never runs",
+                               [Note("the return", s.span)])
+            return tuple(out)
+        if isinstance(s, ast.For):
+            out.append(replace(s, body=_early_returns(s.body, s)))
+            continue
+        if isinstance(s, ast.If) and loop is None and (_has_bare_return(s.then) or _has_bare_return(s.orelse or ())):
+            then = tuple(s.then) if _ends(s.then) else tuple(s.then) + rest
+            orelse = tuple(s.orelse or ()) if s.orelse is not None and _ends(s.orelse) else tuple(s.orelse or ()) + rest
+            if rest and _ends(s.then) and s.orelse is not None and _ends(s.orelse):
+                raise TleError(rest[0].span, "this statement follows a return on every path and never runs")
+            out.append(replace(s, then=_early_returns(then), orelse=_early_returns(orelse) if orelse else None))
+            return tuple(out)
+        if isinstance(s, ast.If):
+            s = replace(s, then=_early_returns(s.then, loop),
+                        orelse=None if s.orelse is None else _early_returns(s.orelse, loop))
+        out.append(s)
+    return tuple(out)
+
+
 def check_kernel(program: Program, name: str, constants: dict | None = None, wide_dims=frozenset()) -> T.Kernel:
     """`wide_dims`: the dims a launch puts past 2**31 - 1 (tle/abi.py WideDim). Their values are i64 in this
     check, so what the kernel computes from them is too (`i < N` compares in 64 bits, `range(N)` counts in
@@ -477,7 +526,7 @@ class _KernelChecker:
                 raise TleError(sp, f"dim '{d}' has the name of a parameter")
             root.add(d, T.Dim(sp, Scalar("i64" if d in self.wide_dims else "i32"), d), sp)
         self.scope = _Scope(root)
-        self.block(k.body)
+        self.block(_early_returns(k.body))
         return T.Kernel(k.name, k.span, params, dims, consts, self.out, file=k.span.file)
 
     def _const_arg(self, c: ast.ConstParam, v, span=None):
@@ -522,9 +571,12 @@ class _KernelChecker:
         """Check a block; in a fn's body, return the value of its final return (or None)."""
         for i, s in enumerate(stmts):
             if isinstance(s, ast.Return):
-                if not self.fn_stack:
+                if not self.fn_stack:  # (a kernel's bare returns are gone: _early_returns)
                     raise TleError(s.span, "a kernel cannot return a value",
-                                   ["a kernel writes its results with store(); return ends a fn"])
+                                   ["a kernel writes its results with store(); a bare `return` ends its program"])
+                if s.value is None:
+                    raise TleError(s.span, "a fn's return needs a value: return EXPR",
+                                   ["a bare `return` ends only a kernel's program"])
                 if not fn_body or i != len(stmts) - 1:
                     raise TleError(s.span, "return must be the last statement of a fn",
                                    ["fns are inlined and have one return, at the end; inside an if, assign a var "

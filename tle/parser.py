@@ -190,6 +190,9 @@ class _ToAst(Transformer):
     def return_stmt(self, meta, items):
         return ast.Return(self.sp(meta), items[0])
 
+    def bare_return(self, meta, items):
+        return ast.Return(self.sp(meta), None)
+
     def expr_stmt(self, meta, items):
         name, *rest = items
         args, kwargs = _args(rest, self.file)
