@@ -908,6 +908,22 @@ entry(file="max_argmax_one_reduce.tle", kernel="router", make=_maa_make, grid=la
            "program's rows past M are -inf pads, never stored")
 
 
+# early_return.tle ---------------------------------------------------------------------------------------------------
+def _er_make(c, k, g):
+    return {"x": randn((c["N"],), g), "n": torch.tensor([3], dtype=torch.int32), "y": poison((c["N"],))}
+
+
+def _er_ref(a, c, k):
+    y = torch.full((c["N"],), NAN, dtype=torch.float64)
+    y[:3 * 16] = a["x"][:3 * 16].double() * 2.0  # programs 0-2 store; 3 and 4 return first
+    return {"y": y}
+
+
+entry(file="early_return.tle", kernel="k", make=_er_make, grid=lambda c, k: (cdiv(c["N"], 16),), ref=_er_ref,
+      tol={"y": EXACT}, cases=[{"N": 80}],
+      note="a bare return: programs 3 and 4 of 5 return before their store, so their elements keep the poison")
+
+
 # mesh_axes.tle ------------------------------------------------------------------------------------------------------
 entry(file="mesh_axes.tle", kernel="ids", make=lambda c, k, g: {"out": poison((8,), torch.int32)},
       grid=lambda c, k: (1, 1, 1), ref=lambda a, c, k: {"out": torch.zeros(8, dtype=torch.int64)},
