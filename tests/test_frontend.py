@@ -507,3 +507,77 @@ kernel k<SKIP: bool = false>(y: tensor<f32>[N]) {
     assert torch.equal(y, torch.zeros(4))
     m.k[(1,)](y)
     assert torch.equal(y, torch.ones(4))
+
+
+FN_RETURN_IN_IF = """
+fn clip_or_neg(t, lo) {
+    if lo > 0.0 {
+        return max(t, lo)
+    }
+    let n = -t
+    return n
+}
+fn pick(t, flag) {
+    if flag {
+        return t * 2.0, 1
+    } else {
+        if sum(t) > 0.0 {
+            return t, 2
+        }
+        return 0.0, 3
+    }
+}
+kernel k(x: tensor<f32>[N], lo: f32, flag: bool, y: tensor<f32>[N], z: tensor<f32>[N], w: tensor<i32>[1]) {
+    let t = load(x, tile=[16], at=program_id(0))
+    store(y, clip_or_neg(t, lo), at=program_id(0))
+    let u, code = pick(t, flag)
+    store(z, u, at=program_id(0))
+    store(w, full<i32>[1](code), at=0)
+}
+"""
+
+
+@pytest.mark.parametrize("lo, flag, sign, want_code", [(0.5, True, 1, 1), (-1.0, False, 1, 2), (-1.0, False, -1, 3)])
+def test_a_fn_returns_from_the_branches_of_an_if(lo, flag, sign, want_code):
+    """`if lo > 0 { return max(t, lo) }` then `return n`: the statements after the if run on the other path; `pick`
+    returns two values from three paths, one of them a literal 0.0 that takes the tile type of the others."""
+    import torch
+
+    import tle
+    m = tle.compile(FN_RETURN_IN_IF)
+    x = torch.randn(16).abs() * sign
+    y, z, w = torch.full((16,), float("nan")), torch.full((16,), float("nan")), torch.zeros(1, dtype=torch.int32)
+    m.k[(1,)](x, lo, flag, y, z, w)
+    assert torch.equal(y, torch.clamp(x, min=lo) if lo > 0 else -x)
+    assert torch.equal(z, {1: x * 2.0, 2: x, 3: torch.zeros(16)}[want_code]) and w.item() == want_code
+
+
+SCALE_IF_BIG = """
+fn scale(t) {
+    if BIG {
+        return t * 100.0
+    }
+    return t
+}
+kernel k<BIG: bool = false>(x: tensor<f32>[N], y: tensor<f32>[N]) {
+    store(y, scale(load(x, tile=[16])), at=0)
+}
+"""
+
+
+def test_a_fn_returning_from_an_if_compiles_on_both_paths_and_folds_a_constant_condition():
+    import torch
+
+    import tle
+    from tle.compiler import compile_kernel
+    program = load_program(FN_RETURN_IN_IF, "t.tle")
+    assert compile_kernel(program, "k", {}, stop="ttir", backend="triton").backend == "triton"
+    assert compile_kernel(program, "k", {}, stop="tileir", backend="tileir").backend == "tileir"
+    m = tle.compile(SCALE_IF_BIG)
+    x, y = torch.randn(16), torch.empty(16)
+    m.k[(1,)](x, y)
+    assert torch.equal(y, x)
+    m.k[(1,)](x, y, BIG=True)
+    assert torch.equal(y, x * 100.0)
+    # a constant condition leaves no if: only the taken branch is checked
+    assert not any(isinstance(s, T.If) for s in kernel(SCALE_IF_BIG, BIG=True).body)

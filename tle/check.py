@@ -433,6 +433,47 @@ def _early_returns(stmts, loop: ast.For | None = None) -> tuple:
     return tuple(out)
 
 
+def _last_return(stmts) -> ast.Return:
+    """The return that ends these statements' first path (for spans)."""
+    last = stmts[-1]
+    return last if isinstance(last, ast.Return) else _last_return(last.then)
+
+
+def _value_ends(stmts) -> bool:
+    """Does every path through these statements end in a fn's `return EXPR`?"""
+    last = stmts[-1] if stmts else None
+    return isinstance(last, ast.Return) and last.value is not None or \
+        isinstance(last, ast.If) and last.orelse is not None and _value_ends(last.then) and _value_ends(last.orelse)
+
+
+def _has_value_return(stmts) -> bool:
+    return any(isinstance(s, ast.Return) and s.value is not None
+               or isinstance(s, ast.If) and (_has_value_return(s.then) or _has_value_return(s.orelse or ()))
+               for s in stmts)
+
+
+def _tail_returns(stmts) -> tuple:
+    """A fn's statements with each `return EXPR` inside an `if` (`if x < 0 { return -x }`) brought to the end:
+    the statements after such an if move into the paths through it that do not return (into both branches where
+    a return lies deeper in one), so the body ends in an if whose every branch ends in a return, which the check
+    turns into the values both branches bind (_KernelChecker.tail_if). Returns elsewhere keep their errors."""
+    out = []
+    for i, s in enumerate(stmts):
+        rest = tuple(stmts[i + 1:])
+        if isinstance(s, ast.If) and rest and (_has_value_return(s.then) or _has_value_return(s.orelse or ())):
+            if _value_ends(s.then) and s.orelse is not None and _value_ends(s.orelse):
+                raise TleError(rest[0].span, "this statement follows a return on every path and never runs")
+            then = tuple(s.then) if _value_ends(s.then) else tuple(s.then) + rest
+            orelse = tuple(s.orelse or ()) if s.orelse is not None and _value_ends(s.orelse) else \
+                tuple(s.orelse or ()) + rest
+            out.append(replace(s, then=_tail_returns(then), orelse=_tail_returns(orelse)))
+            return tuple(out)
+        if isinstance(s, ast.If) and not rest:
+            s = replace(s, then=_tail_returns(s.then), orelse=None if s.orelse is None else _tail_returns(s.orelse))
+        out.append(s)
+    return tuple(out)
+
+
 def check_kernel(program: Program, name: str, constants: dict | None = None, wide_dims=frozenset()) -> T.Kernel:
     """`wide_dims`: the dims a launch puts past 2**31 - 1 (tle/abi.py WideDim). Their values are i64 in this
     check, so what the kernel computes from them is too (`i < N` compares in 64 bits, `range(N)` counts in
@@ -579,13 +620,86 @@ class _KernelChecker:
                                    ["a bare `return` ends only a kernel's program"])
                 if not fn_body or i != len(stmts) - 1:
                     raise TleError(s.span, "return must be the last statement of a fn",
-                                   ["fns are inlined and have one return, at the end; inside an if, assign a var "
-                                    "and return it after the if"])
+                                   ["fns are inlined: a return ends the fn's body or a branch of an if there, "
+                                    "not a loop's body, and nothing follows it"])
                 if isinstance(s.value, ast.ValueList):  # return a, b: the call gives several values
                     return tuple(self.expr(v) for v in s.value.items)
                 return self.expr(s.value)
+            if fn_body and i == len(stmts) - 1 and isinstance(s, ast.If) and _value_ends((s,)):
+                return self.tail_if(s)
+            if fn_body and isinstance(s, ast.If) and _has_value_return((s,)):
+                raise TleError(s.span, "a fn that returns inside an if must return on every path through it",
+                               ["add an else that returns, or a return after the if"])
             getattr(self, "stmt_" + type(s).__name__)(s)
         return None
+
+    def if_condition(self, s: ast.If) -> T.Expr:
+        cond = self.expr(s.cond)
+        if isinstance(cond.type, Tile):
+            raise TleError(s.cond.span, f"if needs a scalar condition, got {cond.type}",
+                           ["for a tile, choose elementwise with where(cond, a, b)"])
+        if cond.type.dtype != "i1":
+            raise TleError(s.cond.span, f"if needs a bool condition, got {cond.type}",
+                           ["compare explicitly, e.g. x != 0"])
+        return cond
+
+    def tail_if(self, s: ast.If):
+        """A fn's last statement, an if whose every path ends in `return EXPR`: its value (or values). On a
+        compile-time condition, the taken branch's; otherwise one var per value, declared before the if and bound
+        at the end of each branch (as a var assigned in both branches), so the fn gives their reads."""
+        cond = self.if_condition(s)
+        if isinstance(cond, T.Const):
+            saved = self.scope
+            self.scope = _Scope(saved)
+            try:
+                return self.block(s.then if cond.value else s.orelse, fn_body=True)
+            finally:
+                self.scope = saved
+        frame = _Frame(len(self.frames) + 1, [])
+        values, bodies, scopes = [], [], []
+        saved_out, saved_scope = self.out, self.scope
+        self.frames.append(frame)
+        try:
+            for branch in (s.then, s.orelse):
+                self.out, self.scope = [], _Scope(saved_scope)
+                value = self.block(branch, fn_body=True)
+                values.append(value if isinstance(value, tuple) else (value,))
+                bodies.append(self.out)
+                scopes.append(self.scope)
+        finally:
+            self.frames.pop()
+            self.out, self.scope = saved_out, saved_scope
+        (a, b), spans = values, (_last_return(s.then).span, _last_return(s.orelse).span)
+        if len(a) != len(b):
+            raise TleError(spans[1], f"this branch returns {len(b)} value{'s' if len(b) != 1 else ''}, the other "
+                                     f"{len(a)}", [Note("the other branch's return", spans[0])])
+        results = []
+        for i, (x, y) in enumerate(zip(a, b)):
+            # the var takes the typed side's type where the other is a literal (`return 0.0` beside a tile), a
+            # tile's where the other is a scalar (splat on assignment), else the first branch's
+            tx, ty = self.materialize(x).type, self.materialize(y).type
+            weak_x = isinstance(x, T.Const) and x.weak
+            if (weak_x and not (isinstance(y, T.Const) and y.weak)) or (isinstance(ty, Tile) and
+                                                                           not isinstance(tx, Tile)):
+                tx = ty
+            ty = tx
+            var = T.Variable(f"result {i} of the if", ty, s.span, mutable=True, depth=len(self.frames))
+            self.out.append(T.Bind(s.span, var, T.Op(s.span, ty, "undef", [], {"name": var.name})))
+            frame.carried.append(var)
+            results.append(var)
+        self.frames.append(frame)
+        try:
+            for body, scope, vals, span in zip(bodies, scopes, values, spans):
+                self.out, self.scope = body, scope
+                for var, v in zip(results, vals):
+                    value = self.assignable(v, var.type, span, "the value the other branch returns")
+                    self.out.append(T.Bind(span, var, self.materialize(value)))
+        finally:
+            self.frames.pop()
+            self.out, self.scope = saved_out, saved_scope
+        self.out.append(T.If(s.span, cond, bodies[0], bodies[1], frame.carried))
+        reads = tuple(T.Read(s.span, var.type, var) for var in results)
+        return reads if len(reads) > 1 else reads[0]
 
     def declare(self, name: str, span: Span, value):
         if self.scope.lookup(name) is not None:
@@ -790,13 +904,7 @@ class _KernelChecker:
         return v.value
 
     def stmt_If(self, s: ast.If):
-        cond = self.expr(s.cond)
-        if isinstance(cond.type, Tile):
-            raise TleError(s.cond.span, f"if needs a scalar condition, got {cond.type}",
-                           ["for a tile, choose elementwise with where(cond, a, b)"])
-        if cond.type.dtype != "i1":
-            raise TleError(s.cond.span, f"if needs a bool condition, got {cond.type}",
-                           ["compare explicitly, e.g. x != 0"])
+        cond = self.if_condition(s)
         if isinstance(cond, T.Const):  # decided at compile time: only the taken branch exists (and is checked)
             taken = s.then if cond.value else (s.orelse or ())
             saved = self.scope
@@ -1213,7 +1321,7 @@ class _KernelChecker:
         self.fn_stack.append(e.func)
         self.scope = fn_scope
         try:
-            result = self.block(fn.body, fn_body=True)
+            result = self.block(_tail_returns(fn.body), fn_body=True)
         except TleError as err:  # an error in the body: say which call got there, like a backtrace
             err.notes.append(Note(f"in fn '{fn.name}', called here", e.span))
             raise
