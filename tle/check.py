@@ -384,17 +384,32 @@ class _Frame:
     carried: list
 
 
-def _has_bare_return(stmts) -> bool:
-    return any(isinstance(s, ast.Return) and s.value is None
-               or isinstance(s, ast.If) and (_has_bare_return(s.then) or _has_bare_return(s.orelse or ()))
-               or isinstance(s, ast.For) and _has_bare_return(s.body) for s in stmts)
+def _is_return(s, value: bool) -> bool:
+    """A fn's `return EXPR` (value) or a kernel's bare `return`."""
+    return isinstance(s, ast.Return) and (s.value is not None) == value
 
 
-def _ends(stmts) -> bool:
-    """Does every path through these statements reach a bare return?"""
+def _has_return(stmts, value: bool) -> bool:
+    return any(_is_return(s, value)
+               or isinstance(s, ast.If) and (_has_return(s.then, value) or _has_return(s.orelse or (), value))
+               or isinstance(s, ast.For) and _has_return(s.body, value) for s in stmts)
+
+
+def _ends(stmts, value: bool) -> bool:
+    """Does every path through these statements end in a return (a fn's `return EXPR` where value, else bare)?"""
     last = stmts[-1] if stmts else None
-    return isinstance(last, ast.Return) and last.value is None or \
-        isinstance(last, ast.If) and last.orelse is not None and _ends(last.then) and _ends(last.orelse)
+    return _is_return(last, value) or isinstance(last, ast.If) and last.orelse is not None and \
+        _ends(last.then, value) and _ends(last.orelse, value)
+
+
+def _rest_into_if(s: ast.If, rest: tuple, value: bool) -> tuple[tuple, tuple]:
+    """The branches of `s` with `rest`, the statements after it, added to each branch not every path of which
+    returns (an absent else is such a branch): rest runs where s does not return."""
+    if rest and _ends((s,), value):
+        raise TleError(rest[0].span, "this statement follows a return on every path and never runs")
+    then = tuple(s.then) + (() if _ends(s.then, value) else rest)
+    orelse = tuple(s.orelse or ()) + (() if s.orelse is not None and _ends(s.orelse, value) else rest)
+    return then, orelse
 
 
 def _early_returns(stmts, loop: ast.For | None = None) -> tuple:
@@ -406,7 +421,7 @@ def _early_returns(stmts, loop: ast.For | None = None) -> tuple:
     out = []
     for i, s in enumerate(stmts):
         rest = tuple(stmts[i + 1:])
-        if isinstance(s, ast.Return) and s.value is None:
+        if _is_return(s, False):
             if loop is not None:
                 raise TleError(s.span, "a return cannot leave a loop",
                                [Note("the loop is here", loop.span),
@@ -419,11 +434,8 @@ def _early_returns(stmts, loop: ast.For | None = None) -> tuple:
         if isinstance(s, ast.For):
             out.append(replace(s, body=_early_returns(s.body, s)))
             continue
-        if isinstance(s, ast.If) and loop is None and (_has_bare_return(s.then) or _has_bare_return(s.orelse or ())):
-            then = tuple(s.then) if _ends(s.then) else tuple(s.then) + rest
-            orelse = tuple(s.orelse or ()) if s.orelse is not None and _ends(s.orelse) else tuple(s.orelse or ()) + rest
-            if rest and _ends(s.then) and s.orelse is not None and _ends(s.orelse):
-                raise TleError(rest[0].span, "this statement follows a return on every path and never runs")
+        if isinstance(s, ast.If) and loop is None and _has_return((s,), False):
+            then, orelse = _rest_into_if(s, rest, False)
             out.append(replace(s, then=_early_returns(then), orelse=_early_returns(orelse) if orelse else None))
             return tuple(out)
         if isinstance(s, ast.If):
@@ -439,19 +451,6 @@ def _last_return(stmts) -> ast.Return:
     return last if isinstance(last, ast.Return) else _last_return(last.then)
 
 
-def _value_ends(stmts) -> bool:
-    """Does every path through these statements end in a fn's `return EXPR`?"""
-    last = stmts[-1] if stmts else None
-    return isinstance(last, ast.Return) and last.value is not None or \
-        isinstance(last, ast.If) and last.orelse is not None and _value_ends(last.then) and _value_ends(last.orelse)
-
-
-def _has_value_return(stmts) -> bool:
-    return any(isinstance(s, ast.Return) and s.value is not None
-               or isinstance(s, ast.If) and (_has_value_return(s.then) or _has_value_return(s.orelse or ()))
-               for s in stmts)
-
-
 def _tail_returns(stmts) -> tuple:
     """A fn's statements with each `return EXPR` inside an `if` (`if x < 0 { return -x }`) brought to the end:
     the statements after such an if move into the paths through it that do not return (into both branches where
@@ -460,12 +459,8 @@ def _tail_returns(stmts) -> tuple:
     out = []
     for i, s in enumerate(stmts):
         rest = tuple(stmts[i + 1:])
-        if isinstance(s, ast.If) and rest and (_has_value_return(s.then) or _has_value_return(s.orelse or ())):
-            if _value_ends(s.then) and s.orelse is not None and _value_ends(s.orelse):
-                raise TleError(rest[0].span, "this statement follows a return on every path and never runs")
-            then = tuple(s.then) if _value_ends(s.then) else tuple(s.then) + rest
-            orelse = tuple(s.orelse or ()) if s.orelse is not None and _value_ends(s.orelse) else \
-                tuple(s.orelse or ()) + rest
+        if isinstance(s, ast.If) and rest and _has_return((s,), True):
+            then, orelse = _rest_into_if(s, rest, True)
             out.append(replace(s, then=_tail_returns(then), orelse=_tail_returns(orelse)))
             return tuple(out)
         if isinstance(s, ast.If) and not rest:
@@ -625,9 +620,9 @@ class _KernelChecker:
                 if isinstance(s.value, ast.ValueList):  # return a, b: the call gives several values
                     return tuple(self.expr(v) for v in s.value.items)
                 return self.expr(s.value)
-            if fn_body and i == len(stmts) - 1 and isinstance(s, ast.If) and _value_ends((s,)):
+            if fn_body and i == len(stmts) - 1 and isinstance(s, ast.If) and _ends((s,), True):
                 return self.tail_if(s)
-            if fn_body and isinstance(s, ast.If) and _has_value_return((s,)):
+            if fn_body and isinstance(s, ast.If) and _has_return((s,), True):
                 raise TleError(s.span, "a fn that returns inside an if must return on every path through it",
                                ["add an else that returns, or a return after the if"])
             getattr(self, "stmt_" + type(s).__name__)(s)
