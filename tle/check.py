@@ -638,32 +638,42 @@ class _KernelChecker:
                            ["compare explicitly, e.g. x != 0"])
         return cond
 
+    def taken_branch(self, s: ast.If, cond: T.Const, fn_body=False):
+        """An if decided at compile time: only the taken branch exists (and is checked), in a scope of its own; in a
+        fn's body, its return value."""
+        saved = self.scope
+        self.scope = _Scope(saved)
+        try:
+            return self.block(s.then if cond.value else (s.orelse or ()), fn_body=fn_body)
+        finally:
+            self.scope = saved
+
+    def both_branches(self, s: ast.If, fn_body=False) -> tuple[_Frame, list]:
+        """An if on a run-time condition: each branch checked in a scope of its own under a new frame (which
+        records the outer vars they assign): the frame, and (statements, scope, fn return value) per branch."""
+        frame = _Frame(len(self.frames) + 1, [])
+        branches = []
+        saved_out, saved_scope = self.out, self.scope
+        self.frames.append(frame)
+        try:
+            for branch in (s.then, s.orelse or ()):
+                self.out, self.scope = [], _Scope(saved_scope)
+                value = self.block(branch, fn_body=fn_body)
+                branches.append((self.out, self.scope, value))
+        finally:
+            self.frames.pop()
+            self.out, self.scope = saved_out, saved_scope
+        return frame, branches
+
     def tail_if(self, s: ast.If):
         """A fn's last statement, an if whose every path ends in `return EXPR`: its value (or values). On a
         compile-time condition, the taken branch's; otherwise one var per value, declared before the if and bound
         at the end of each branch (as a var assigned in both branches), so the fn gives their reads."""
         cond = self.if_condition(s)
         if isinstance(cond, T.Const):
-            saved = self.scope
-            self.scope = _Scope(saved)
-            try:
-                return self.block(s.then if cond.value else s.orelse, fn_body=True)
-            finally:
-                self.scope = saved
-        frame = _Frame(len(self.frames) + 1, [])
-        values, bodies, scopes = [], [], []
-        saved_out, saved_scope = self.out, self.scope
-        self.frames.append(frame)
-        try:
-            for branch in (s.then, s.orelse):
-                self.out, self.scope = [], _Scope(saved_scope)
-                value = self.block(branch, fn_body=True)
-                values.append(value if isinstance(value, tuple) else (value,))
-                bodies.append(self.out)
-                scopes.append(self.scope)
-        finally:
-            self.frames.pop()
-            self.out, self.scope = saved_out, saved_scope
+            return self.taken_branch(s, cond, fn_body=True)
+        frame, branches = self.both_branches(s, fn_body=True)
+        values = [v if isinstance(v, tuple) else (v,) for _, _, v in branches]
         (a, b), spans = values, (_last_return(s.then).span, _last_return(s.orelse).span)
         if len(a) != len(b):
             raise TleError(spans[1], f"this branch returns {len(b)} value{'s' if len(b) != 1 else ''}, the other "
@@ -673,18 +683,16 @@ class _KernelChecker:
             # the var takes the typed side's type where the other is a literal (`return 0.0` beside a tile), a
             # tile's where the other is a scalar (splat on assignment), else the first branch's
             tx, ty = self.materialize(x).type, self.materialize(y).type
-            weak_x = isinstance(x, T.Const) and x.weak
-            if (weak_x and not (isinstance(y, T.Const) and y.weak)) or (isinstance(ty, Tile) and
-                                                                           not isinstance(tx, Tile)):
-                tx = ty
-            ty = tx
-            var = T.Variable(f"result {i} of the if", ty, s.span, mutable=True, depth=len(self.frames))
-            self.out.append(T.Bind(s.span, var, T.Op(s.span, ty, "undef", [], {"name": var.name})))
+            literal_x = isinstance(x, T.Const) and x.weak and not (isinstance(y, T.Const) and y.weak)
+            rtype = ty if literal_x or (isinstance(ty, Tile) and not isinstance(tx, Tile)) else tx
+            var = T.Variable(f"result {i} of the if", rtype, s.span, mutable=True, depth=len(self.frames))
+            self.out.append(T.Bind(s.span, var, T.Op(s.span, rtype, "undef", [], {"name": var.name})))
             frame.carried.append(var)
             results.append(var)
+        saved_out, saved_scope = self.out, self.scope
         self.frames.append(frame)
         try:
-            for body, scope, vals, span in zip(bodies, scopes, values, spans):
+            for (body, scope, _), vals, span in zip(branches, values, spans):
                 self.out, self.scope = body, scope
                 for var, v in zip(results, vals):
                     value = self.assignable(v, var.type, span, "the value the other branch returns")
@@ -692,7 +700,7 @@ class _KernelChecker:
         finally:
             self.frames.pop()
             self.out, self.scope = saved_out, saved_scope
-        self.out.append(T.If(s.span, cond, bodies[0], bodies[1], frame.carried))
+        self.out.append(T.If(s.span, cond, branches[0][0], branches[1][0], frame.carried))
         reads = tuple(T.Read(s.span, var.type, var) for var in results)
         return reads if len(reads) > 1 else reads[0]
 
@@ -900,28 +908,11 @@ class _KernelChecker:
 
     def stmt_If(self, s: ast.If):
         cond = self.if_condition(s)
-        if isinstance(cond, T.Const):  # decided at compile time: only the taken branch exists (and is checked)
-            taken = s.then if cond.value else (s.orelse or ())
-            saved = self.scope
-            self.scope = _Scope(saved)
-            try:
-                self.block(taken)
-            finally:
-                self.scope = saved
+        if isinstance(cond, T.Const):
+            self.taken_branch(s, cond)
             return
-        frame = _Frame(len(self.frames) + 1, [])
-        bodies = []
-        self.frames.append(frame)
-        saved_out, saved_scope = self.out, self.scope
-        try:
-            for branch in (s.then, s.orelse or ()):
-                self.out, self.scope = [], _Scope(saved_scope)
-                self.block(branch)
-                bodies.append(self.out)
-        finally:
-            self.frames.pop()
-            self.out, self.scope = saved_out, saved_scope
-        self.out.append(T.If(s.span, cond, bodies[0], bodies[1], frame.carried))
+        frame, branches = self.both_branches(s)
+        self.out.append(T.If(s.span, cond, branches[0][0], branches[1][0], frame.carried))
 
     # ---- types written in the source -------------------------------------------------------------------------
     def type_expr(self, t: ast.TypeExpr):
