@@ -362,7 +362,8 @@ def _short_16bit_rows(ops) -> str | None:
     loaded = [(elem, math.prod(shape)) for elem, shape, _ in loaded if shape]
     # the rows themselves: the largest tiles loaded. Smaller side inputs (a norm's weight, rotary cos and sin) may
     # be of any type
-    if not loaded or any(elem not in ("f16", "bf16") for elem, n in loaded if n == max(n for _, n in loaded)):
+    rows = max((n for _, n in loaded), default=0)
+    if not loaded or any(elem not in ("f16", "bf16") for elem, n in loaded if n == rows):
         return None
     largest = largest_tile(ops)
     if not lo < largest <= hi:

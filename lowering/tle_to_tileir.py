@@ -523,6 +523,15 @@ def unaligned_operand(v: "ir.Value") -> bool:
 _SMALL_STEP_BYTES = 4096
 
 
+def _extreme_of(is_max: bool, flt: bool):
+    """max (min) of two values as the reductions combine them: NaN-propagating for floats, signed for integers."""
+    if flt:
+        fn = ct.maxf if is_max else ct.minf
+        return lambda a, b: fn(a, b, propagate_nan=True)
+    fn = ct.maxi if is_max else ct.mini
+    return lambda a, b: fn(a, b, signed=True)
+
+
 def largest_tile(ops) -> int:
     """The elements of the largest tile any of ops makes (1 where none makes a tile)."""
     return max((math.prod(tle_type(r.type)[1] or ()) for op in ops for r in op.results
@@ -1364,13 +1373,11 @@ class _Kernel:
                 r = ct.ftof(r, elem)
         elif kind in ("max", "min"):
             if flt:
-                fn = ct.maxf if kind == "max" else ct.minf
                 identity = -math.inf if kind == "max" else math.inf
-                (r,) = ct.reduce([x], axis, [identity], lambda l, r: [fn(l, r, propagate_nan=True)])
             else:
-                fn = ct.maxi if kind == "max" else ct.mini
                 identity = _int_min(elem) if kind == "max" else _int_max(elem)
-                (r,) = ct.reduce([x], axis, [identity], lambda l, r: [fn(l, r, signed=True)])
+            fn = _extreme_of(kind == "max", flt)
+            (r,) = ct.reduce([x], axis, [identity], lambda l, r: [fn(l, r)])
         elif kind in ("argmax", "argmin"):
             _, r = self.arg_extreme(x, axis, kind == "argmax")
         else:
@@ -1400,12 +1407,7 @@ class _Kernel:
                 tie = ct.cmpi("equal", va, vb)
                 wins = ct.cmpi(better, va, vb)
             pick = ct.ori(wins, ct.andi(tie, lower))
-            if not carry_extreme:
-                value = ct.select(pick, va, vb)
-            elif flt:
-                value = (ct.maxf if is_max else ct.minf)(va, vb, propagate_nan=True)
-            else:
-                value = (ct.maxi if is_max else ct.mini)(va, vb, signed=True)
+            value = _extreme_of(is_max, flt)(va, vb) if carry_extreme else ct.select(pick, va, vb)
             return [value, ct.select(pick, ia, ib)]
 
         value, idx = ct.reduce([x, index], axis, [worst, _int_max("i32")], combine)
