@@ -608,6 +608,11 @@ class _KernelChecker:
         for i, s in enumerate(stmts):
             if isinstance(s, ast.Return):
                 if not self.fn_stack:  # (a kernel's bare returns are gone: _early_returns)
+                    if s.value.span.line > s.span.line:  # `return` alone on its line, a statement below it
+                        raise TleError(s.value.span, "this statement follows a return and never runs",
+                                       [Note("the return: a bare `return` must end its block",
+                                             Span(s.span.file, s.span.line, s.span.col, s.span.line,
+                                                  s.span.col + len("return")))])
                     raise TleError(s.span, "a kernel cannot return a value",
                                    ["a kernel writes its results with store(); a bare `return` ends its program"])
                 if s.value is None:
