@@ -69,6 +69,15 @@ OPS: tuple[OpDef, ...] = (
           "i32, except in a view marked tle.wide: its strides are i64, and so is a size past 2**31 - 1.",
           '%v = "tle.make_view"(%p, %M, %N, %sM, %c1) {elem = f32, name = "x", operandSegmentSizes = '
           'array<i32: 1, 2, 2>} : (!tle.ptr<f32>, i32, i32, i32, i32) -> !tle.view<f32, 2>'),
+    OpDef("slice", (("view", "view"), ("starts", "variadic index"), ("sizes", "variadic index")),
+          (("result", "view"),), ("elem", "name"),
+          "The window of a view that starts at element `starts` (one per axis) with sizes `sizes`, in the view's "
+          "strides: tile indices and bounds checks of the accesses through it are relative to the window. The "
+          "kernel promises 0 <= start and start + size <= the view's size per axis (the interpreter checks it). "
+          "`name` and the unit attributes tle.wide / tle.unaligned_rows are the sliced view's: it is the same "
+          "tensor.",
+          '%w = "tle.slice"(%v, %s, %c0, %n, %c128) {elem = f16, name = "q", operandSegmentSizes = '
+          'array<i32: 1, 2, 2>} : (!tle.view<f16, 2>, i32, i32, i32, i32) -> !tle.view<f16, 2>'),
     OpDef("load", (("view", "view"), ("indices", "variadic i32")), (("result", "tensor"),), ("padding",),
           "Load the tile at tile index `indices` (element offset = index * tile size per axis). Elements outside "
           "the view read as `padding`. The tile shape is the result type's shape.",

@@ -409,15 +409,42 @@ class _KernelBuilder:
     def x_undef(self, e):
         return self.value("tle.undef", ir_type(e.type), [], {"name": ir.StringAttr.get(e.attrs["name"])}, e.span)
 
+    def view_of(self, t: T.TensorParam) -> "ir.Value":
+        """The view a memory op addresses: a tensor parameter's make_view, or the tle.slice that defined a slice
+        (kept in env, so that it is visible where the slice's let is)."""
+        return self.env[t] if isinstance(t, T.TensorSlice) else self.views[t.name]
+
+    def x_slice(self, e):
+        """A slice's window: tle.slice of its parent's view, which keeps the parent's name and unit attributes.
+        Without shape= its sizes are the rest of the parent's: size - start per axis."""
+        parent = self.view_of(e.tensor.parent)
+        rank = len(e.tensor.type.dims)
+        vals = [self.expr(a) for a in e.args]
+        starts, sizes = vals[:rank], vals[rank:]
+        if e.attrs["rest"]:
+            owner = parent.owner  # make_view (ptr, sizes, strides) or slice (view, starts, sizes)
+            parent_sizes = list(owner.operands)[1:1 + rank] if owner.name == "tle.make_view" else \
+                list(owner.operands)[1 + rank:]
+            sizes = [size if constant_int(start) == 0 else
+                     self.value("arith.subi", size.type, [size, start if size.type == start.type else self.value(
+                         "arith.extsi", size.type, [start], None, e.span)], None, e.span)  # an i64 WideDim
+                     for size, start in zip(parent_sizes, starts)]
+        attrs = {"elem": parent.owner.attributes["elem"], "name": parent.owner.attributes["name"],
+                 "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, rank, rank])}
+        for unit in ("tle.wide", "tle.unaligned_rows"):
+            if unit in parent.owner.attributes:
+                attrs[unit] = ir.UnitAttr.get()
+        self.env[e.tensor] = self.value("tle.slice", parent.type, [parent, *starts, *sizes], attrs, e.span)
+
     def x_load(self, e):
-        view = self.views[e.tensor.name]
+        view = self.view_of(e.tensor)
         idx = [self.expr(a) for a in e.args]
         attrs = {"padding": scalar_attr(e.type.dtype, e.attrs["padding"]), **self._inside(e, idx, e.attrs["tile"]),
                  **self._tma(e)}
         return self.value("tle.load", ir_type(e.type), [view, *idx], attrs, e.span)
 
     def x_store(self, e):
-        view = self.views[e.tensor.name]
+        view = self.view_of(e.tensor)
         value, *idx = [self.expr(a) for a in e.args]
         inside = self._inside(e, idx, e.args[0].type.shape)
         self.op("tle.store", [], [view, value, *idx], {**inside, **self._tma(e)}, e.span)
@@ -440,7 +467,7 @@ class _KernelBuilder:
         return {"tle.inside": ir.DenseI32ArrayAttr.get(sorted(axes))} if axes else {}
 
     def _indexed(self, e, with_value):
-        view = self.views[e.tensor.name]
+        view = self.view_of(e.tensor)
         vals = [self.expr(a) for a in e.args]
         rank = len(e.tensor.type.dims)
         masked = e.attrs["masked"]

@@ -26,6 +26,10 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
   (and 0 for integers) are expressible there. A load with any other padding (pad=1.0, pad=-1000) is lowered
   through pointers instead: a tile of element pointers, a mask `index*tile + i < size` per axis (one unsigned
   compare, so negative tile indices are out of bounds too) and `load_ptr_tko` with a padding tile.
+- tle.slice -> a `make_tensor_view` where the slice is made, at base + sum(start_i * stride_i) (an `offset` in
+  i64), with the window's sizes (assumed >= 0) and the view's strides, and its own partition views; the base is
+  assumed 16-byte aligned where the arguments' divisibility proves every start * stride a multiple of 16 bytes
+  (_aligned_base), which keeps a packed sequence's windows as fast as whole tensors.
 - tle.load / tle.store -> `load_view_tko` / `store_view_tko` at the same tile coordinates (Tile IR's indices are
   tile coordinates too, read as unsigned: a negative index is out of bounds, as in tle). Along the axes where
   the tile is known to lie inside the tensor (tle.inside: the launch, or a constant index along a static size,
@@ -710,25 +714,64 @@ def _arg_divisibility(func) -> list[int]:
     return [ir.IntegerAttr(d["tle.divisibility"]).value if "tle.divisibility" in d else 1 for d in dicts]
 
 
+_MAX_DIVISIBILITY = 1 << 30
+
+
+def _divisibility(v: "ir.Value", entry: "ir.Block", of_arg: list[int]) -> int:
+    """A power of two that divides the integer (or, for a pointer argument, the address) v, as far as the launch's
+    tle.divisibility facts on the kernel's arguments (of_arg, _arg_divisibility) and constants show it: through
+    products, sums, differences and sign extensions. 1 where nothing is known."""
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return of_arg[ir.BlockArgument(v).arg_number] if owner == entry else 1
+    name = owner.name
+    if name == "arith.constant":
+        c = constant_int(v)
+        return 1 if c is None else _MAX_DIVISIBILITY if c == 0 else min(c & -c, _MAX_DIVISIBILITY)
+    parts = [_divisibility(x, entry, of_arg) for x in owner.operands]
+    if name == "arith.muli":
+        return min(math.prod(parts), _MAX_DIVISIBILITY)
+    if name in ("arith.addi", "arith.subi", "arith.extsi", "arith.extui"):
+        return min(parts)
+    return 1
+
+
+def _root_view(view: "ir.Value") -> "ir.Operation":
+    """The tle.make_view a view is, or is a slice (of a slice ...) of."""
+    op = view.owner
+    while op.name == "tle.slice":
+        op = op.operands[0].owner
+    return op
+
+
+def _aligned_base(view: "ir.Value", entry: "ir.Block", of_arg: list[int]) -> bool:
+    """Is the view's first element 16-byte aligned, as the arguments' tle.divisibility shows? A tensor parameter's
+    is where its pointer is; a slice's, where its parent's is and each axis moves it by a multiple of 16 bytes
+    (start * stride: a packed sequence's rows of H * D halves, whatever row it starts at)."""
+    op = view.owner
+    if op.name == "tle.make_view":
+        return _divisibility(op.operands[0], entry, of_arg) % 16 == 0
+    elem, _, rank = tle_type(view.type)
+    nbytes = _elem_bytes(elem.removeprefix("view:"))
+    strides = list(_root_view(view).operands)[1 + rank:]
+    return _aligned_base(op.operands[0], entry, of_arg) and all(
+        _divisibility(start, entry, of_arg) * _divisibility(stride, entry, of_arg) * nbytes % 16 == 0
+        for start, stride in zip(list(op.operands)[1:1 + rank], strides))
+
+
 def _tma_views(func, ops) -> bool:
-    """Does every view of the kernel have what TMA needs of its tensor: a 16-byte aligned base, and every stride
-    but a unit one (folded to the constant 1) a multiple of 16 bytes, as the arguments' tle.divisibility says?"""
-    of_arg = _arg_divisibility(func)
-
-    def divisibility(v) -> int:
-        if not isinstance(v.owner, ir.Block):
-            return constant_int(v) or 1
-        return of_arg[ir.BlockArgument(v).arg_number]
-
+    """Does every view of the kernel have what TMA needs of its tensor: a 16-byte aligned base (_aligned_base), and
+    every stride but a unit one (folded to the constant 1) a multiple of 16 bytes, as the arguments'
+    tle.divisibility says?"""
+    of_arg, entry = _arg_divisibility(func), func.regions[0].blocks[0]
     for op in ops:
-        if op.name != "tle.make_view":
+        if op.name not in ("tle.make_view", "tle.slice"):
             continue
         elem, _, rank = tle_type(op.results[0].type)
         nbytes = _elem_bytes(elem.removeprefix("view:"))
-        operands = list(op.operands)
-        strides = operands[1 + rank:]
-        if divisibility(operands[0]) % 16 or \
-                any(constant_int(s) != 1 and divisibility(s) * nbytes % 16 for s in strides):
+        strides = list(_root_view(op.result).operands)[1 + rank:]
+        if not _aligned_base(op.result, entry, of_arg) or \
+                any(constant_int(s) != 1 and _divisibility(s, entry, of_arg) * nbytes % 16 for s in strides):
             return False
     return True
 
@@ -1429,15 +1472,44 @@ class _Kernel:
     def op_tle_make_view(self, op):
         operands = list(op.operands)
         rank = (len(operands) - 1) // 2
-        elem = tle_type(op.result.type)[0][5:]
+        self.tensor_view(op, self.get(operands[0]), [self.static_or_value(v) for v in operands[1:1 + rank]],
+                         [self.static_or_value(v) for v in operands[1 + rank:]])
 
-        def static_or_value(v):
-            c = constant_int(v)
-            return c if c is not None else self.get(v)
+    def op_tle_slice(self, op):
+        """A window of a view: its own tensor view at the window's first element, base + sum(start_i * stride_i) in
+        i64, with the window's sizes and the view's strides, and partition views of it for its loads and stores.
+        Made where the slice is (a packed sequence's window is per program). Its base is assumed 16-byte aligned
+        where _aligned_base proves it, so tileiras keeps vector and TMA accesses for it."""
+        parent = self.views[op.operands[0]]
+        operands = list(op.operands)
+        rank = len(parent.strides)
+        offset = None
+        for start, stride in zip(operands[1:1 + rank], parent.strides):
+            if constant_int(start) == 0:
+                continue
+            term = self.get(start)
+            term = term if _is_i64(term) else ct.exti(term, "i64")
+            if not isinstance(stride, int):
+                term = ct.muli(term, stride if _is_i64(stride) else ct.exti(stride, "i64"))
+            elif stride != 1:
+                term = ct.muli(term, self.const(stride, (), "i64"))
+            offset = term if offset is None else ct.addi(offset, term)
+        base = parent.base if offset is None else ct.offset(parent.base, offset)
+        if offset is not None and _aligned_base(op.result, self.body, _arg_divisibility(self.func)):
+            base = ct.assume_div_by(base, 16)
+        # the kernel promises sizes >= 0 (dialects/tle.py), as the launch does for a tensor parameter's dims
+        sizes = [c if (c := constant_int(v)) is not None else ct.assume_bounded(self.get(v), 0, None)
+                 for v in operands[1 + rank:]]
+        self.tensor_view(op, base, sizes, parent.strides)
 
-        sizes = [static_or_value(v) for v in operands[1:1 + rank]]
-        strides = [static_or_value(v) for v in operands[1 + rank:]]
-        base = self.get(operands[0])
+    def static_or_value(self, v):
+        c = constant_int(v)
+        return c if c is not None else self.get(v)
+
+    def tensor_view(self, op, base, sizes, strides):
+        """The view `op` defines (a make_view or a slice): make_tensor_view of base with `sizes` and `strides`
+        (lowered values, or ints where static), and one partition view per (tile shape, padding) its loads and
+        stores use."""
         # A wide view's strides are i64 (tle/abi.py WideTensor), and so is a size past 2**31 - 1 (WideDim);
         # make_tensor_view takes one integer type for all its dynamic sizes and strides, so the others are widened
         # there (the view keeps them as they are for the masks)
@@ -1446,6 +1518,7 @@ class _Kernel:
 
         def widened(vs):
             return [v if isinstance(v, int) or not wide or _is_i64(v) else ct.exti(v, "i64") for v in vs]
+        elem = tle_type(op.result.type)[0][5:]
         view = _View(self.view_name(op.result), elem, base, sizes, strides,
                      ct.make_tensor_view(base, widened(sizes), widened(strides)))
         for shape, pad in self.part_keys.get(op.result, []):

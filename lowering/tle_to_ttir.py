@@ -11,7 +11,8 @@ Every op created for a tle op gets that op's location, so Triton's diagnostics a
 .tle source.
 
 Lowering choices (the semantics are the ones dialects/tle.py states):
-- tle.make_view produces no code; loads and stores address (ptr, sizes, strides) directly.
+- tle.make_view produces no code; loads and stores address (ptr, sizes, strides) directly. tle.slice moves the
+  pointer to the window's first element and takes the window's sizes (_slice).
 - tle.load / tle.store: masked tensors of pointers, `ptr + sum((index_i * tile_i + k_i) * stride_i)`, in i32
   as hand-written Triton computes them, except in a view of a tensor spanning more than 2**31 - 1 elements or
   with a larger stride (tle.wide; tle/abi.py WideTensor), where strides and offsets are i64 (hand-written
@@ -545,6 +546,26 @@ def _make_view(L: _Lowering, op):
                 view.descriptors[tuple(shape)] = _descriptor(L, view, shape)
 
 
+def _slice(L: _Lowering, op):
+    """A window of a view: its base moved by sum(start_i * stride_i) (in the view's offset type: i32, i64 where
+    wide), its own sizes, the same strides. It has no descriptors: its tiles go through pointers, whose alignment
+    Triton derives from the base's and the strides' divisibility."""
+    parent = L.views[op.operands[0]]
+    rank = len(parent.strides)
+    operands = [L.v(x) for x in list(op.operands)[1:]]
+    base_t = _i(64) if parent.wide else _i(32)
+    offset = None
+    for start, stride in zip(operands[:rank], parent.strides):
+        if constant_int(start) == 0:
+            continue
+        term = L.widened(start, base_t)
+        if constant_int(stride) != 1:
+            term = L.binop("arith.muli", term, L.widened(stride, base_t))
+        offset = term if offset is None else L.binop("arith.addi", offset, term)
+    ptr = parent.ptr if offset is None else L.val("tt.addptr", parent.ptr.type, [parent.ptr, offset])
+    L.views[op.result] = _View(ptr, operands[rank:], parent.strides, parent.elem, parent.wide)
+
+
 def _wants_descriptor(L: _Lowering, op) -> bool:
     """A tile load or store goes through a tensor descriptor when the whole module is lowered in descriptor mode,
     or when the kernel asked for it (tma=true: tle.tma) on a target with TMA, and _descriptor_ok allows it; else
@@ -1006,6 +1027,7 @@ _RULES = {
     "tle.program_id": _program_id,
     "tle.num_programs": _program_id,
     "tle.make_view": _make_view,
+    "tle.slice": _slice,
     "tle.load": _load,
     "tle.store": _store,
     "tle.gather": _gather,

@@ -108,6 +108,20 @@ class View:
         self.sizes, self.strides = list(sizes), list(strides)
         self.address = self.storage.data_ptr()  # storage identity, for scatter conflict checks
 
+    def window(self, starts: list[int], sizes: list[int]) -> "View":
+        """tle.slice: the window of this view from element `starts` with sizes `sizes`, in the same storage and
+        strides. ValueError for a window that does not lie inside the view (the GPU paths would read and write
+        past it)."""
+        for axis, (first, size, whole) in enumerate(zip(starts, sizes, self.sizes)):
+            if first < 0 or size < 0 or first + size > whole:
+                raise ValueError(f"slice of '{self.name}' from {starts} with shape {sizes} does not lie inside its "
+                                 f"shape {self.sizes} (axis {axis})")
+        out = object.__new__(View)
+        out.name, out.dtype, out.storage, out.address = self.name, self.dtype, self.storage, self.address
+        out.base = self.base + sum(first * st for first, st in zip(starts, self.strides))
+        out.sizes, out.strides = list(sizes), list(self.strides)
+        return out
+
 
 class _Launch:
     """Per-launch state: the grid, and every scatter write (checked for cross-program conflicts at the end)."""
@@ -393,9 +407,10 @@ class CompiledKernel:
                 return tainted
 
     def _control_varies(self, block) -> bool:
-        """Whether a loop bound or an if condition may differ between programs (then programs run one by one)."""
+        """Whether a loop bound, an if condition or a slice's window may differ between programs (then programs run
+        one by one)."""
         for op in _ops(block):
-            n = {"scf.for": 3, "scf.if": 1}.get(op.name, 0)
+            n = {"scf.for": 3, "scf.if": 1, "tle.slice": len(op.operands)}.get(op.name, 0)
             if any(self._slot(v) in self.varying for v in list(op.operands)[:n]):
                 return True
             if any(self._control_varies(b) for r in op.regions for b in r.blocks):
@@ -845,6 +860,19 @@ class CompiledKernel:
             sizes = [int(env[s]) for s in ins[1:1 + rank]]
             strides = [int(env[s]) for s in ins[1 + rank:]]
             env[out] = View(env[ins[0]], name, elem, sizes, strides, span)
+        return step
+
+    def op_tle_slice(self, op, span):
+        (v, *rest), (out,) = self._io(op)
+        rank = len(rest) // 2
+
+        def step(env):  # one program at a time where a start or size differs between programs (_control_varies)
+            try:
+                env[out] = env[v].window([int(env[s]) for s in rest[:rank]], [int(env[s]) for s in rest[rank:]])
+            except ValueError as e:
+                raise TleError(span, f"{e} in program {_program_of(env, 0)}",
+                               ["a slice's start and shape must keep it inside the tensor: 0 <= start and "
+                                "start + shape <= the tensor's size on every axis"]) from None
         return step
 
     def op_tle_load(self, op, span):

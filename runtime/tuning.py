@@ -488,7 +488,7 @@ def analyze(checked, dims: dict, num_stages: int = 3, grid: tuple | None = None)
         if e.name in ("load", "gather"):
             b = elems(e.type) * BYTES[e.type.dtype]
             f.bytes += b * trips
-            f.read.add(e.tensor.name)
+            f.read.add(e.tensor.param.name)
             if loop is not None:
                 loop["loads"] += b
             if e.name == "load":
@@ -496,7 +496,7 @@ def analyze(checked, dims: dict, num_stages: int = 3, grid: tuple | None = None)
         elif e.name in ("store", "scatter", "atomic"):
             n = max(elems(a.type) for a in e.args if a.type is not None)
             f.bytes += n * BYTES[e.tensor.type.dtype] * trips
-            f.written.add(e.tensor.name)
+            f.written.add(e.tensor.param.name)
             f.atomics |= e.name == "atomic"
             if e.name == "store" and isinstance(e.args[0].type, Tile):
                 overshoot(e.args[0].type.shape, e.tensor)

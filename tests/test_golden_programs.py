@@ -924,6 +924,33 @@ entry(file="early_return.tle", kernel="k", make=_er_make, grid=lambda c, k: (cdi
       note="a bare return: programs 3 and 4 of 5 return before their store, so their elements keep the poison")
 
 
+# slice.tle ----------------------------------------------------------------------------------------------------------
+_SL_LENS = (5, 0, 37, 16, 1, 64, 23)  # packed sequences: empty, shorter than a tile, exact tiles, ragged
+
+
+def _sl_make(c, k, g):
+    starts = [0]
+    for n in _SL_LENS:
+        starts.append(starts[-1] + n)
+    rows = starts[-1] + 3  # three rows past the last sequence: no program writes them
+    return {"x": randn((rows, 32), g, torch.float16), "cu": torch.tensor(starts, dtype=torch.int32),
+            "y": poison((rows, 32), torch.float16)}
+
+
+def _sl_ref(a, c, k):
+    y = a["y"].double().clone()
+    cu = a["cu"].tolist()
+    for s, (first, last) in enumerate(zip(cu[:-1], cu[1:])):
+        y[first:last] = (a["x"][first:last].double() * (s + 1)).half().double()
+    return {"y": y}
+
+
+entry(file="slice.tle", kernel="scale_packed", make=_sl_make,
+      grid=lambda c, k: (len(_SL_LENS), cdiv(max(_SL_LENS), 16)), ref=_sl_ref, tol={"y": EXACT}, cases=[{}],
+      note="each program scales its tile of one packed sequence by the sequence's number + 1: a row read or written "
+           "past its window would take the wrong factor; the rows past the last sequence keep the poison")
+
+
 # mesh_axes.tle ------------------------------------------------------------------------------------------------------
 entry(file="mesh_axes.tle", kernel="ids", make=lambda c, k, g: {"out": poison((8,), torch.int32)},
       grid=lambda c, k: (1, 1, 1), ref=lambda a, c, k: {"out": torch.zeros(8, dtype=torch.int64)},

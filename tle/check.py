@@ -723,6 +723,12 @@ class _KernelChecker:
         self.scope.add(name, value, span)
 
     def stmt_Let(self, s: ast.Let):
+        if _is_slice(s.value):  # a tensor, not a value: the name stands for the window (tensor_arg, inline)
+            if s.type is not None:
+                raise TleError(s.type.span, f"'{s.name}' is a slice of a tensor; it takes no type",
+                               [f"let {s.name} = slice(...)"])
+            self.declare(s.name, s.name_span or s.span, self.slice_of(s.value, s.name))
+            return
         value = self.expr(s.value)
         if s.type is not None:
             value = self.assignable(value, self.type_expr(s.type), s.value.span, f"'{s.name}'")
@@ -761,6 +767,10 @@ class _KernelChecker:
         return got
 
     def stmt_Var(self, s: ast.Var):
+        if s.value is not None and _is_slice(s.value):
+            raise TleError(s.span, f"a slice cannot be a var: bind it with let {s.name} = slice(...)",
+                           ["a slice is a window of a tensor, fixed where it is made; make another for another "
+                            "window"])
         if s.value is None:
             if s.type is None:
                 raise TleError(s.span, f"var '{s.name}' needs a type or an initial value",
@@ -1283,11 +1293,12 @@ class _KernelChecker:
         fn_scope = _Scope(self.const_scope)
         for p in fn.params:
             a = bound[p.name]
-            tensor = self.scope.lookup(a.id) if isinstance(a, ast.Name) else None
+            tensor = self.scope.lookup(a.id) if isinstance(a, ast.Name) else \
+                self.slice_of(a, p.name) if _is_slice(a) else None
             if isinstance(tensor, T.TensorParam):
                 if p.type is not None:
-                    raise TleError(a.span, f"'{a.id}' is a tensor, but parameter '{p.name}' of fn '{fn.name}' has "
-                                           f"a type", [Note("leave the parameter untyped to pass a tensor", p.span)])
+                    raise TleError(a.span, f"'{tensor.name}' is a tensor, but parameter '{p.name}' of fn "
+                                           f"'{fn.name}' has a type", [Note("leave the parameter untyped to pass a tensor", p.span)])
                 fn_scope.add(p.name, tensor, p.name_span)
                 continue
             v = self.expr(a)
@@ -1384,13 +1395,52 @@ class _KernelChecker:
         return self.b_program_id(e, "num_programs")
 
     def tensor_arg(self, x: ast.Expr, fn: str) -> T.TensorParam:
+        if _is_slice(x):
+            return self.slice_of(x, "slice")
         if isinstance(x, ast.Name):
             v = self.scope.lookup(x.id)
             if isinstance(v, T.TensorParam):
                 return v
             if v is None and x.id not in BUILTIN_CONSTS:
                 self.unknown(x.id, x.span)
-        raise TleError(x.span, f"the first argument of {fn}() must be a tensor parameter of the kernel")
+        raise TleError(x.span, f"the first argument of {fn}() must be a tensor parameter of the kernel or a slice "
+                               f"of one")
+
+    def slice_of(self, e: ast.Call, name: str) -> T.TensorSlice:
+        """`slice(tensor, start=[...], shape=[...])`: the window of a tensor parameter (or of another slice) from
+        element `start` with sizes `shape` (default: the rest of the tensor), in the tensor's strides. Emits the
+        `slice` op that defines it here, in program order, and returns it."""
+        a = self.args(e, ("tensor", "start"), ("shape",))
+        parent = self.tensor_arg(a["tensor"], "slice")
+        rank = len(parent.type.dims)
+        start = [self.scalar_int(i, "a start in start=") for i in self.index_list(a["start"], rank, "start=",
+                                                                                  parent.name)]
+        shape = [self.scalar_int(i, "a size in shape=") for i in self.index_list(a["shape"], rank, "shape=",
+                                                                                 parent.name)] \
+            if "shape" in a else []
+        dims = []
+        for axis, (first, dim) in enumerate(zip(start, parent.type.dims)):
+            size = shape[axis] if shape else None
+            for v, what in ((first, "start"), (size, "size")):
+                if isinstance(v, T.Const) and v.value < 0:
+                    raise TleError(v.span, f"a slice's {what} cannot be negative, got {v.value}")
+            c_first = first.value if isinstance(first, T.Const) else None
+            c_size = size.value if isinstance(size, T.Const) else None
+            if isinstance(dim, int) and c_first is not None and c_first + (c_size or 0) > dim:
+                raise TleError((size or first).span, f"the slice ends at element {c_first + (c_size or 0)} of "
+                                                     f"axis {axis}, but '{parent.name}' has {dim} there")
+            if shape:
+                dims.append(c_size)
+            else:  # the rest of the axis
+                dims.append(dim - c_first if isinstance(dim, int) and c_first is not None else None)
+        t = T.TensorSlice(name, Tensor(parent.type.dtype, tuple(dims)), e.span, parent, start, shape)
+        self.out.append(T.Eval(e.span, T.Op(e.span, None, "slice", start + shape, {"rest": not shape}, tensor=t)))
+        return t
+
+    def b_slice(self, e):  # only here in a place that wants a value
+        raise TleError(e.span, "slice() gives a tensor, not a value",
+                       ["bind it with let (let w = slice(...)), or pass it where a tensor goes: load(slice(x, "
+                        "start=[...]), tile=[...])"])
 
     def index_list(self, x: ast.Expr, n: int, what: str, tname: str) -> list[ast.Expr]:
         if not isinstance(x, ast.ListLit):
@@ -1984,6 +2034,10 @@ BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "rem", "**": 
 
 UNARY_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "abs",
               "floor", "ceil")
+
+def _is_slice(e: ast.Expr) -> bool:
+    return isinstance(e, ast.Call) and e.func == "slice"
+
 
 BUILTINS = {name[2:]: getattr(_KernelChecker, name) for name in dir(_KernelChecker) if name.startswith("b_")}
 for _n in UNARY_MATH:

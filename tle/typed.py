@@ -29,6 +29,28 @@ class TensorParam:
     type: Tensor
     span: Span
 
+    @property
+    def param(self) -> "TensorParam":
+        """The kernel's tensor parameter whose memory this addresses (a slice's, its parameter's)."""
+        return self
+
+
+@dataclass(eq=False)
+class TensorSlice(TensorParam):
+    """`slice(parent, start=[...], shape=[...])`: the window of `parent` (a tensor parameter or another slice) that
+    starts at element `start` and has sizes `shape`, in the parent's strides. Memory ops address it as a tensor of
+    its own (tile indices and bounds relative to the window). `name` is the let that binds it (for messages);
+    `type.dims` holds an int where shape= is a compile-time constant and None where it is a runtime value, so no
+    analysis takes it for a dim of a tensor parameter. A `slice` Op in an Eval statement defines it where it was
+    written: the lowering builds its view there."""
+    parent: TensorParam = None
+    start: list = field(default_factory=list)  # one i32 Expr per axis
+    shape: list = field(default_factory=list)  # one i32 Expr per axis
+
+    @property
+    def param(self) -> TensorParam:
+        return self.parent.param
+
 
 @dataclass(eq=False)
 class Expr:
@@ -59,7 +81,7 @@ class Op(Expr):
     name: str
     args: list[Expr]
     attrs: dict = field(default_factory=dict)
-    tensor: TensorParam | None = None  # for memory ops
+    tensor: TensorParam | None = None  # for memory ops; for `slice`, the TensorSlice it defines (args: start, shape)
 
 
 # Elementwise ops map one-to-one onto upstream arith/math; the rest onto tle ops.
@@ -70,7 +92,7 @@ ELEMENTWISE_UNARY = ("neg", "not", "exp", "exp2", "log", "log2", "sqrt", "rsqrt"
 OTHER_OPS = ("where", "cast", "bitcast", "splat", "broadcast", "expand_dims", "reshape", "transpose", "join", "split",
              "arange",
              "program_id", "num_programs", "load", "store", "gather", "scatter", "atomic", "dot", "reduce", "scan",
-             "histogram", "undef", "cdiv", "umulhi")
+             "histogram", "undef", "cdiv", "umulhi", "slice")
 OP_NAMES = ELEMENTWISE_BINARY + ELEMENTWISE_UNARY + OTHER_OPS
 
 

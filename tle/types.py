@@ -102,12 +102,13 @@ class Tile:
 
 @dataclass(frozen=True)
 class Tensor:
-    """A kernel's tensor parameter: element type and dims (an int, or the name of a symbolic size)."""
+    """A kernel's tensor parameter: element type and dims (an int, or the name of a symbolic size; None for a
+    slice's size that is known only at run time)."""
     dtype: str
-    dims: tuple[int | str, ...]
+    dims: tuple[int | str | None, ...]
 
     def __str__(self) -> str:
-        return f"tensor<{self.dtype}>[{', '.join(map(str, self.dims))}]"
+        return f"tensor<{self.dtype}>[{', '.join('?' if d is None else str(d) for d in self.dims)}]"
 
 
 Type = Scalar | Tile | Tensor
