@@ -29,7 +29,8 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
 - tle.slice -> a `make_tensor_view` where the slice is made, at base + sum(start_i * stride_i) (an `offset` in
   i64), with the window's sizes (assumed >= 0) and the view's strides, and its own partition views; the base is
   assumed 16-byte aligned where the arguments' divisibility proves every start * stride a multiple of 16 bytes
-  (_aligned_base), which keeps a packed sequence's windows as fast as whole tensors.
+  (_aligned_base), which keeps a packed sequence's windows as fast as whole tensors. Accesses through it outside
+  any loop take no TMA (_Kernel.tma_for).
 - tle.load / tle.store -> `load_view_tko` / `store_view_tko` at the same tile coordinates (Tile IR's indices are
   tile coordinates too, read as unsigned: a negative index is out of bounds, as in tle). Along the axes where
   the tile is known to lie inside the tensor (tle.inside: the launch, or a constant index along a static size,
@@ -146,6 +147,8 @@ class TileirOptions:
       the grid as three more i32 parameters, and the runtime launches one wave of programs).
     fma: "auto" (in a kernel with a dot), True or False: lower an f32/f64 product added once to one `fma`
       (_fused_mul).
+    window_tma: "auto" (view accesses through a slice outside any loop say allow_tma = false) or "all" (they keep
+      the kernel's choice): _Kernel.tma_for.
     """
     tma: object = "auto"
     pointer_loads: str = "auto"
@@ -155,6 +158,7 @@ class TileirOptions:
     load_latency: object = "auto"
     persistent: object = "auto"
     fma: object = "auto"
+    window_tma: str = "auto"
 
 
 def tle_to_tileir(module: "ir.Module", options: TileirOptions | None = None) -> "ir.Module":
@@ -817,6 +821,7 @@ class _View:
     strides: list
     tensor_view: "ir.Value"
     parts: dict = field(default_factory=dict)  # (tile shape, padding name or None) -> partition view value
+    empty: list = field(default_factory=list)  # a slice's: per axis, the i1 "its size is 0", or None (op_tle_slice)
 
 
 @dataclass
@@ -885,6 +890,7 @@ class _Kernel:
         # and one lost: vocab_softmax f32, 410 -> 464 us, where tileiras unrolled its fma loop further, on 139
         # registers instead of 122, 3 programs per SM instead of 4 (benchmarks/RESULTS.md, "fma on Tile IR").
         self.fma = bool(dots) if options.fma == "auto" else bool(options.fma)
+        self.window_tma = options.window_tma
         self.fused = 0  # products lowered into fma (tlec -v says how many)
         occupancy = options.occupancy
         self.occupancy_why = ""  # the lowering's reason for its own hint (tlec -v); none for a hint it was given
@@ -912,6 +918,17 @@ class _Kernel:
         self.load_latency, self.latency_why = _load_latency(accumulators) if latency == "auto" else (latency, "")
         if self.load_latency is not None and not 1 <= self.load_latency <= 10:
             raise ValueError(f"load_latency = {latency!r} is not auto, None or 1..10")
+
+    def tma_for(self, op) -> "bool | None":
+        """allow_tma of a view load or store: the kernel's choice (choose), except that an access through a slice
+        outside any loop takes no TMA. A slice's tensor view is made per program, and each view TMA reads needs a
+        tensor map built and fenced in the program; for one tile (the queries, the output) it costs more than it
+        saves. H200, variable-length attention (benchmarks/user_kernels_probe.py varlen_attention, 32 heads of
+        128, bf16; forty-sixth session, benchmarks/RESULTS.md "Slices"): with the q load and o store off TMA,
+        64 sequences of 64-1024 tokens 766.0 -> 709.2 us (native 699.4), 16 of 512-4096 1979.7 -> 1978.5."""
+        if self.window_tma == "auto" and op.operands[0].owner.name == "tle.slice" and enclosing_loop(op) is None:
+            return False
+        return self.allow_tma
 
     def through_pointers(self, elem: str, shape) -> bool:
         """Does a load of `elem` whose padding a partition view could express still go through pointers? Those the
@@ -1500,16 +1517,35 @@ class _Kernel:
         # the kernel promises sizes >= 0 (dialects/tle.py), as the launch does for a tensor parameter's dims
         sizes = [c if (c := constant_int(v)) is not None else ct.assume_bounded(self.get(v), 0, None)
                  for v in operands[1 + rank:]]
-        self.tensor_view(op, base, sizes, parent.strides)
+        # An empty window (a sequence of no tokens) is legal, but a tensor map with a size of 0 is not: a TMA access
+        # through it stopped the H200 with an illegal instruction. So the tensor view has at least 1 along each
+        # runtime size, and each view access through it, where that size is 0, takes tile index 1 instead of its
+        # own: wholly outside both the true and the widened window (a load reads padding, a store writes nothing),
+        # as any index is outside an empty one. Pointer accesses mask with the true sizes.
+        empty = [(None if v else True) if isinstance(v, int) else  # True: a constant size of 0
+                 None if isinstance(t.owner, ir.Block) else  # a tensor parameter's dim, as its own view has it
+                 ct.cmpi("equal", v, self.const(0, (), self.elem(v))) for v, t in zip(sizes, operands[1 + rank:])]
+        view_sizes = [v if e is None else 1 if e is True else ct.maxi(v, self.const(1, (), self.elem(v)))
+                      for v, e in zip(sizes, empty)]
+        self.tensor_view(op, base, sizes, parent.strides, view_sizes)
+        self.views[op.result].empty = empty
+
+    def view_index(self, view: _View, index: list) -> list:
+        """The tile index a view access through `view` uses: its own, or 1 along an axis of an empty slice
+        (op_tle_slice)."""
+        if not view.empty:
+            return index
+        one = [self.const(1, (), self.elem(i)) for i in index]
+        return [i if e is None else u if e is True else ct.select(e, u, i) for i, e, u in zip(index, view.empty, one)]
 
     def static_or_value(self, v):
         c = constant_int(v)
         return c if c is not None else self.get(v)
 
-    def tensor_view(self, op, base, sizes, strides):
+    def tensor_view(self, op, base, sizes, strides, view_sizes=None):
         """The view `op` defines (a make_view or a slice): make_tensor_view of base with `sizes` and `strides`
         (lowered values, or ints where static), and one partition view per (tile shape, padding) its loads and
-        stores use."""
+        stores use. `view_sizes`, where given, are the tensor view's own sizes (an empty slice's, widened)."""
         # A wide view's strides are i64 (tle/abi.py WideTensor), and so is a size past 2**31 - 1 (WideDim);
         # make_tensor_view takes one integer type for all its dynamic sizes and strides, so the others are widened
         # there (the view keeps them as they are for the masks)
@@ -1520,7 +1556,7 @@ class _Kernel:
             return [v if isinstance(v, int) or not wide or _is_i64(v) else ct.exti(v, "i64") for v in vs]
         elem = tle_type(op.result.type)[0][5:]
         view = _View(self.view_name(op.result), elem, base, sizes, strides,
-                     ct.make_tensor_view(base, widened(sizes), widened(strides)))
+                     ct.make_tensor_view(base, widened(view_sizes or sizes), widened(strides)))
         for shape, pad in self.part_keys.get(op.result, []):
             view.parts[(shape, pad)] = ct.make_partition_view(view.tensor_view, shape, padding=pad)
         self.views[op.result] = view
@@ -1570,7 +1606,8 @@ class _Kernel:
         token = self.read_token(view)
         inside = inside_axes(op)
         if pad is not None and not self.through_pointers(elem, shape):
-            tile, out = ct.load_view_tko(view.parts[(shape, pad)], index, token, allow_tma=self.allow_tma,
+            tile, out = ct.load_view_tko(view.parts[(shape, pad)], self.view_index(view, index), token,
+                                         allow_tma=self.tma_for(op),
                                          latency=self.load_latency, inbounds=_all_or_none(inside, len(index)))
         else:
             tile, out = self.load_by_pointers(view, index, shape, _scalar_value(op.attributes["padding"], elem), token,
@@ -1629,8 +1666,8 @@ class _Kernel:
         shape = self.shape(value)
         part = next(p for (s, _), p in view.parts.items() if s == shape)
         inside = inside_axes(op)
-        self.after_write(view, ct.store_view_tko(value, part, index, self.write_token(view),
-                                                 allow_tma=self.allow_tma,
+        self.after_write(view, ct.store_view_tko(value, part, self.view_index(view, index), self.write_token(view),
+                                                 allow_tma=self.tma_for(op),
                                                  inbounds=_all_or_none(inside, len(index))))
 
     def indexed(self, op, with_value: bool):
