@@ -852,10 +852,58 @@ kernel qk_norm_rope<BH: int = 32, HALF: int = 64, T: dtype = bf16>(x: tensor<T>[
 // FlashAttention's variable-length causal forward (flash_attn_varlen_func's packed "thd" layout): sequences of
 // different lengths back to back in q, k, v, o [total tokens, H, D]; sequence b is tokens cu_seqlens[b] ..
 // cu_seqlens[b + 1] - 1 and sees only its own keys, causally. Program (m, b, h) runs examples/attention.tle's
-// online softmax for queries m * BM ... of sequence b in head h (nothing past the sequence's end). A sequence
-// starts at any row, not at a multiple of a tile, so its rows are gathered and scattered rather than loaded.
+// online softmax for queries m * BM ... of sequence b in head h (nothing past the sequence's end). Each tensor is
+// sliced to the sequence's rows, so tiles count from its first token and stop at its last: key tiles past the end
+// read zeros, and query rows past it are not stored.
 // Launch: mod.varlen_attention[(cdiv(max_seqlen, BM), B, H)](q, k, v, cu_seqlens, o, 1 / sqrt(D), D=128).
 kernel varlen_attention<BM: int = 64, BN: int = 64, D: int = 128, T: dtype = bf16>(q: tensor<T>[N, H, D],
+        k: tensor<T>[N, H, D], v: tensor<T>[N, H, D], cu_seqlens: tensor<i32>[B1], o: tensor<T>[N, H, D],
+        scale: f32) {
+    let m = program_id(0)
+    let b = program_id(1)
+    let h = program_id(2)
+    let start = load(cu_seqlens, at=b)
+    let len = load(cu_seqlens, at=b + 1) - start
+    if m * BM >= len {
+        return
+    }
+    let ks = slice(k, start=[start, 0, 0], shape=[len, H, D])
+    let vs = slice(v, start=[start, 0, 0], shape=[len, H, D])
+    let qt = reshape(load(slice(q, start=[start, 0, 0], shape=[len, H, D]), tile=[BM, 1, D], at=[m, h, 0]), [BM, D])
+    let rows = expand_dims(m * BM + arange(0, BM), 1)  // the queries' positions in the sequence, [BM, 1]
+    var mi, li, acc = full<f32>[BM, 1](-inf), zeros<f32>[BM, 1], zeros<f32>[BM, D]
+    let qk_scale = scale * 1.4426950408889634
+    // key tiles before this program's first query lie inside the sequence and before every query: no mask; then
+    // the band across the diagonal (up to the sequence's end), masked
+    let whole = m * BM / BN
+    for j in range(whole) pipeline(stages=3) {
+        mi, li, acc = varlen_window_attend(qt, ks, vs, h, j, mi, li, acc, qk_scale, rows, false)
+    }
+    for j in range(whole, cdiv(min((m + 1) * BM, len), BN)) pipeline(stages=3) {
+        mi, li, acc = varlen_window_attend(qt, ks, vs, h, j, mi, li, acc, qk_scale, rows, true)
+    }
+    store(slice(o, start=[start, 0, 0], shape=[len, H, D]), reshape(cast<T>(acc / li), [BM, 1, D]), at=[m, h, 0])
+}
+
+// Key tile j of head h of one sequence's windows ks, vs folded into the running max, sum and output; a `masked`
+// tile gives -inf scores to keys after their query (which hides the zeros read past the sequence's end from every
+// query inside it).
+fn varlen_window_attend(qt, ks, vs, h, j, mi, li, acc, qk_scale, rows, masked) {
+    let kt = reshape(load(ks, tile=[BN, 1, D], at=[j, h, 0]), [BN, D])
+    var s = dot(qt, transpose(kt)) * qk_scale
+    if masked {
+        s = where(expand_dims(j * BN + arange(0, BN), 0) <= rows, s, -inf)
+    }
+    let mnew = max(mi, max(s, axis=1, keepdims=true))
+    let p = exp2(s - mnew)
+    let alpha = exp2(mi - mnew)
+    return mnew, li * alpha + sum(p, axis=1, keepdims=true), dot(cast<T>(p), reshape(load(vs, tile=[BN, 1, D],
+        at=[j, h, 0]), [BN, D]), acc * alpha)
+}
+
+// The same attention written before slices (forty-fifth session): a sequence starts at any row, not at a multiple
+// of a tile, so its rows are gathered and scattered with element indices rather than loaded.
+kernel varlen_attention_gather<BM: int = 64, BN: int = 64, D: int = 128, T: dtype = bf16>(q: tensor<T>[N, H, D],
         k: tensor<T>[N, H, D], v: tensor<T>[N, H, D], cu_seqlens: tensor<i32>[B1], o: tensor<T>[N, H, D],
         scale: f32) {
     let m = program_id(0)
@@ -3194,6 +3242,9 @@ def cases(dev, only):
                     t[4][s:e].copy_(sdpa(q, k, v, is_causal=True)[0].transpose(0, 1))
             impls = _both_paths(small.varlen_attention, g, lambda t, g=g, heads=heads, d=d, scale=scale:
                                 varlen_attention_ref[g](*t, scale, heads, BM=64, BN=64, D=d), scale=scale, D=d)
+            for path in ("triton", "tileir"):  # the form written before slices: rows gathered and scattered
+                impls[f"tle gather:{path}"] = lambda t, g=g, path=path, scale=scale, d=d: \
+                    small.varlen_attention_gather[g](*t, scale, D=d, backend=path)
             if varlen_attn is not None:
                 impls["torch varlen_attn"] = lambda t, mx=int(lens.max()), scale=scale: t[4].copy_(varlen_attn(
                     t[0], t[1], t[2], t[3], t[3], mx, mx, scale=scale, window_size=(-1, 0)))

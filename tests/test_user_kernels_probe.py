@@ -616,8 +616,9 @@ def _varlen_attention(q, k, v, starts, scale):
     return o
 
 
+@pytest.mark.parametrize("kernel", ["varlen_attention", "varlen_attention_gather"])
 @pytest.mark.parametrize("bm, bn, t, tol", [(16, 16, "f32", 1e-5), (32, 16, "f32", 1e-5), (16, 16, "bf16", 2e-2)])
-def test_varlen_attention_keeps_each_packed_sequence_causal_and_apart(small, bm, bn, t, tol):
+def test_varlen_attention_keeps_each_packed_sequence_causal_and_apart(small, kernel, bm, bn, t, tol):
     # sequences of 5 (shorter than a tile), 70 (a ragged last tile) and 33 tokens packed from rows 0, 5 and 75, none
     # at a multiple of a tile, then 3 rows of no sequence that must stay unwritten (NaN); BM = 32 over BN = 16 has
     # two key tiles in each diagonal band. Measured as the probe measures (1e-7 to 2e-7 in f32, 1e-3 to 3e-3 in
@@ -625,13 +626,16 @@ def test_varlen_attention_keeps_each_packed_sequence_causal_and_apart(small, bm,
     # keys read from row 0 instead of the sequence's start 1.07-1.32, an accumulator not rescaled by alpha
     # 0.35-0.83, and a band of one key tile (stop at cdiv(min(m * BM + BN, len), BN)) 0.25-0.42 with BM = 32. The
     # interpreter itself stops a scatter masked `rows <= len` (two programs write a row), a dropped gather or
-    # scatter mask and a first band tile read unmasked (out of bounds in the last sequence's ragged tile)
+    # scatter mask and a first band tile read unmasked (out of bounds in the last sequence's ragged tile). The
+    # sliced form (varlen_attention) reads and writes through windows of the sequence's rows instead: keys from a
+    # window a row late were off by 1.25-1.34, and an output window a row too long wrote the row after the last
+    # sequence
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}[t]
     starts, h, d = [0, 5, 75, 108], 2, 16
     q, k, v = (torch.randn(111, h, d).to(dt) for _ in range(3))
     o = torch.full((111, h, d), float("nan"), dtype=dt)
     cu = torch.tensor(starts, dtype=torch.int32)
-    small.varlen_attention[(math.ceil(70 / bm), 3, h)](q, k, v, cu, o, 0.25, BM=bm, BN=bn, D=d, T=t)
+    getattr(small, kernel)[(math.ceil(70 / bm), 3, h)](q, k, v, cu, o, 0.25, BM=bm, BN=bn, D=d, T=t)
     want = _varlen_attention(q, k, v, starts, 0.25)
     err = ((o[:108].double() - want[:108]).abs().max() / want[:108].abs().max()).item()  # output_error's measure
     assert err <= tol, err
