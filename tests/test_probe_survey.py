@@ -39,8 +39,8 @@ def test_a_case_auto_sends_to_the_native_path_says_why():
 
 def test_a_native_kernel_limited_by_its_shared_memory_says_so():
     """A Triton cubin asks for its shared memory at launch (Binary.shared_mem), not in the ELF: the survey counts it,
-    as tlec -v does. varlen_attention on the native path (the gathered-operand rule): 114688 bytes a program, so 2
-    programs per SM, limited by shared memory as much as by its 228 registers (a tie names shared memory)."""
-    by_case = {line.split(" [")[0]: line for line in survey.survey(["varlen_attention"], 132)}
-    line = by_case["varlen_attention 64 seqs of 64-1024 (32718 tokens), 32x128 heads causal bf16"]
-    assert " triton: " in line and "2 programs per SM (shared memory)" in line
+    as tlec -v does. conv2d on the native path (the gathered-operand rule), 3x3 over 64 channels: 118 registers
+    would allow 4 programs of 128 threads per SM, its shared memory 3."""
+    by_case = {line.split(" [")[0]: line for line in survey.survey(["conv2d"], 132)}
+    line = by_case["conv2d 32x56x56x64 -> 64, 3x3 stride 1 f16"]
+    assert " triton: " in line and "3 programs per SM (shared memory)" in line
