@@ -181,6 +181,34 @@ def _attention(device, dtype, shape=(2, 37, 50), noncontig=False, tiles=(32, 16)
             lambda t: [t[3]])
 
 
+def _attention_varlen(device, dtype, shape=(2, 16, 5, 70, 33), noncontig=False, tiles=(32, 16)):
+    """shape: (heads, D, *sequence lengths), packed back to back from row 0, then 3 rows of no sequence (not
+    compared: tests/test_user_kernels_probe.py checks that such rows stay unwritten). A negative first length means
+    not causal (its absolute value is the length)."""
+    h, d, *lens = shape
+    causal = lens[0] >= 0
+    lens = [abs(n) for n in lens]
+    starts = [0]
+    for n in lens:
+        starts.append(starts[-1] + n)
+    rows = starts[-1] + 3
+    bm, bn = tiles
+    q = (torch.randn((rows, d, h), device=device).to(dtype).transpose(1, 2) if noncontig  # inner stride != 1
+         else rand((rows, h, d), device, dtype))
+    k, v, o = rand((rows, h, d), device, dtype), rand((rows, h, d), device, dtype), poison((rows, h, d), device, dtype)
+    cu = torch.tensor(starts, device=device, dtype=torch.int32)
+    scale = d ** -0.5
+
+    def ref(t):
+        out = torch.empty((starts[-1], h, d), device=t[0].device)
+        for s, e in zip(starts[:-1], starts[1:]):
+            qs, ks, vs = (x[s:e].float().transpose(0, 1) for x in t[:3])  # [H, len, D]
+            out[s:e] = (torch.softmax(attention_scores(qs, ks, scale, causal), dim=-1) @ vs).transpose(0, 1)
+        return [out]
+    return ([q, k, v, cu, o, scale], (cdiv(max(lens), bm), len(lens), h),
+            {"BM": bm, "BN": bn, "D": d, "CAUSAL": causal}, ref, lambda t: [t[4][:starts[-1]]])
+
+
 # examples/attention_bwd.tle's kernels, in the order attention_training launches them
 TRAINING_KERNELS = ("attention_fwd", "attention_bwd_delta", "attention_bwd_dkdv", "attention_bwd_dq")
 
@@ -349,6 +377,12 @@ CASES = {
                                                 (2, 130, 77, True)],
                       dtypes=(torch.float16, torch.bfloat16),
                       gpu_shapes=[(8, 1024, 1024), (2, 333, 257), (8, 1024, 1024, True), (2, 333, 257, True)]),
+    # (heads, D, *sequence lengths packed from row 0; a negative first length: not causal): sequences shorter than
+    # a tile, ragged, empty, and none starting at a multiple of a tile
+    "attention_varlen": Case("attention_varlen", _attention_varlen,
+                             [(1, 16, 16), (2, 16, 5, 70, 0, 33), (2, 16, -5, 70, 0, 33), (1, 32, 40, 3)],
+                             dtypes=(torch.float16, torch.bfloat16),
+                             gpu_shapes=[(8, 128, 700, 1500, 64, 2048), (8, 64, -700, 1500, 64, 2048)]),
 }
 
 

@@ -397,3 +397,31 @@ def test_tlec_v_names_the_wide_dims(tmp_path, capsys):
                  "-o", str(tmp_path / "vadd.ttir")]) == 0
     assert "x, y span more than 2^31 - 1 elements under these sizes, so their strides and offsets are 64-bit, and " \
            "the dim N, past it, is 64-bit (an i64 value where the kernel reads it)" in capsys.readouterr().err
+
+
+PACKED_ROWS = """
+kernel packed(x: tensor<f32>[M, N], cu: tensor<i32>[S], y: tensor<f32>[M, N]) {
+    let first = load(cu, at=program_id(0))
+    let w = slice(x, start=[first, 0], shape=[load(cu, at=program_id(0) + 1) - first, N])
+    store(y, load(w, tile=[4, 256], at=[program_id(1), 0]), at=[program_id(1), 0])
+}
+"""
+
+
+def test_a_slice_of_a_wide_tensor_moves_its_base_in_i64():
+    # first * row stride can pass 2**31 - 1 in a wide tensor: the window's base moves by an i64 product there, and
+    # by an i32 one in a plain tensor, where every element's offset fits.
+    wide, plain = _ttir(PACKED_ROWS, {"x"}), _ttir(PACKED_ROWS, set())
+    assert re.search(r'"tt\.addptr"\(%arg0, %\d+\) : \(!tt\.ptr<f32>, i64\)', wide)
+    assert re.search(r'"tt\.addptr"\(%arg0, %\d+\) : \(!tt\.ptr<f32>, i32\)', plain)
+    compile_ttir(wide, "sm_90")
+
+
+@pytest.mark.skipif(not _has_tileiras(), reason="tileiras is not installed")
+def test_a_slice_of_a_wide_tensor_compiles_on_tile_ir():
+    k = _kernel(PACKED_ROWS)
+    d = default_spec(k)
+    text = tle_to_tileir(ast_to_tle(k, Spec(d.divisible16, d.unit_strides, frozenset({WideTensor("x")}))))
+    assert re.search(r'"cuda_tile\.offset"\(%\d+, %\d+\) : \(!cuda_tile\.tile<ptr<f32>>, !cuda_tile\.tile<i64>\)',
+                     str(text))
+    assert tileir.compile_tileir(text, "sm_90").cubin[:4] == b"\x7fELF"
