@@ -1298,7 +1298,8 @@ class _KernelChecker:
             if isinstance(tensor, T.TensorParam):
                 if p.type is not None:
                     raise TleError(a.span, f"'{tensor.name}' is a tensor, but parameter '{p.name}' of fn "
-                                           f"'{fn.name}' has a type", [Note("leave the parameter untyped to pass a tensor", p.span)])
+                                           f"'{fn.name}' has a type",
+                                   [Note("leave the parameter untyped to pass a tensor", p.span)])
                 fn_scope.add(p.name, tensor, p.name_span)
                 continue
             v = self.expr(a)
@@ -1396,7 +1397,7 @@ class _KernelChecker:
 
     def tensor_arg(self, x: ast.Expr, fn: str) -> T.TensorParam:
         if _is_slice(x):
-            return self.slice_of(x, "slice")
+            return self.slice_of(x)
         if isinstance(x, ast.Name):
             v = self.scope.lookup(x.id)
             if isinstance(v, T.TensorParam):
@@ -1406,12 +1407,14 @@ class _KernelChecker:
         raise TleError(x.span, f"the first argument of {fn}() must be a tensor parameter of the kernel or a slice "
                                f"of one")
 
-    def slice_of(self, e: ast.Call, name: str) -> T.TensorSlice:
+    def slice_of(self, e: ast.Call, name: str | None = None) -> T.TensorSlice:
         """`slice(tensor, start=[...], shape=[...])`: the window of a tensor parameter (or of another slice) from
         element `start` with sizes `shape` (default: the rest of the tensor), in the tensor's strides. Emits the
-        `slice` op that defines it here, in program order, and returns it."""
+        `slice` op that defines it here, in program order, and returns it. `name`: what messages call it (the let or
+        fn parameter it is bound to; `slice(x)` where it is written in place)."""
         a = self.args(e, ("tensor", "start"), ("shape",))
         parent = self.tensor_arg(a["tensor"], "slice")
+        name = name or f"slice({parent.name})"
         rank = len(parent.type.dims)
         start = [self.scalar_int(i, "a start in start=") for i in self.index_list(a["start"], rank, "start=",
                                                                                   parent.name)]
