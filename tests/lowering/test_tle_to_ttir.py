@@ -675,6 +675,23 @@ def test_tma_hint_takes_descriptors_only_where_asked_and_allowed():
     assert not ops(generic, "tt.make_tensor_descriptor") and len(ops(generic, "tt.load")) == 3
 
 
+TMA_THROUGH_A_SLICE = """
+kernel k(x: tensor<f16>[M, N], y: tensor<f16>[M, N]) {
+    let w = slice(x, start=[program_id(0) * 3, 0], shape=[40, N])
+    store(y, load(w, tile=[16, 64], at=[1, 0], tma=true) + load(x, tile=[16, 64], tma=true), at=[0, 0])
+}
+"""
+
+
+def test_tma_hint_through_a_slice_keeps_pointers():
+    """Descriptors are built once at the kernel's start, for whole tensors: a load through a slice (a window that
+    starts per program) keeps pointers from the window's base; the whole tensor's load beside it takes one."""
+    text = ttir(TMA_THROUGH_A_SLICE, spec="all16")
+    assert len(ops(text, "tt.make_tensor_descriptor")) == 1 and len(ops(text, "tt.descriptor_load")) == 1
+    assert len(ops(text, "tt.load")) == 1
+    cubin(text)
+
+
 def test_tma_hint_needs_a_target_with_tma():
     """Before sm_90 there is no TMA (Triton would rewrite descriptors into pointer code that has lost the
     alignment facts): compile_kernel lowers tma=true accesses to pointers there, and keeps them on sm_90."""
