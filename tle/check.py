@@ -1297,8 +1297,9 @@ class _KernelChecker:
                 self.slice_of(a, p.name) if _is_slice(a) else None
             if isinstance(tensor, T.TensorParam):
                 if p.type is not None:
-                    raise TleError(a.span, f"'{tensor.name}' is a tensor, but parameter '{p.name}' of fn "
-                                           f"'{fn.name}' has a type",
+                    shown = "this slice" if _is_slice(a) else f"'{tensor.name}'"
+                    raise TleError(a.span, f"{shown} is a tensor, but parameter '{p.name}' of fn '{fn.name}' has a "
+                                           f"type",
                                    [Note("leave the parameter untyped to pass a tensor", p.span)])
                 fn_scope.add(p.name, tensor, p.name_span)
                 continue
