@@ -845,7 +845,7 @@ class _Kernel:
         # Which tensors the kernel writes (by view name), and per view the partition views its loads/stores need.
         self.written = {self.view_name(op.operands[0]) for op in self.ops
                         if op.name in ("tle.store", "tle.scatter", "tle.atomic")}
-        self.tokens = {name: _Tokens() for name in self.written}
+        self.tokens = {name: _Tokens() for name in sorted(self.written)}  # sorted: the same IR in every process
         # Loads first, so that a store reuses a load's partition view of the same tile shape (padding does not
         # matter to a store).
         self.part_keys: dict = {}
