@@ -331,6 +331,9 @@ LATENCY_WHY_ATTR = "tle.latency_why"
 # How many f32/f64 products added once the lowering contracted to `fma` (lowering/tle_to_tileir.py, _fused_mul),
 # for `tlec -v`: results then differ from the interpreter's, which rounds the product and the sum apart.
 FMA_COUNT_ATTR = "tle.fma_count"
+# An array of strings of tle's own: per tle.slice the lowering made a tensor view of, where it is and whether its
+# base was proven 16-byte aligned (what vector and TMA accesses through it need), for `tlec -v`.
+WINDOWS_ATTR = "tle.windows"
 
 
 def entry(name: str, arg_types: Sequence[ir.Type], *, occupancy: int | None = None,

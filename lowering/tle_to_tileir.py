@@ -892,6 +892,7 @@ class _Kernel:
         self.fma = bool(dots) if options.fma == "auto" else bool(options.fma)
         self.window_tma = options.window_tma
         self.fused = 0  # products lowered into fma (tlec -v says how many)
+        self.windows: list[str] = []  # per slice, its place and alignment (tlec -v)
         occupancy = options.occupancy
         self.occupancy_why = ""  # the lowering's reason for its own hint (tlec -v); none for a hint it was given
         if occupancy == "auto":
@@ -982,6 +983,8 @@ class _Kernel:
                     self.block(self.body)
             if self.fused:
                 op.attributes[ct.FMA_COUNT_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), self.fused)
+            if self.windows:
+                op.attributes[ct.WINDOWS_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(w) for w in self.windows])
 
     def persistent_loop(self, grid):
         """The kernel's body inside `for t in range(program_id, programs, num_programs)`, where `programs` is the
@@ -1512,8 +1515,14 @@ class _Kernel:
                 term = ct.muli(term, self.const(stride, (), "i64"))
             offset = term if offset is None else ct.addi(offset, term)
         base = parent.base if offset is None else ct.offset(parent.base, offset)
-        if offset is not None and _aligned_base(op.result, self.body, _arg_divisibility(self.func)):
+        aligned = _aligned_base(op.result, self.body, _arg_divisibility(self.func))
+        if offset is not None and aligned:
             base = ct.assume_div_by(base, 16)
+        at = span_of_location(op.location)
+        self.windows.append(f"the slice of '{parent.name}' at {at.line}:{at.col}: its first element is "
+                            + ("16-byte aligned, as the launch's divisibility facts prove" if aligned else
+                               "not proven 16-byte aligned (a start * stride not known to be a multiple of 16 "
+                               "bytes), so tileiras may not move it in vectors or by TMA"))
         # the kernel promises sizes >= 0 (dialects/tle.py), as the launch does for a tensor parameter's dims
         sizes = [c if (c := constant_int(v)) is not None else ct.assume_bounded(self.get(v), 0, None)
                  for v in operands[1 + rank:]]

@@ -724,5 +724,7 @@ def compile_tileir(module: ir.Module, arch: str = "sm_90", *, opt_level: int = 3
                **({"latency_why": ir.StringAttr(kernel.attributes[ct.LATENCY_WHY_ATTR]).value}
                   if ct.LATENCY_WHY_ATTR in kernel.attributes else {}),
                **({"fma_count": ir.IntegerAttr(kernel.attributes[ct.FMA_COUNT_ATTR]).value}
-                  if ct.FMA_COUNT_ATTR in kernel.attributes else {})},
+                  if ct.FMA_COUNT_ATTR in kernel.attributes else {}),
+               **({"windows": [ir.StringAttr(w).value for w in ir.ArrayAttr(kernel.attributes[ct.WINDOWS_ATTR])]}
+                  if ct.WINDOWS_ATTR in kernel.attributes else {})},
     )

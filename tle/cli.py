@@ -308,6 +308,8 @@ def _report_tileiras(name: str, out, arch: str) -> None:
         print(f"tlec: kernel '{name}': {n} product{'s' if n > 1 else ''} added once fused to fma, as ptxas does on "
               "the native path (tileiras does not contract); each rounds once where the interpreter rounds twice "
               "(docs/numerics.md)", file=sys.stderr)
+    for window in extra.get("windows", ()):
+        print(f"tlec: kernel '{name}': {window} (docs/language.md, \"Memory: slices of a tensor\")", file=sys.stderr)
     if extra.get("spilled_under"):
         hint, spilled, kept = extra["spilled_under"]
         under = f"under the lowering's occupancy hint of {hint} programs per SM" if hint else "without a hint"
