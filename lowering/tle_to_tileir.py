@@ -1531,8 +1531,9 @@ class _Kernel:
         # runtime size, and each view access through it, where that size is 0, takes tile index 1 instead of its
         # own: wholly outside both the true and the widened window (a load reads padding, a store writes nothing),
         # as any index is outside an empty one. Pointer accesses mask with the true sizes.
+        dims = list(_root_view(op.result).operands)[1:1 + rank]  # the tensor parameter's own sizes
         empty = [(None if v else True) if isinstance(v, int) else  # True: a constant size of 0
-                 None if isinstance(t.owner, ir.Block) else  # a tensor parameter's dim, as its own view has it
+                 None if any(t == d for d in dims) else  # a dim of the tensor, as its own view has it
                  ct.cmpi("equal", v, self.const(0, (), self.elem(v))) for v, t in zip(sizes, operands[1 + rank:])]
         view_sizes = [v if e is None else 1 if e is True else ct.maxi(v, self.const(1, (), self.elem(v)))
                       for v, e in zip(sizes, empty)]
@@ -1544,8 +1545,11 @@ class _Kernel:
         (op_tle_slice)."""
         if not view.empty:
             return index
-        one = [self.const(1, (), self.elem(i)) for i in index]
-        return [i if e is None else u if e is True else ct.select(e, u, i) for i, e, u in zip(index, view.empty, one)]
+        out = []
+        for i, e in zip(index, view.empty):
+            one = None if e is None else self.const(1, (), self.elem(i))
+            out.append(i if e is None else one if e is True else ct.select(e, one, i))
+        return out
 
     def static_or_value(self, v):
         c = constant_int(v)
