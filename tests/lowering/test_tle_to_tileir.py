@@ -2128,3 +2128,27 @@ def test_a_gemv_exchanges_nothing_through_shared_memory():
         frozenset({"w", "x", "y", "N", "K", "w.stride0"}), frozenset({"w.stride1", "x.stride0", "y.stride0"})))
     binary = tileir.compile_tileir(tle_to_tileir(module))
     assert binary.extra["static_shared_mem"] <= 64 and binary.extra["stack_bytes"] == 0
+
+
+WINDOWS = """
+kernel windows<B: int = 16>(x: tensor<f16>[M, K], w: tensor<f16>[K, 16], y: tensor<f32>[M, 16], n: i32) {
+    var acc = zeros<f32>[B, 16]
+    let rows = slice(x, start=[program_id(0) * B, 0], shape=[n, K])
+    for i in range(4) {
+        let first = slice(x, start=[program_id(0) * B, 0], shape=[i, K])
+        acc = dot(load(first, tile=[B, 16]), load(w, tile=[16, 16]), acc + cast<f32>(load(rows, tile=[B, 16])))
+    }
+    store(y, acc, at=[program_id(0), 0])
+}
+"""
+
+
+def test_an_empty_window_keeps_a_tensor_map_of_size_one():
+    """A tensor map cannot have a size of 0: each window's runtime size is at least 1 in its tensor view (maxi),
+    and its view accesses take tile index 1 where the size is 0. Guarded: a scalar parameter (n) and a loop's
+    variable (i), both 0 at times; not guarded: K, the tensor's own dim, which its whole view has as well."""
+    module = lower(WINDOWS, "windows", options=VIEW_LOADS)
+    assert len([op for op in ops(module, "cmpi") if "\"equal\"" in str(op)]) == 2  # n and i; not K
+    assert len(ops(module, "maxi")) == 2
+    assert len(ops(module, "make_tensor_view")) == 5  # x, w, y, and the two windows
+    assert len(ops(module, "select")) == 2  # the row index of each window's one load; w's load has none
