@@ -10,7 +10,8 @@
 
 Three shapes of kernel, on ragged tensor shapes (never a multiple of the tile) and power-of-two tiles:
 - "elementwise": 2-D tiles of up to three inputs through a random expression (unary math, binary arithmetic,
-  min/max, where, casts between f32/f16/bf16, literals), stored cast to the output type;
+  min/max, where, casts between f32/f16/bf16, literals), stored cast to the output type; a third of them on one
+  window (`slice`) of every tensor, from a run-time row and a constant column;
 - "rows": one tile per row block holding whole rows, an expression, then sum/max/min/argmax/argmin/cumsum over
   the row (padding masked out with where), and a softmax-like normalisation;
 - "matmul": a K loop of dot(f(a_tile), b_tile, acc) with f16/bf16/f32 operands and an f32 accumulator, then an
@@ -221,14 +222,23 @@ def elementwise_program(rng: random.Random) -> RandomProgram:
     e = expression(rng, leaves, rng.randint(1, 4))
     out_dtype = rng.choice(("f32", "f16", "bf16"))
     params = [f"x{i}: tensor<{d}>[M, N]" for i, d in enumerate(dtypes)] + [f"out: tensor<{out_dtype}>[M, N]"]
-    loads = "\n".join(f"    let a{i} = load(x{i}, tile=[BM, BN], at=[pm, pn])" for i in range(count))
+    # A third of them work on one window of the tensors instead (slice), drawn last so that the others stay as they
+    # were: rows from M - R (a run-time start) and columns from a constant, h0 x h1 elements; the rest of out is
+    # never written (stays zero).
+    h0, h1 = rng.randint(1, m), rng.randint(1, n)
+    r0, s1 = rng.randint(h0, m), rng.randint(0, n - h1)  # rows start at m - r0
+    window = rng.random() < 1 / 3
+    at = f"start=[M - {r0}, {s1}], shape=[{h0}, {h1}]"
+    src = (lambda t: f"slice({t}, {at})") if window else (lambda t: t)
+    loads = "\n".join(f"    let a{i} = load({src(f'x{i}')}, tile=[BM, BN], at=[pm, pn])" for i in range(count))
     source = f"""kernel rand_elementwise<BM: int = {bm}, BN: int = {bn}>({", ".join(params)}) {{
     let pm = program_id(0)
     let pn = program_id(1)
 {loads}
-    store(out, cast<{out_dtype}>({e.text}), at=[pm, pn])
+    store({src("out")}, cast<{out_dtype}>({e.text}), at=[pm, pn])
 }}
 """
+    rows, cols = (slice(m - r0, m - r0 + h0), slice(s1, s1 + h1)) if window else (slice(0, m), slice(0, n))
 
     def make_inputs(seed: int = 0, device="cpu") -> dict:
         t = {f"x{i}": _randn(seed + i, (m, n), d, device) for i, d in enumerate(dtypes)}
@@ -236,13 +246,16 @@ def elementwise_program(rng: random.Random) -> RandomProgram:
         return t
 
     def reference(inputs: dict) -> dict:
-        env = {f"a{i}": inputs[f"x{i}"] for i in range(count)}
-        return {"out": _as(e.eval(env), e.dtype).to(TORCH[out_dtype])}
+        env = {f"a{i}": inputs[f"x{i}"][rows, cols] for i in range(count)}
+        out = torch.zeros(m, n, dtype=TORCH[out_dtype], device=inputs["out"].device)
+        out[rows, cols] = _as(e.eval(env), e.dtype).to(TORCH[out_dtype])
+        return {"out": out}
 
     worst = max(dtypes + [out_dtype], key=lambda d: ULP[d])
-    return RandomProgram(source, "rand_elementwise", reference, make_inputs, (_cdiv(m, bm), _cdiv(n, bn), 1),
+    grid = (_cdiv(h0, bm), _cdiv(h1, bn), 1) if window else (_cdiv(m, bm), _cdiv(n, bn), 1)
+    return RandomProgram(source, "rand_elementwise", reference, make_inputs, grid,
                          [f"x{i}" for i in range(count)] + ["out"], ["out"], {"out": (0.0, 0.0)},
-                         {"out": _tolerance(worst, 1 + e.depth)}, "elementwise")
+                         {"out": _tolerance(worst, 1 + e.depth)}, "elementwise:window" if window else "elementwise")
 
 
 def rows_program(rng: random.Random) -> RandomProgram:
