@@ -821,7 +821,7 @@ class _View:
     strides: list
     tensor_view: "ir.Value"
     parts: dict = field(default_factory=dict)  # (tile shape, padding name or None) -> partition view value
-    empty: list = field(default_factory=list)  # a slice's: per axis, the i1 "its size is 0", or None (op_tle_slice)
+    empty: list = field(default_factory=list)  # a slice's: per axis None, True or the i1 "size is 0" (op_tle_slice)
 
 
 @dataclass
@@ -839,6 +839,7 @@ class _Kernel:
         self.views: dict = {}  # tle view value -> _View
         body = func.regions[0].blocks[0]
         self.ops = list(nested_ops(func))
+        self.arg_divisibility = _arg_divisibility(func)  # per argument, what its tle.divisibility proves
         self.choose(options)
         # acq_rel unless no atomic's result is read (dialects/tle.py relaxed_atomics)
         self.atomic_ordering = "relaxed" if relaxed_atomics(func) else "acq_rel"
@@ -1022,7 +1023,7 @@ class _Kernel:
             if op.name == "tle.make_view":
                 shape_args.update(v for v in list(op.operands)[1:] if isinstance(v.owner, ir.Block))
         out = []
-        for arg, value, div in zip(args, values, _arg_divisibility(self.func)):
+        for arg, value, div in zip(args, values, self.arg_divisibility):
             kind, _, _ = tle_type(arg.type)
             if kind.startswith("ptr:"):
                 if div % 16 == 0:
@@ -1515,7 +1516,7 @@ class _Kernel:
                 term = ct.muli(term, self.const(stride, (), "i64"))
             offset = term if offset is None else ct.addi(offset, term)
         base = parent.base if offset is None else ct.offset(parent.base, offset)
-        aligned = _aligned_base(op.result, self.body, _arg_divisibility(self.func))
+        aligned = _aligned_base(op.result, self.body, self.arg_divisibility)
         if offset is not None and aligned:
             base = ct.assume_div_by(base, 16)
         at = span_of_location(op.location)
@@ -1535,10 +1536,7 @@ class _Kernel:
         empty = [(None if v else True) if isinstance(v, int) else  # True: a constant size of 0
                  None if any(t == d for d in dims) else  # a dim of the tensor, as its own view has it
                  ct.cmpi("equal", v, self.const(0, (), self.elem(v))) for v, t in zip(sizes, operands[1 + rank:])]
-        view_sizes = [v if e is None else 1 if e is True else ct.maxi(v, self.const(1, (), self.elem(v)))
-                      for v, e in zip(sizes, empty)]
-        self.tensor_view(op, base, sizes, parent.strides, view_sizes)
-        self.views[op.result].empty = empty
+        self.tensor_view(op, base, sizes, parent.strides, empty)
 
     def view_index(self, view: _View, index: list) -> list:
         """The tile index a view access through `view` uses: its own, or 1 along an axis of an empty slice
@@ -1555,10 +1553,13 @@ class _Kernel:
         c = constant_int(v)
         return c if c is not None else self.get(v)
 
-    def tensor_view(self, op, base, sizes, strides, view_sizes=None):
+    def tensor_view(self, op, base, sizes, strides, empty=()):
         """The view `op` defines (a make_view or a slice): make_tensor_view of base with `sizes` and `strides`
         (lowered values, or ints where static), and one partition view per (tile shape, padding) its loads and
-        stores use. `view_sizes`, where given, are the tensor view's own sizes (an empty slice's, widened)."""
+        stores use. `empty` (a slice's, op_tle_slice): per axis None, True (a constant size of 0) or the i1 "the
+        size is 0"; the tensor view's size is then at least 1 there."""
+        view_sizes = [v if e is None else 1 if e is True else ct.maxi(v, self.const(1, (), self.elem(v)))
+                      for v, e in zip(sizes, empty)] if empty else sizes
         # A wide view's strides are i64 (tle/abi.py WideTensor), and so is a size past 2**31 - 1 (WideDim);
         # make_tensor_view takes one integer type for all its dynamic sizes and strides, so the others are widened
         # there (the view keeps them as they are for the masks)
@@ -1569,7 +1570,7 @@ class _Kernel:
             return [v if isinstance(v, int) or not wide or _is_i64(v) else ct.exti(v, "i64") for v in vs]
         elem = tle_type(op.result.type)[0][5:]
         view = _View(self.view_name(op.result), elem, base, sizes, strides,
-                     ct.make_tensor_view(base, widened(view_sizes or sizes), widened(strides)))
+                     ct.make_tensor_view(base, widened(view_sizes), widened(strides)), empty=list(empty))
         for shape, pad in self.part_keys.get(op.result, []):
             view.parts[(shape, pad)] = ct.make_partition_view(view.tensor_view, shape, padding=pad)
         self.views[op.result] = view
