@@ -862,8 +862,7 @@ kernel varlen_attention<BM: int = 64, BN: int = 64, D: int = 128, T: dtype = bf1
     let m = program_id(0)
     let b = program_id(1)
     let h = program_id(2)
-    let start = load(cu_seqlens, at=b)
-    let len = load(cu_seqlens, at=b + 1) - start
+    let start, len = sequence_rows(cu_seqlens, b)
     if m * BM >= len {
         return
     }
@@ -883,6 +882,12 @@ kernel varlen_attention<BM: int = 64, BN: int = 64, D: int = 128, T: dtype = bf1
         mi, li, acc = varlen_window_attend(qt, ks, vs, h, j, mi, li, acc, qk_scale, rows, true)
     }
     store(slice(o, start=[start, 0, 0], shape=[len, H, D]), reshape(cast<T>(acc / li), [BM, 1, D]), at=[m, h, 0])
+}
+
+// The first row of packed sequence b and its number of rows, from its cumulative starts (cu_seqlens).
+fn sequence_rows(cu_seqlens, b) {
+    let start = load(cu_seqlens, at=b)
+    return start, load(cu_seqlens, at=b + 1) - start
 }
 
 // Key tile j of head h of one sequence's windows ks, vs folded into the running max, sum and output; a `masked`
@@ -909,8 +914,7 @@ kernel varlen_attention_gather<BM: int = 64, BN: int = 64, D: int = 128, T: dtyp
     let m = program_id(0)
     let b = program_id(1)
     let h = program_id(2)
-    let start = load(cu_seqlens, at=b)
-    let len = load(cu_seqlens, at=b + 1) - start
+    let start, len = sequence_rows(cu_seqlens, b)
     if m * BM < len {
         let rows = expand_dims(m * BM + arange(0, BM), 1)  // the queries' positions in the sequence, [BM, 1]
         let cols = expand_dims(arange(0, D), 0)
