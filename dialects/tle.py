@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..types import MAX_COMBINED
 from .mlir import PROVIDER, has_uses, ir, irdl, isa, nested_ops
 
 # Operand/result constraints: "any", "i32", "i1", "index" (i32 or i64), "tensor" (a builtin ranked tensor), "ptr",
@@ -52,6 +53,15 @@ class OpDef:
     doc: str
     example: str = ""
     optional_attrs: tuple[str, ...] = field(default=())
+
+
+# combine_scan / combine_reduce take up to MAX_COMBINED inputs, each an operand group of its own, so that they may
+# differ in type (IRDL binds one type to all the values of a variadic group).
+_COMBINED_INPUTS = (("input0", "tensor"),) + tuple((f"input{i}", "optional tensor") for i in range(1, MAX_COMBINED))
+
+
+def _combined_results(kind: str) -> tuple:
+    return ((("result0", kind),) + tuple((f"result{i}", f"optional {kind}") for i in range(1, MAX_COMBINED)))
 
 
 OPS: tuple[OpDef, ...] = (
@@ -116,8 +126,29 @@ OPS: tuple[OpDef, ...] = (
           "gives a scalar. max/min propagate NaN; argmax/argmin return the first index of the extreme as i32.",
           '%s = "tle.reduce"(%t) {kind = "max", axis = 1 : i32} : (tensor<1x1024xf32>) -> tensor<1xf32>'),
     OpDef("scan", (("input", "tensor"),), (("result", "tensor"),), ("kind", "axis"),
-          "Inclusive prefix scan along `axis` (kind = sum).",
+          "Inclusive prefix scan along `axis` (kind = sum | prod | max | min; max/min propagate NaN). With the unit "
+          "attribute `reverse`, from the last element to the first (the scan of the input flipped along `axis`, "
+          "flipped back).",
           '%c = "tle.scan"(%t) {kind = "sum", axis = 1 : i32} : (tensor<1x1024xf32>) -> tensor<1x1024xf32>'),
+    OpDef("combine_reduce", _COMBINED_INPUTS, _combined_results("any"), ("axis", "combine"),
+          "Reduce 1 to 8 inputs of one shape together along `axis` into one result per input (the axis removed, a "
+          "1-D input gives scalars), with the private func.func that `combine` names: (earlier element's values..., "
+          "later element's values...) -> (combined values...), on scalars, applied in any association (it must be "
+          "associative). The optional `identities` array holds a value per input that the func leaves the other "
+          "operand as it is with (Tile IR pads with them). The inputs may differ in element type: each is an "
+          "optional operand group of its own (IRDL's variadic operands share one type).",
+          '%n, %m = "tle.combine_reduce"(%a, %b) {axis = 1 : i32, combine = @k.welford.0, operandSegmentSizes = '
+          'array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : '
+          '(tensor<4x64xf32>, tensor<4x64xi32>) -> (tensor<4xf32>, tensor<4xi32>)'),
+    OpDef("combine_scan", _COMBINED_INPUTS, _combined_results("tensor"), ("axis", "combine"),
+          "Inclusive prefix scan of 1 to 8 inputs of one shape together along `axis`, one result per input, with "
+          "the func `combine` names, as for combine_reduce: result[i] combines elements 0 .. i in that order. With "
+          "the unit attribute `reverse`, elements n-1 .. i in that order (the scan of the inputs flipped along "
+          "`axis`, flipped back).",
+          '%g, %h = "tle.combine_scan"(%a, %b) {axis = 0 : i32, combine = @k.linear.0, identities = [1.0 : f32, '
+          '0.0 : f32], operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = '
+          'array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<64xf32>, tensor<64xf32>) -> (tensor<64xf32>, '
+          'tensor<64xf32>)'),
     OpDef("histogram", (("input", "tensor"), ("mask", "optional tensor")), (("result", "tensor"),), (),
           "Counts of the values of a 1-D integer tile: result[b] is how many elements equal b (where `mask` is "
           "true, when given), for b in 0 .. B-1, B the result's size. Values outside [0, B) are not counted.",
@@ -221,8 +252,10 @@ def verify_tle(module: "ir.Module") -> None:
         fixed = sum(1 for _, c in d.operands if not c.startswith(("variadic", "optional")))
         if len(op.operands) < fixed:
             raise ValueError(f"{name} expects at least {fixed} operands, got {len(op.operands)} at {op.location}")
-        if len(op.results) != len(d.results):
-            raise ValueError(f"{name} expects {len(d.results)} results at {op.location}")
+        least = sum(1 for _, c in d.results if not c.startswith(("variadic", "optional")))
+        most = len(op.results) if any(c.startswith("variadic") for _, c in d.results) else len(d.results)
+        if not least <= len(op.results) <= most:
+            raise ValueError(f"{name} expects {least} to {most} results, got {len(op.results)} at {op.location}")
         for a in d.attrs:
             if a not in op.attributes:
                 raise ValueError(f"{name} is missing attribute '{a}' at {op.location}")
@@ -299,6 +332,31 @@ def extreme_partner(op) -> "ir.Operation | None":
                 ir.IntegerAttr(other.attributes["axis"]).value == axis and other.block == op.block:
             return other
     return None
+
+
+# The ops that scan. The rules measured on cumsum (a kernel with a scan keeps its bounds checks natively, a wide scan
+# takes the native path, a scan in a loop asks Tile IR for 4 programs per SM) take scans with a combine fn too: the
+# backends build both with the same scan machinery. Those were not timed apart.
+SCANS = ("tle.scan", "tle.combine_scan")
+
+
+def combine_func(op) -> "ir.Operation":
+    """The private func.func that a tle.combine_scan / tle.combine_reduce names in its `combine` attribute."""
+    name = ir.FlatSymbolRefAttr(op.attributes["combine"]).value
+    top = op.operation
+    while top.parent is not None:
+        top = top.parent.operation
+    for f in top.regions[0].blocks[0].operations:
+        f = f.operation
+        if f.name == "func.func" and ir.StringAttr(f.attributes["sym_name"]).value == name:
+            return f
+    raise ValueError(f"no func.func @{name} for the {op.name} at {op.location}")
+
+
+def is_kernel(op) -> bool:
+    """Whether a top-level op of a tle module is a kernel (the others are the funcs its combine_scan and
+    combine_reduce ops name)."""
+    return op.name == "func.func" and "tle.kernel" in op.attributes
 
 
 def registered() -> bool:

@@ -154,6 +154,23 @@ def _cumsum(device, dtype, shape=(37, 300), noncontig=False):
     return [x, y], (m,), {"BLOCK": next_pow2(n)}, lambda a: [torch.cumsum(a[0].float(), dim=1)], lambda a: [a[1]]
 
 
+def _linear_recurrence(device, dtype, shape=(2, 100, 70), noncontig=False):
+    b, n, d = shape
+    a = torch.sigmoid(torch.randn((b, n, d), device=device)).to(dtype)  # decays in (0, 1): h stays bounded
+    x = torch.randn((b, d, n), device=device).to(dtype).transpose(1, 2) if noncontig else rand((b, n, d), device,
+                                                                                                  dtype)
+    h = poison((b, n, d), device, dtype)
+
+    def reference(args):
+        a, x = args[0].double(), args[1].double()
+        out, state = torch.empty_like(a), torch.zeros_like(a[:, 0])
+        for t in range(a.shape[1]):
+            state = a[:, t] * state + x[:, t]
+            out[:, t] = state
+        return [out]
+    return [a, x, h], (cdiv(d, 32), b), {"BT": 32, "BD": 32}, reference, lambda args: [args[2]]
+
+
 def attention_scores(q, k, scale: float, causal: bool):
     """q k^T * scale for [B, S, D] and [B, L, D]; with causal, -inf where the key comes after the query (query i
     sees keys 0..i, torch's is_causal=True)."""
@@ -367,6 +384,9 @@ CASES = {
     "dropout": Case("dropout", _dropout, [(1,), (1000,), (4096,), (10_000,)], gpu_shapes=[(1 << 20,)]),
     "swiglu": Case("swiglu", _swiglu, [(1, 1), (7, 33), (64, 256), (37, 1000)]),
     "cumsum": Case("cumsum", _cumsum, [(1, 1), (7, 33), (64, 256), (37, 1000)], gpu_shapes=ROW_GPU),
+    # (batch, time, channels): one chunk of time, several with a ragged last one, channels past one block
+    "linear_recurrence": Case("linear_recurrence", _linear_recurrence, [(1, 64, 64), (2, 100, 70), (3, 200, 33)],
+                              gpu_shapes=[(8, 4096, 1024), (3, 1000, 333)]),
     # 8-bit floats need sm_89 or newer: the H200's 8-bit tensor cores
     "linear_fp8": Case("linear_fp8", _linear_fp8, [(16, 16, 32), (100, 70, 300), (130, 257, 65)],
                        dtypes=(torch.float8_e4m3fn, torch.float8_e5m2),

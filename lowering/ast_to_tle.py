@@ -12,9 +12,9 @@ import threading
 from ..abi import (LoopSplit, LoopTile, ManyPrograms, ManyWaves, ShortK, Spec, UnalignedRows, WideDim, WideTensor,
                    abi, access_facts, loop_facts)
 from .. import typed as T
-from ..dialects.mlir import ir, new_context
-from ..dialects.tle import constant_int, load_tle
-from ..types import Scalar, Tile, is_f8, is_float
+from ..dialects.mlir import ir, isa, new_context
+from ..dialects.tle import constant_int, load_tle, registered, verify_tle
+from ..types import MAX_COMBINED, Scalar, Tile, is_f8, is_float
 
 MESH_AXES = ("x", "y", "z")
 
@@ -35,6 +35,10 @@ _MATH = {"exp": "math.exp", "exp2": "math.exp2", "log": "math.log", "log2": "mat
          "rsqrt": "math.rsqrt", "sin": "math.sin", "cos": "math.cos", "tanh": "math.tanh", "erf": "math.erf",
          "floor": "math.floor", "ceil": "math.ceil"}
 _TLE_SHAPE_OPS = ("splat", "broadcast", "reshape", "expand_dims", "transpose")
+
+
+def isa_i64(v: "ir.Value") -> bool:
+    return isa(v.type, ir.IntegerType) and ir.IntegerType(v.type).width == 64
 
 
 def element_type(dtype: str) -> "ir.Type":
@@ -87,6 +91,16 @@ def ast_to_tle(kernel: T.Kernel, spec: Spec, ctx: "ir.Context | None" = None) ->
     with ctx, location(kernel.span):
         module = ir.Module.create()
         _KernelBuilder(kernel, spec, module).build()
+        # A mistake here is the compiler's, not the kernel author's: stop at it instead of running an IR the next
+        # stages would misread (the interpreter runs values by slot and would not notice a use out of scope).
+        # About 1 ms for examples/attention.tle, 0.02 for softmax.
+        try:
+            module.operation.verify()
+            if not registered():
+                verify_tle(module)
+        except (ir.MLIRError, ValueError) as e:
+            raise RuntimeError(f"internal error: the tle IR built for kernel '{kernel.name}' does not verify: {e}") \
+                from None
     return module
 
 
@@ -103,6 +117,7 @@ class _KernelBuilder:
         self.views: dict[str, object] = {}
         self.ip = None
         self.splits: list = []  # (operand, insertion point, tle.split op): x_split's halves share one op
+        self.combines: list = []  # (T.Combine, insertion point, the tle.combine_* op its results come from)
 
     # ---- helpers -------------------------------------------------------------------------------------------
     def op(self, name, results, operands, attrs=None, span=None, regions=0):
@@ -163,9 +178,14 @@ class _KernelBuilder:
             if isinstance(p, T.TensorParam):
                 sizes = [self.dims[d] if isinstance(d, str) else self.const("i32", d, p.span) for d in p.type.dims]
                 strides = []
+                wide = WideTensor(p.name) in self.spec.inside
+                if any(isa_i64(v) for v in sizes):  # a dim past 2**31 - 1: the view's sizes are one type, i64
+                    sizes = [v if isa_i64(v) else self.value("arith.extsi", element_type("i64"), [v], None, p.span)
+                             for v in sizes]
                 for axis in range(len(p.type.dims)):
                     key = f"{p.name}.stride{axis}"
-                    strides.append(by_key[key] if key in by_key else self.const("i32", 1, p.span))
+                    # A wide view's strides are all i64 (dialects/tle.py), a folded unit stride too.
+                    strides.append(by_key[key] if key in by_key else self.const("i64" if wide else "i32", 1, p.span))
                 rank = len(p.type.dims)
                 vtype = ir.Type.parse(f"!tle.view<{element_type(p.type.dtype)}, {rank}>")
                 view_attrs = {
@@ -497,12 +517,65 @@ class _KernelBuilder:
                           {"precision": ir.StringAttr.get(e.attrs["precision"])}, e.span)
 
     def x_reduce(self, e):
+        if e.attrs["kind"] == "combine":
+            return self.combined("tle.combine_reduce", e)
         return self.value("tle.reduce", ir_type(e.type), [self.expr(e.args[0])], {
             "kind": ir.StringAttr.get(e.attrs["kind"]), "axis": _i32(e.attrs["axis"])}, e.span)
 
     def x_scan(self, e):
-        return self.value("tle.scan", ir_type(e.type), [self.expr(e.args[0])], {
-            "kind": ir.StringAttr.get(e.attrs["kind"]), "axis": _i32(e.attrs["axis"])}, e.span)
+        if e.attrs["kind"] == "combine":
+            return self.combined("tle.combine_scan", e)
+        attrs = {"kind": ir.StringAttr.get(e.attrs["kind"]), "axis": _i32(e.attrs["axis"])}
+        if e.attrs.get("reverse"):
+            attrs["reverse"] = ir.UnitAttr.get()
+        return self.value("tle.scan", ir_type(e.type), [self.expr(e.args[0])], attrs, e.span)
+
+    def combined(self, name: str, e):
+        """A scan or reduce with a combine fn: one tle.combine_scan / combine_reduce with a result per operand (the
+        checker made one typed Op per result, sharing their T.Combine), and the fn as a private func.func of the
+        module that the op names."""
+        comb = e.attrs["combine"]
+        # The same block only: a loop the launch facts split in two (s_For) lowers its body twice.
+        op = next((op for c, ip, op in self.combines if c is comb and ip is self.ip), None)
+        if op is None:
+            func = self.combine_func(comb)
+            results = [ir_type(r.type) for r in comb.results]
+            if name == "tle.combine_scan":
+                results = [ir.RankedTensorType.get(list(e.type.shape), t) for t in results]
+            else:
+                rest = list(e.type.shape) if isinstance(e.type, Tile) else []
+                results = [ir.RankedTensorType.get(rest, t) if rest else t for t in results]
+            groups = [1] * len(results) + [0] * (MAX_COMBINED - len(results))  # one group per input (dialects/tle.py)
+            attrs = {"axis": _i32(e.attrs["axis"]), "combine": ir.FlatSymbolRefAttr.get(func),
+                     "operandSegmentSizes": ir.DenseI32ArrayAttr.get(groups),
+                     "resultSegmentSizes": ir.DenseI32ArrayAttr.get(groups)}
+            if e.attrs.get("reverse"):
+                attrs["reverse"] = ir.UnitAttr.get()
+            if comb.identity is not None:
+                attrs["identities"] = ir.ArrayAttr.get([scalar_attr(r.type.dtype, v)
+                                                        for r, v in zip(comb.results, comb.identity)])
+            op = self.op(name, results, [self.expr(a) for a in e.args], attrs, e.span)
+            self.combines.append((comb, self.ip, op))
+        return op.results[e.attrs["index"]]
+
+    def combine_func(self, comb) -> str:
+        """`func.func private @<kernel>.<fn>.<k>(earlier values..., later values...) -> (combined values...)`, the
+        fn's lets and returned values on scalars."""
+        name = f"{self.k.name}.{comb.fn}.{len(self.combines)}"  # unique: one func per op
+        types = [element_type(p.type.dtype) for p in comb.params]
+        ftype = ir.FunctionType.get(types, [element_type(r.type.dtype) for r in comb.results])
+        with location(comb.span):
+            func = ir.Operation.create("func.func", attributes={
+                "sym_name": ir.StringAttr.get(name), "sym_visibility": ir.StringAttr.get("private"),
+                "function_type": ir.TypeAttr.get(ftype)}, regions=1)
+        self.module.body.append(func)
+        block = func.regions[0].blocks.append(*types)
+        saved_ip, saved_env = self.ip, self.env
+        self.ip, self.env = ir.InsertionPoint(block), dict(zip(comb.params, block.arguments))
+        self.stmts(comb.body)
+        self.op("func.return", [], [self.expr(r) for r in comb.results], None, comb.span)
+        self.ip, self.env = saved_ip, saved_env
+        return name
 
     def x_histogram(self, e):
         return self.value("tle.histogram", ir_type(e.type), [self.expr(a) for a in e.args], {}, e.span)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from ..diagnostics import Span, TleError, span_of_location
 from ..dialects.mlir import ir, nested_ops
+from ..dialects.tle import SCANS, combine_func, is_kernel
 from .tle_to_tileir import (F8, HALF, LOWERED_OPS, carried_partner, enclosing_loop, gathered_operand, largest_tile,
                             tle_type, tle_to_tileir, unaligned_operand)
 
@@ -48,8 +49,7 @@ class Blocker:
 
 def tileir_blockers(module: "ir.Module", arch: str) -> list[Blocker]:
     """Everything that keeps the kernels of a tle module off the Tile IR path for `arch` (e.g. "sm_90")."""
-    kernels = [op.operation for op in module.body.operations
-               if op.operation.name == "func.func" and "tle.kernel" in op.operation.attributes]
+    kernels = [op.operation for op in module.body.operations if is_kernel(op.operation)]
     where = span_of_location(kernels[0].location) if kernels else None
     blockers = _tool_blockers(arch, where)
     op_blockers = []
@@ -416,6 +416,8 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
     """What makes the Tile IR path much slower than the native one on a kernel it can take (module doc)."""
     out = []
     for top in module.body.operations:
+        if not is_kernel(top.operation):  # a scan's combine func: its ops are the scan's
+            continue
         ops = list(nested_ops(top.operation))
         pairs = [op for op in ops if _pair_reduction(op)]
         if len(pairs) >= SORTING_NETWORK_STEPS:
@@ -447,7 +449,7 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
         elif "tle.many_waves" in top.operation.attributes and (step := _small_dots_in_one_step(dots)):
             out.append(Blocker(span_of_location(step[0].location), _many_small_dots(step)))
         for op in ops:
-            if op.name == "tle.scan":
+            if op.name in SCANS:
                 elements = math.prod(tle_type(op.operands[0].type)[1] or (1,))
                 if elements > WIDE_SCAN_ELEMENTS:
                     out.append(Blocker(span_of_location(op.location), _wide_scan(elements)))
@@ -571,9 +573,17 @@ def _op_reason(op: "ir.Operation", arch: str) -> str | None:
             return f"atomic {kind} of {elem}: Tile IR has integer max/min of i32 and i64 only"
     if name in ("tle.reduce", "tle.scan"):
         kind = ir.StringAttr(op.attributes["kind"]).value
-        allowed = ("sum", "max", "min", "argmax", "argmin") if name == "tle.reduce" else ("sum",)
+        allowed = ("sum", "max", "min", "argmax", "argmin") if name == "tle.reduce" else ("sum", "prod", "max", "min")
         if kind not in allowed:
             return f"{name[4:]} kind '{kind}' has no Tile IR lowering"
         if tle_type(op.operands[0].type)[0] == "i1":
             return f"{name[4:]} of an i1 tile has no Tile IR lowering"
+    if name in ("tle.combine_scan", "tle.combine_reduce"):
+        what = name[len("tle.combine_"):]
+        if "identities" not in op.attributes:
+            return (f"{what}() with combine= and no identity=: Tile IR's {what} needs the combine fn's identity (give "
+                    f"identity=[...] to let the kernel take this path)")
+        for inner in nested_ops(combine_func(op)):  # the func's body is lowered into the op's region
+            if (why := _op_reason(inner, arch)) is not None:
+                return f"in the combine fn of this {what}(): {why}"
     return None

@@ -123,7 +123,8 @@ from dataclasses import dataclass, field
 from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
 from ..dialects.mlir import has_uses, ir, nested_ops
-from ..dialects.tle import constant_int, extreme_partner, inside_axes, relaxed_atomics, unbroadcast, unit_insertion
+from ..dialects.tle import (SCANS, combine_func, constant_int, extreme_partner, inside_axes, relaxed_atomics,
+                            unbroadcast, unit_insertion)
 from ..types import BYTES, MLIR_F8
 
 __all__ = ["tle_to_tileir", "TileirOptions", "LOWERED_OPS"]
@@ -910,7 +911,7 @@ class _Kernel:
             many = "tle.many_programs" in self.func.attributes and not self.persistent and \
                 not walks_tiles(self.ops) and \
                 not any(gathered_operand(v) for op in dots for v in list(op.operands)[:2])
-            loop_scan = any(op.name == "tle.scan" and enclosing_loop(op) is not None for op in self.ops)
+            loop_scan = any(op.name in SCANS and enclosing_loop(op) is not None for op in self.ops)
             occupancy, self.occupancy_why = _occupancy(accumulators, held, live, io, largest, many,
                                                        loop_step_bytes(self.ops), loop_scan)
         self.occupancy = occupancy
@@ -1479,15 +1480,59 @@ class _Kernel:
 
     def op_tle_scan(self, op):
         kind = ir.StringAttr(op.attributes["kind"]).value
-        if kind != "sum":
-            self.fail(op, f"scan kind '{kind}' has no Tile IR lowering")
         axis = ir.IntegerAttr(op.attributes["axis"]).value
+        reverse = "reverse" in op.attributes
+        if kind not in ("sum", "prod", "max", "min"):
+            self.fail(op, f"scan kind '{kind}' has no Tile IR lowering")
         x = self.get(op.operands[0])
         elem = self.elem(x)
         flt = elem not in INT_ELEMS
-        src = ct.ftof(x, "f32") if elem in HALF else x
-        (r,) = ct.scan([src], axis, [-0.0 if flt else 0], lambda l, r: [ct.addf(l, r) if flt else ct.addi(l, r)])
-        self.set(op.result, ct.ftof(r, elem) if elem in HALF else r)
+        src = ct.ftof(x, "f32") if elem in HALF and kind in ("sum", "prod") else x
+        if kind == "sum":
+            identity, fn = (-0.0 if flt else 0), (ct.addf if flt else ct.addi)
+        elif kind == "prod":
+            identity, fn = 1, (ct.mulf if flt else ct.muli)
+        elif flt:
+            identity, fn = (-math.inf if kind == "max" else math.inf), _extreme_of(kind == "max", flt)
+        else:
+            identity = _int_min(elem) if kind == "max" else _int_max(elem)
+            fn = _extreme_of(kind == "max", flt)
+        (r,) = ct.scan([src], axis, [identity], lambda l, r: [fn(l, r)], reverse=reverse)
+        self.set(op.result, ct.ftof(r, elem) if src is not x else r)
+
+    def op_tle_combine_scan(self, op):
+        axis, reverse = ir.IntegerAttr(op.attributes["axis"]).value, "reverse" in op.attributes
+        self.combined(op, lambda xs, ids, fn: ct.scan(xs, axis, ids, fn, reverse=reverse))
+
+    def op_tle_combine_reduce(self, op):
+        axis = ir.IntegerAttr(op.attributes["axis"]).value
+        self.combined(op, lambda xs, ids, fn: ct.reduce(xs, axis, ids, fn))
+
+    def combined(self, op, build):
+        """combine_scan / combine_reduce: Tile IR's scan / reduce over all operands with the combine func's body
+        inlined into its region. Tile IR interleaves the region's arguments per operand (earlier0, later0,
+        earlier1, ...); the func takes the earlier element's values first. The identities are the op's
+        `identities` (the legality check sends a kernel without them to the native path)."""
+        if "identities" not in op.attributes:
+            self.fail(op, "scan() or reduce() with combine= has no Tile IR lowering without identity=")
+        ids = [_scalar_value(a, tle_type(r.type)[0]) for a, r in zip(ir.ArrayAttr(op.attributes["identities"]),
+                                                                      op.results)]
+        body = combine_func(op).regions[0].blocks[0]
+
+        def combine(*args):
+            for a, v in zip(body.arguments, [*args[0::2], *args[1::2]]):
+                self.set(a, v)
+            for inner in body.operations:
+                inner = inner.operation
+                if inner.name == "func.return":
+                    return [self.get(v) for v in inner.operands]
+                with inner.location:
+                    self.lower_op(inner)
+            self.fail(op, "the combine func has no return")
+
+        results = build([self.get(x) for x in op.operands], ids, combine)
+        for r, v in zip(op.results, results):
+            self.set(r, v)
 
     # ---- views and memory ---------------------------------------------------------------------------------------
     def op_tle_make_view(self, op):

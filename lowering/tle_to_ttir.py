@@ -54,7 +54,8 @@ import os
 from dataclasses import dataclass, field
 
 from ..dialects.mlir import has_uses, ir, isa, nested_ops
-from ..dialects.tle import constant_int, extreme_partner, inside_axes, relaxed_atomics, unbroadcast, unit_insertion
+from ..dialects.tle import (SCANS, combine_func, constant_int, extreme_partner, inside_axes, is_kernel,
+                            relaxed_atomics, unbroadcast, unit_insertion)
 from ..types import BITS, MLIR_F8, wrap
 
 # Triton 3.6 enums (I32EnumAttr: written as plain i32 in the generic form). Values from triton._C.libtriton.ir.
@@ -99,7 +100,8 @@ def lower(module: "ir.Module", mode: str = "pointer", tma: bool = True, num_stag
         lowering = _Lowering(mode, tma, num_stages)
         lowering.ip = ir.InsertionPoint(out.body)
         for op in module.body.operations:
-            lowering.lower_op(op.operation)
+            if is_kernel(op.operation):  # the other funcs are combines, inlined into the scans that name them
+                lowering.lower_op(op.operation)
         out.operation.verify()
     return out
 
@@ -507,8 +509,9 @@ def _keeps_checks(func) -> bool:
     68.48 (130 registers, one program per SM, against 127 and two); level (within 0.4%) at 8192x1024 and 4096x8192
     in both dtypes and 4096x4096 f32. With only the column masks kept (this rule) the PTX has the reference's
     instructions, and f32 2048x16384 ran level with the reference (69.5 and 69.4 us, twice). Scans in loops were not
-    measured; the rule takes them too, as checks in a loop cost only a compare per element."""
-    return any(o.name == "tle.scan" for o in nested_ops(func))
+    measured; the rule takes them too, as checks in a loop cost only a compare per element, and scans with a combine
+    fn (dialects/tle.py SCANS)."""
+    return any(o.name in SCANS for o in nested_ops(func))
 
 
 def _inside(L: _Lowering, op, shape) -> frozenset:
@@ -740,9 +743,41 @@ def _combine_region(L: _Lowering, new_op, arg_types, body, ret_name):
 
 
 _COMBINE = {  # kind -> (float op, int op)
-    "sum": ("arith.addf", "arith.addi"), "max": ("arith.maximumf", "arith.maxsi"),
+    "sum": ("arith.addf", "arith.addi"), "prod": ("arith.mulf", "arith.muli"), "max": ("arith.maximumf", "arith.maxsi"),
     "min": ("arith.minimumf", "arith.minsi"),
 }
+
+
+def _inline_combine(L: _Lowering, op, args):
+    """The body of the func that a combine_scan / combine_reduce names, lowered on `args` (the earlier element's
+    values, then the later one's, as the func and Triton's combine regions both take them); its returned values."""
+    body = combine_func(op).regions[0].blocks[0]
+    for a, v in zip(body.arguments, args):
+        L.values[a] = v
+    for inner in body.operations:
+        inner = inner.operation
+        if inner.name == "func.return":
+            return [L.v(x) for x in inner.operands]
+        L.lower_op(inner)
+    raise ValueError(f"the combine func of {op.location} has no return")
+
+
+def _scan_attrs(op) -> dict:
+    """tt.scan's attributes; reversed with Triton's own `reverse` (the scan of the flipped tile, flipped back)."""
+    return {"axis": _i32_attr(_attr_int(op, "axis")), "reverse": ir.BoolAttr.get("reverse" in op.attributes)}
+
+
+def _combined(tt_name: str, attrs):
+    """tle.combine_scan / combine_reduce -> tt.scan / tt.reduce over all operands, the combine func inlined."""
+    def rule(L: _Lowering, op):
+        xs = [L.v(x) for x in op.operands]
+        elems = [_elem(x.type) for x in xs]
+        new = L.op(tt_name, [_ttir_type(r.type) for r in op.results], xs, attrs(op), regions=1)
+        loc = L.loc
+        _combine_region(L, new, elems + elems, lambda a: _inline_combine(L, op, a), tt_name + ".return")
+        L.loc = loc
+        L.bind(op, *new.results)
+    return rule
 
 
 def _reduce(L: _Lowering, op):
@@ -803,8 +838,7 @@ def _scan(L: _Lowering, op):
     x = L.v(op.operands[0])
     e = _elem(x.type)
     name = _COMBINE[_attr_str(op, "kind")][0 if _is_float(e) else 1]
-    new = L.op("tt.scan", [x.type], [x], {"axis": _i32_attr(_attr_int(op, "axis")),
-                                          "reverse": ir.BoolAttr.get(False)}, regions=1)
+    new = L.op("tt.scan", [x.type], [x], _scan_attrs(op), regions=1)
     _combine_region(L, new, [e, e], lambda a: [L.binop(name, a[0], a[1])], "tt.scan.return")
     L.bind(op, new.result)
 
@@ -1036,6 +1070,8 @@ _RULES = {
     "tle.dot": _dot,
     "tle.reduce": _reduce,
     "tle.scan": _scan,
+    "tle.combine_scan": _combined("tt.scan", _scan_attrs),
+    "tle.combine_reduce": _combined("tt.reduce", lambda op: {"axis": _i32_attr(_attr_int(op, "axis"))}),
     "tle.histogram": _histogram,
     "tle.splat": _shape_op("tt.splat"),
     "tle.broadcast": _shape_op("tt.broadcast"),

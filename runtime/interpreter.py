@@ -38,6 +38,7 @@ import torch
 
 from tle.diagnostics import Note, TleError, span_of_location
 from tle.dialects.mlir import ir
+from tle.dialects.tle import combine_func
 from tle.types import F8, MLIR_F8
 
 __all__ = ["interpret", "compile_kernel", "CompiledKernel", "Poison", "View"]
@@ -828,14 +829,122 @@ class CompiledKernel:
 
     def op_tle_scan(self, op, span):
         kind = _str_attr(op.attributes["kind"])
-        if kind != "sum":
-            raise TleError(span, f"unknown scan kind '{kind}'")
         axis = _int_attr(op.attributes["axis"]) + 1
         elem, _ = type_info(op.operands[0].type)
         dt = TORCH_DTYPES[elem]
-        if elem in FLOATS:
-            return self._apply(op, _in_f32(lambda x: x.cumsum(axis), elem))
-        return self._apply(op, lambda x: x.cumsum(axis, dtype=torch.int64).to(dt))
+        if kind == "sum":
+            fn = _in_f32(lambda x: x.cumsum(axis), elem) if elem in FLOATS else \
+                (lambda x: x.cumsum(axis, dtype=torch.int64).to(dt))  # wraps like the GPU's adds
+        elif kind == "prod":
+            fn = _in_f32(lambda x: x.cumprod(axis), elem) if elem in FLOATS else \
+                (lambda x: x.cumprod(axis, dtype=torch.int64).to(dt))
+        elif kind in ("max", "min"):  # by doubling: exact, as max and min do not round
+            pick = _maximum if kind == "max" else _minimum
+
+            def fn(x):
+                d, n = 1, x.shape[axis]
+                while d < n:
+                    x = torch.cat([x.narrow(axis, 0, d), pick(x.narrow(axis, d, n - d), x.narrow(axis, 0, n - d))],
+                                  axis)
+                    d *= 2
+                return x
+            if elem not in FLOATS:
+                pick = torch.maximum if kind == "max" else torch.minimum
+        else:
+            raise TleError(span, f"unknown scan kind '{kind}'")
+        if "reverse" in op.attributes:  # the scan of the flipped tile, flipped back
+            forward = fn
+            fn = lambda x: forward(x.flip(axis)).flip(axis)  # noqa: E731
+        return self._apply(op, fn)
+
+    def op_tle_combine_scan(self, op, span):
+        return self._combined(op, span, scan=True)
+
+    def op_tle_combine_reduce(self, op, span):
+        return self._combined(op, span, scan=False)
+
+    def _combined(self, op, span, scan: bool) -> Step:
+        """combine_scan / combine_reduce: the combine func's steps run once per element along the axis, on every other
+        element (and program) at once, folding from the first element (from the last with reverse). That order is
+        the definition; the GPU's tree of combines gives the same values for an associative fn, up to rounding. With
+        identity=, each run first checks that the identities leave every element of the operands as they are on
+        either side of the fn (Tile IR pads with them)."""
+        ins, outs = self._io(op)
+        n = len(ins)
+        axis = _int_attr(op.attributes["axis"]) + 1
+        reverse = "reverse" in op.attributes
+        func = combine_func(op)
+        fn_name = _str_attr(func.attributes["sym_name"]).split(".")[1]
+        body = func.regions[0].blocks[0]
+        params = [self._slot(a) for a in body.arguments]
+        steps, results = [], []
+        for inner in _ops(body):
+            if inner.name == "func.return":
+                results = [self._slot(v) for v in inner.operands]
+            else:
+                steps.append(self._op(inner))
+        identities = None
+        if "identities" in op.attributes:
+            identities = [_scalar_attr(a, type_info(x.type)[0])
+                          for a, x in zip(ir.ArrayAttr(op.attributes["identities"]), op.operands)]
+
+        def combine(env, earlier, later):
+            for s, v in zip(params, [*earlier, *later]):
+                env[s] = v
+            for f in steps:
+                f(env)
+            shapes = [torch.broadcast_shapes(e.shape, l.shape) for e, l in zip(earlier, later)]
+            return [env[s].expand(shape) if env[s].shape != shape else env[s] for s, shape in zip(results, shapes)]
+
+        def check_identities(env, xs):
+            ids = [torch.full((1,), v, dtype=x.dtype) for v, x in zip(identities, xs)]
+            shown = ", ".join(repr(v) for v in identities)
+            for j, (g, i) in enumerate(zip(combine(env, ids, ids), ids)):  # the GPU may combine two paddings
+                if not (torch.equal(g, i) or (g.is_floating_point() and bool(torch.isnan(g).all() & torch.isnan(i)))):
+                    raise TleError(span, f"identity=[{shown}] is not an identity of combine fn '{fn_name}': "
+                                         f"{fn_name}(identity, identity) gives {g.flatten()[0].item()!r} for operand "
+                                         f"{j + 1}, not {identities[j]!r}",
+                                   ["the GPU may combine the identity with itself where it pads a scan or reduction; "
+                                    "guard the fn's arithmetic for that case, e.g. with where(...)"])
+            finite = torch.ones(xs[0].shape, dtype=torch.bool)
+            for x in xs:
+                if x.is_floating_point():
+                    finite &= torch.isfinite(x)
+            for side, got in (("left", combine(env, ids, xs)), ("right", combine(env, xs, ids))):
+                for j, (g, x) in enumerate(zip(got, xs)):
+                    same = (g == x) | (torch.isnan(g) & torch.isnan(x)) if x.is_floating_point() else g == x
+                    bad = ~same & finite
+                    if bad.any():
+                        call = f"{fn_name}(identity, x)" if side == "left" else f"{fn_name}(x, identity)"
+                        _fail(env, span, bad, lambda w: (
+                            f"identity=[{shown}] is not an identity of combine fn '{fn_name}': {call} gives "
+                            f"{_at(g, w)} for operand {j + 1}, not x's {_at(x, w)}{_tile_pos(w)}"),
+                            ["the GPU may combine the identity with any element (Tile IR pads its scans and "
+                             "reductions with it), so a wrong one changes results there"])
+
+        def step(env):
+            xs = [env[s] for s in ins]
+            lead = max(x.shape[0] for x in xs)
+            xs = [x.expand(lead, *x.shape[1:]) for x in xs]
+            if identities is not None:
+                check_identities(env, xs)
+            if reverse:
+                xs = [x.flip(axis) for x in xs]
+            columns = [x.unbind(axis) for x in xs]
+            acc = [c[0] for c in columns]
+            done = [[a] for a in acc]
+            for i in range(1, xs[0].shape[axis]):
+                acc = combine(env, acc, [c[i] for c in columns])
+                if scan:
+                    for d, a in zip(done, acc):
+                        d.append(a)
+            if scan:
+                acc = [torch.stack(d, axis) for d in done]
+                if reverse:
+                    acc = [a.flip(axis) for a in acc]
+            for s, a in zip(outs, acc):
+                env[s] = a
+        return step
 
     def op_tle_histogram(self, op, span):
         bins = type_info(op.result.type)[1][0]

@@ -951,6 +951,101 @@ entry(file="slice.tle", kernel="scale_packed", make=_sl_make,
            "past its window would take the wrong factor; the rows past the last sequence keep the poison")
 
 
+# scan_combine.tle ---------------------------------------------------------------------------------------------------
+def _rec_make(c, k, g):
+    m = c["M"]
+    return {"a": uniform((m, 64), g, -1.0, 1.0), "b": randn((m, 64), g), "fwd": poison((m, 64)),
+            "bwd": poison((m, 64))}
+
+
+def _rec_ref(a, c, k):
+    x, y = a["a"].double(), a["b"].double()
+    fwd, bwd = torch.empty_like(x), torch.empty_like(x)
+    h = g = torch.zeros(x.shape[0], dtype=torch.float64)
+    for i in range(64):  # h[i] = a[i] h[i-1] + b[i]; g[i] = a[i] g[i+1] + b[i]
+        h = x[:, i] * h + y[:, i]
+        fwd[:, i] = h
+        j = 63 - i
+        g = x[:, j] * g + y[:, j]
+        bwd[:, j] = g
+    return {"fwd": fwd, "bwd": bwd}
+
+
+entry(file="scan_combine.tle", kernel="recurrence", make=_rec_make, grid=lambda c, k: (cdiv(c["M"], 2),),
+      ref=_rec_ref, tol={"fwd": reduction(64, 2), "bwd": reduction(64, 2)}, cases=[{"M": 5}],
+      note="a first-order linear recurrence forwards and backwards: a non-commutative combine, so a backend that "
+           "swapped the earlier and later element (or reversed the wrong way) fails")
+
+
+# cumulative.tle -----------------------------------------------------------------------------------------------------
+def _cum_make(c, k, g):
+    m, n = c["M"], c["N"]
+    x = uniform((m, n), g, 0.8, 1.25) * torch.where(uniform((m, n), g, 0, 1) < 0.3, -1.0, 1.0)
+    x[1, 10] = NAN  # cummax and cummin propagate it (so do the products and sums)
+    x[2] = -uniform((n,), g, 0.5, 2.0)  # all negative but a -0.0 and, later, a +0.0: the running max reaches zero
+    x[2, 5], x[2, 8] = -0.0, 0.0
+    return {"x": x, **{name: poison((m, n)) for name in ("p", "hi", "lo", "tail")}}
+
+
+def _cum_ref(a, c, k):
+    n = c["N"]
+    t = pad2(a["x"], a["x"].shape[0], 64, 0.0)  # tile [1, 64] at column 0, padded with 0: the reverse scans see pads
+    rev = t.flip(1)
+    out = {"p": torch.cumprod(t, 1), "hi": torch.cummax(t, 1).values, "lo": torch.cummin(rev, 1).values.flip(1),
+           "tail": torch.cumsum(rev, 1).flip(1)}
+    w = min(n, 64)
+    result = {}
+    for name, v in out.items():
+        y = a[name].double().clone()  # columns past the tile stay NaN
+        y[:, :w] = v[:, :w]
+        result[name] = y
+    return result
+
+
+entry(file="cumulative.tle", kernel="cum", make=_cum_make, grid=lambda c, k: (c["M"],), ref=_cum_ref,
+      tol={"p": chain(64), "hi": EXACT, "lo": EXACT, "tail": reduction(64, 1)},
+      cases=[{"M": 4, "N": 50}, {"M": 3, "N": 64}],
+      note="N=50: the reverse scans start in the tile's zero padding, so the running min from the end is at most 0")
+
+
+# reduce_combine.tle -------------------------------------------------------------------------------------------------
+def _mom_make(c, k, g):
+    m, n = c["M"], c["N"]
+    return {"x": randn((m, n), g, scale=3.0) + 5.0, "mean": poison((m,)), "variance": poison((m,))}
+
+
+def _mom_ref(a, c, k):
+    x = a["x"].double()
+    return {"mean": x.mean(1), "variance": x.var(1, unbiased=False)}
+
+
+entry(file="reduce_combine.tle", kernel="moments", make=_mom_make, grid=lambda c, k: (cdiv(c["M"], 4),),
+      ref=_mom_ref, tol={"mean": reduction(64, 4), "variance": reduction(64, 6)},
+      cases=[{"M": 6, "N": 50}, {"M": 4, "N": 64}],
+      note="Welford over rows offset by 5 (a two-pass-free variance that does not cancel); N=50: 14 padded elements "
+           "of count 0 per row")
+
+
+def _seg_make(c, k, g):
+    m, n = c["M"], c["N"]
+    return {"x": randn((m, n), g), "starts": (uniform((m, n), g, 0, 1) < 0.2).to(torch.int8), "y": poison((m, n))}
+
+
+def _seg_ref(a, c, k):
+    x, starts = a["x"].double(), a["starts"]
+    y = a["y"].double().clone()
+    run = torch.zeros(x.shape[0], dtype=torch.float64)
+    for i in range(min(c["N"], 128)):
+        run = torch.where(starts[:, i] != 0, x[:, i], run + x[:, i])
+        y[:, i] = run
+    return {"y": y}
+
+
+entry(file="reduce_combine.tle", kernel="segments", make=_seg_make, grid=lambda c, k: (c["M"],), ref=_seg_ref,
+      tol={"y": reduction(128, 1)}, cases=[{"M": 5, "N": 100}, {"M": 3, "N": 200}],
+      note="a running sum that restarts at each flagged element: (bool, f32) pairs; N=200: columns 128.. stay NaN")
+
+
 # mesh_axes.tle ------------------------------------------------------------------------------------------------------
 entry(file="mesh_axes.tle", kernel="ids", make=lambda c, k, g: {"out": poison((8,), torch.int32)},
       grid=lambda c, k: (1, 1, 1), ref=lambda a, c, k: {"out": torch.zeros(8, dtype=torch.int64)},

@@ -25,8 +25,8 @@ from . import philox
 from . import typed as T
 from .diagnostics import Note, Span, TleError
 from .parser import parse
-from .types import (BITS, DTYPES, FLOATS, Scalar, Tensor, Tile, broadcast_shapes, canonical, is_f8, is_float, is_int, promote,
-                    round_f8, wrap)
+from .types import (BITS, DTYPES, FLOATS, MAX_COMBINED, Scalar, Tensor, Tile, broadcast_shapes, canonical, is_f8,
+                    is_float, is_int, promote, round_f8, wrap)
 
 CONST_KINDS = ("int", "float", "bool", "dtype")
 BUILTIN_CONSTS = {"inf": math.inf, "nan": math.nan, "pi": math.pi}
@@ -1701,16 +1701,225 @@ class _KernelChecker:
         return self._reduce(e, "argmin")
 
     def b_cumsum(self, e):
-        a = self.args(e, ("x",), (), ("axis",))
+        return self._cumulative(e, "sum")
+
+    def b_cumprod(self, e):
+        return self._cumulative(e, "prod")
+
+    def b_cummax(self, e):
+        return self._cumulative(e, "max")
+
+    def b_cummin(self, e):
+        return self._cumulative(e, "min")
+
+    def _cumulative(self, e, kind):
+        """cumsum / cumprod / cummax / cummin: an inclusive scan along `axis`, from the last element backwards with
+        reverse=true."""
+        a = self.args(e, ("x",), (), ("axis", "reverse"))
         x = self.expr(a["x"])
         if not isinstance(x.type, Tile):
-            raise TleError(a["x"].span, f"cumsum() scans a tile, got {x.type}")
+            raise TleError(a["x"].span, f"{e.func}() scans a tile, got {x.type}")
         rank = len(x.type.shape)
         if "axis" not in a and rank > 1:
-            raise TleError(e.span, f"cumsum() of a {rank}-D tile needs axis=")
+            raise TleError(e.span, f"{e.func}() of a {rank}-D tile needs axis=")
         axis = self.axis(a["axis"], rank) if "axis" in a else 0
-        x = self.accumulation_input(x, "sum")
-        return T.Op(e.span, x.type, "scan", [x], {"kind": "sum", "axis": axis})
+        reverse = self.const_bool(a["reverse"], "reverse=") if "reverse" in a else False
+        if kind in ("sum", "prod"):
+            x = self.accumulation_input(x, "sum")
+        else:
+            self.require_arithmetic(x, a["x"].span, f"{e.func}()")
+            if x.type.dtype == "i1":
+                raise TleError(a["x"].span, f"{e.func}() of a bool tile; cast it to an integer first")
+        return T.Op(e.span, x.type, "scan", [x], {"kind": kind, "axis": axis, "reverse": reverse})
+
+    def b_scan(self, e):
+        return self._combined(e, "scan")
+
+    def b_reduce(self, e):
+        return self._combined(e, "reduce")
+
+    def _combined(self, e, what):
+        """scan(x1, ..., xN, axis=A, combine=f, identity=[...], reverse=R) and reduce(x1, ..., xN, axis=A,
+        combine=f, identity=[...], keepdims=K): N tiles (of one shape after broadcasting) scanned or reduced together
+        along A with the fn f, which takes an earlier element's N values and a later one's and returns their
+        combination. One value per operand: a tile (scan), or a tile without axis A (reduce)."""
+        kw_names = ("axis", "combine", "identity") + (("reverse",) if what == "scan" else ("keepdims",))
+        kws = {}
+        for kw in e.kwargs:
+            if kw.name not in kw_names:
+                raise TleError(kw.span, f"{what}() has no argument '{kw.name}'",
+                               _suggest(kw.name, kw_names) or [f"its keyword arguments: {', '.join(kw_names)}"])
+            if kw.name in kws:
+                raise TleError(kw.span, f"{what}() got argument '{kw.name}' twice")
+            kws[kw.name] = kw.value
+        usage = f"{what}(x, ..., axis=1, combine=f, identity=[...])"
+        if not e.args:
+            raise TleError(e.span, f"{what}() needs the tiles it {what}s", [usage])
+        if len(e.args) > MAX_COMBINED:
+            raise TleError(e.args[MAX_COMBINED].span, f"{what}() takes at most {MAX_COMBINED} tiles, got "
+                                                      f"{len(e.args)}", ["combine fewer values per element"])
+        if "combine" not in kws:
+            raise TleError(e.span, f"{what}() needs combine=: the fn that combines two elements",
+                           [f"sums, products and extremes have their own: {_BUILTIN_KINDS[what]}", usage])
+        xs = [self.expr(x) for x in e.args]
+        for x, src in zip(xs, e.args):
+            if is_f8(x.type.dtype):
+                raise TleError(src.span, f"{what}() of an 8-bit float; convert it first: cast<f32>(...)")
+        if not any(isinstance(x.type, Tile) for x in xs):
+            raise TleError(e.args[0].span, f"{what}() {what}s tiles, got {', '.join(str(x.type) for x in xs)}")
+        shape = ()
+        for x, src in zip(xs, e.args):
+            got = broadcast_shapes(shape, _shape(x))
+            if got is None:
+                raise TleError(src.span, f"the tiles of {what}() do not broadcast to one shape: {list(shape)} and "
+                                         f"{list(_shape(x))}")
+            shape = got
+        xs = [self.coerce(self.materialize(x), Tile(x.type.dtype, shape)) for x in xs]
+        rank = len(shape)
+        if "axis" in kws:
+            axis = self.axis(kws["axis"], rank)
+        elif what == "scan" and rank > 1:
+            raise TleError(e.span, f"scan() of {rank}-D tiles needs axis=")
+        else:
+            axis = 0
+            if rank > 1:  # reduce() without axis: the whole tiles, as one row each
+                shape = (math.prod(shape),)
+                xs = [T.Op(x.span, Tile(x.type.dtype, shape), "reshape", [x]) for x in xs]
+        comb = self.combine_fn(kws["combine"], [x.type.dtype for x in xs], what)
+        if "identity" in kws:
+            comb.identity = self.identities(kws["identity"], [x.type.dtype for x in xs], comb.fn)
+        attrs = {"kind": "combine", "axis": axis, "combine": comb}
+        if what == "scan":
+            attrs["reverse"] = self.const_bool(kws["reverse"], "reverse=") if "reverse" in kws else False
+        keep = what == "reduce" and "keepdims" in kws and self.const_bool(kws["keepdims"], "keepdims=")
+        if len(xs) > 1:  # one operation, N results: each operand is read once
+            xs = [self.temp(what, x, x.span) for x in xs]
+        out = []
+        for i, x in enumerate(xs):
+            dtype = x.type.dtype
+            if what == "scan":
+                r = T.Op(e.span, Tile(dtype, shape), "scan", xs, {**attrs, "index": i})
+            else:
+                rest = shape[:axis] + shape[axis + 1:]
+                r = T.Op(e.span, Tile(dtype, rest) if rest else Scalar(dtype), "reduce", xs, {**attrs, "index": i})
+                if keep:  # the reduced axis (all of them, without axis=) kept with size 1
+                    kept = (1,) * rank if "axis" not in kws else shape[:axis] + (1,) + shape[axis + 1:]
+                    r = self.coerce(r, Tile(dtype, kept)) if not rest else \
+                        T.Op(e.span, Tile(dtype, kept), "reshape", [r])
+            out.append(r)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def combine_fn(self, x: ast.Expr, dtypes: list[str], what: str) -> T.Combine:
+        """Check the fn named by combine= for elements of `dtypes`: its 2N parameters are scalars of those types
+        (an earlier element's N values, then a later one's), and it returns N values of the same types, computed
+        from them alone."""
+        n = len(dtypes)
+        if isinstance(x, ast.Name) and x.id not in self.p.fns and x.id in BUILTINS:
+            own = {"scan": {"sum": "cumsum", "max": "cummax", "min": "cummin"},
+                   "reduce": {"sum": "sum", "max": "max", "min": "min"}}[what].get(x.id)
+            raise TleError(x.span, f"combine= takes a fn declared with `fn`, not the builtin '{x.id}'",
+                           [f"{own}(x, axis=...) is the {'running ' if what == 'scan' else ''}{x.id} of a tile"] if own
+                           else [f"declare one: fn combine(a, b) {{ return {x.id}(a, b) }}"])
+        if not isinstance(x, ast.Name) or x.id not in self.p.fns:
+            name = x.id if isinstance(x, ast.Name) else None
+            got = f"unknown name '{name}'" if name else "an expression"
+            raise TleError(x.span, f"combine= takes the name of a fn, got {got}",
+                           (_suggest(name, self.p.fns) if name else []) or
+                           [f"declare one: fn combine_{what}(a, b) {{ return a + b }}"])
+        fn = self.p.fns[x.id]
+        if x.id in self.fn_stack:
+            raise TleError(x.span, f"fn '{x.id}' is used as a combine fn inside itself; recursion is not supported")
+        if len(fn.params) != 2 * n:
+            got = len(fn.params)
+            raise TleError(x.span, f"fn '{fn.name}' takes {got} parameter{'s' if got != 1 else ''}, but {what}() of "
+                                   f"{n} tile{'s' if n != 1 else ''} combines two elements of {n} value"
+                                   f"{'s' if n != 1 else ''} each: it needs {2 * n}",
+                           [Note(f"fn '{fn.name}' is declared here", fn.name_span),
+                            "the first half of the parameters are the earlier element's values, the second half the "
+                            "later one's"])
+        saved = (self.out, self.scope, self.frames)
+        self.out, self.frames = [], []
+        fn_scope = _Scope(self.const_scope)
+        params = []
+        for i, p in enumerate(fn.params):
+            ty = Scalar(dtypes[i % n])
+            if p.type is not None:
+                self.scope = fn_scope
+                declared = self.type_expr(p.type)
+                if declared != ty:
+                    self.out, self.scope, self.frames = saved
+                    raise TleError(p.span, f"parameter '{p.name}' of combine fn '{fn.name}' is declared {declared}, "
+                                           f"but {what}() passes it {ty} elements",
+                                   [Note(f"the fn is the combine of this {what}()", x.span)])
+            var = T.Variable(p.name, ty, p.span)
+            self.what[var] = f"a parameter of fn '{fn.name}'"
+            fn_scope.add(p.name, var, p.name_span)
+            params.append(var)
+        self.fn_stack.append(fn.name)
+        self.scope = fn_scope
+        try:
+            result = self.block(_tail_returns(fn.body), fn_body=True)
+            body = self.out
+        except TleError as err:
+            err.notes.append(Note(f"in fn '{fn.name}', the combine of this {what}()", x.span))
+            raise
+        finally:
+            self.fn_stack.pop()
+            self.out, self.scope, self.frames = saved
+        note = Note(f"fn '{fn.name}' is the combine of this {what}()", x.span)
+        if result is None:
+            raise TleError(fn.name_span, f"combine fn '{fn.name}' returns no value", [note])
+        results = list(result) if isinstance(result, tuple) else [result]
+        if len(results) != n:
+            raise TleError(results[-1].span, f"combine fn '{fn.name}' returns {len(results)} value"
+                                             f"{'s' if len(results) != 1 else ''}, but {what}() of {n} tile"
+                                             f"{'s' if n != 1 else ''} needs {n}: one per tile", [note])
+        for s in body:
+            if not isinstance(s, T.Bind):
+                kind = {T.For: "a for loop", T.If: "an if on a run-time condition"}.get(type(s), "a statement "
+                                                                                                   "with an effect")
+                raise TleError(s.span, f"combine fn '{fn.name}' has {kind}; a combine computes one value from two "
+                                       f"with expressions only",
+                               ["choose between values with where(cond, a, b)", note])
+        for v in [s.value for s in body] + results:
+            for op in _ops_of(v):
+                if isinstance(op.type, Tile) or op.name not in _COMBINE_OPS:
+                    shown = {"reduce": op.attrs.get("kind"), "scan": "cum" + str(op.attrs.get("kind"))}.get(
+                        op.name, op.name)
+                    what_op = "a tile" if isinstance(op.type, Tile) else shown + "()"
+                    raise TleError(op.span, f"combine fn '{fn.name}' computes on single elements; {what_op} has no "
+                                            f"place in it",
+                                   [note])
+        for i, (r, dtype) in enumerate(zip(results, dtypes)):
+            if isinstance(r, T.Const) and r.weak:
+                r = results[i] = T.Const(r.span, Scalar(dtype), self.implicit_const(r, dtype))
+            if r.type != Scalar(dtype):
+                raise TleError(r.span, f"combine fn '{fn.name}' returns {r.type} for tile {i + 1} of {what}(), which "
+                                       f"holds {dtype}", [f"convert it: cast<{dtype}>(...)", note])
+        return T.Combine(fn.name, fn.name_span, params, body, results)
+
+    def identities(self, x: ast.Expr, dtypes: list[str], fn: str) -> list:
+        """identity=v (one tile) or identity=[v1, ..., vN]: compile-time constants of the tiles' types."""
+        items = list(x.items) if isinstance(x, ast.ListLit) else [x]
+        if len(items) != len(dtypes):
+            raise TleError(x.span, f"identity= gives {len(items)} value{'s' if len(items) != 1 else ''} for "
+                                   f"{len(dtypes)} tile{'s' if len(dtypes) != 1 else ''}: one per tile, the value "
+                                   f"that fn '{fn}' leaves the other operand as it is with")
+        out = []
+        for item, dtype in zip(items, dtypes):
+            v = self.expr(item)
+            if not isinstance(v, T.Const):
+                raise TleError(item.span, "identity= takes compile-time constants")
+            if dtype == "i1":
+                if v.type.dtype != "i1":
+                    raise TleError(item.span, f"the identity of a bool tile is true or false, got {v.type}")
+                out.append(bool(v.value))
+                continue
+            if v.type.dtype == "i1":
+                raise TleError(item.span, f"the identity of a {dtype} tile cannot be a bool")
+            out.append(self.implicit_const(v, dtype) if v.weak or is_float(dtype)
+                       else _cast_const(v.value, dtype, item.span))
+        return out
 
     def b_histogram(self, e):
         a = self.args(e, ("x", "bins"), (), ("mask",))
@@ -2038,6 +2247,19 @@ BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "rem", "**": 
 
 UNARY_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "abs",
               "floor", "ceil")
+
+_BUILTIN_KINDS = {"scan": "cumsum(x, axis=1), cumprod, cummax, cummin", "reduce": "sum(x, axis=1), max, min"}
+# What a combine fn may compute with: elementwise arithmetic on its scalars.
+_COMBINE_OPS = frozenset(T.ELEMENTWISE_BINARY + T.ELEMENTWISE_UNARY + ("where", "cast", "bitcast", "umulhi"))
+
+
+def _ops_of(e: T.Expr):
+    """Every Op of an expression tree."""
+    if isinstance(e, T.Op):
+        yield e
+        for a in e.args:
+            yield from _ops_of(a)
+
 
 def _is_slice(e: ast.Expr) -> bool:
     return isinstance(e, ast.Call) and e.func == "slice"

@@ -76,6 +76,21 @@ class Dim(Expr):
 
 
 @dataclass(eq=False)
+class Combine:
+    """The fn a `scan(..., combine=f)` or `reduce(..., combine=f)` combines elements with, checked for one call:
+    `params` are 2N scalar variables (the earlier, or left, element's N values, then the later one's), `body` the
+    Binds of the fn's lets, `results` its N returned values, of the N operands' element types. `identity` holds the
+    N constants the call gave with identity=, or None. Every `scan`/`reduce` Op of one call holds the same object
+    (one per result, told apart by attrs["index"]): the lowering builds the operation once."""
+    fn: str
+    span: Span  # the fn's name in its declaration
+    params: list[Variable]
+    body: list["Stmt"]
+    results: list[Expr]
+    identity: list | None = None
+
+
+@dataclass(eq=False)
 class Op(Expr):
     """An operation. `name` is one of OP_NAMES; `attrs` holds its compile-time parameters."""
     name: str

@@ -132,3 +132,8 @@ def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] 
             return None
         out.append(max(x, y))
     return tuple(reversed(out))
+
+
+# scan() and reduce() with a combine fn take at most this many tiles: the dialect gives each an operand group of its
+# own (dialects/tle.py, tle.combine_scan), so that they may differ in element type.
+MAX_COMBINED = 8

@@ -219,6 +219,22 @@ def test_along_a_wide_dim_indices_and_bounds_are_i64():
         assert tileir.compile_tileir(tle_to_tileir(ast_to_tle(k, spec)), "sm_90").cubin[:4] == b"\x7fELF"
 
 
+def test_a_2d_view_with_one_dim_past_2_31_minus_1_takes_i64_sizes_throughout():
+    """A view's sizes are one type (the dialect's variadic operand group, which IRDL verifies): beside a wide dim,
+    an i32 dim is sign-extended for the view, and the module verifies (ast_to_tle checks) and compiles."""
+    prog = load_program(ROWS, "k.tle")
+    k = check_kernel(prog, "rows", {}, wide_dims={"M"})
+    d = default_spec(k)
+    spec = Spec(d.divisible16, d.unit_strides, frozenset({WideDim("M"), WideTensor("x"), WideTensor("y")}))
+    module = ast_to_tle(k, spec)
+    text = str(module)
+    assert re.search(r'arith\.extsi %arg2 : i32 to i64', text)  # N, beside M
+    assert re.search(r'"tle\.make_view"\(%arg0, %arg1, %\d+, %arg3, %c1_i64\)', text)  # the unit stride i64 too
+    verify_ttir(tle_to_ttir(module))
+    if _has_tileiras():
+        assert tileir.compile_tileir(tle_to_tileir(module), "sm_90").cubin[:4] == b"\x7fELF"
+
+
 MASKED = """
 kernel masked<B: int = 256>(x: tensor<f32>[N], y: tensor<f32>[N]) {
     let i = program_id(0) * B + arange(0, B)
