@@ -3,8 +3,8 @@
 kernels of my own, tuned and untuned, against torch and Triton").
 
 Each kernel is written once in tle (below, or examples/attention.tle, examples/attention_bwd.tle,
-examples/linear_fp8.tle and examples/dropout.tle) and once as hand-written Triton of the same algorithm and
-tiles; both are checked against torch
+examples/linear_fp8.tle, examples/dropout.tle and examples/linear_recurrence.tle) and once as hand-written Triton
+of the same algorithm and tiles; both are checked against torch
 on fresh random inputs before anything is timed (dropout, whose mask torch draws differently, against Triton's
 tl.rand: tle's rand is the same Philox, bit for bit). Columns:
 tle on the native path with no launch options (tle.compiler.default_num_warps: 4 unless its dots or tiles are big),
@@ -30,7 +30,7 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     spmv_csr,lora,maxpool2x2,upsample_nearest2x,
                                                     upsample_bilinear2x,row_max,chunk_linear_attn,
                                                     qk_norm_rope,varlen_attention,col_cumsum,
-                                                    cast_transpose] [--rounds 3]
+                                                    cast_transpose,linear_recurrence] [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -1504,6 +1504,30 @@ def col_cumsum_ref(x_ptr, y_ptr, M, N, BT: tl.constexpr, BD: tl.constexpr):
         t = tl.load(x_ptr + offs, mask=inside, other=0.0).to(tl.float32)
         tl.store(y_ptr + offs, (tl.cumsum(t, 0) + carry).to(y_ptr.dtype.element_ty), mask=inside)
         carry += tl.sum(t, 0, keep_dims=True)
+
+
+@triton.jit
+def _linear_step(a1, h1, a2, h2):
+    return a1 * a2, a2 * h1 + h2
+
+
+@triton.jit
+def linear_recurrence_ref(a_ptr, x_ptr, h_ptr, L, D, BT: tl.constexpr, BD: tl.constexpr):
+    """examples/linear_recurrence.tle's algorithm: h[t] = a[t] h[t-1] + x[t] along L of [B, L, D], chunks of BT
+    steps scanned with tl.associative_scan, the carry moved on by tl.reduce of the same combine."""
+    d = tl.program_id(0) * BD + tl.arange(0, BD)
+    base = tl.program_id(1) * L * D
+    carry = tl.zeros((1, BD), dtype=tl.float32)
+    for c in range(0, tl.cdiv(L, BT)):
+        t = c * BT + tl.arange(0, BT)
+        offs = base + t[:, None] * D + d[None, :]
+        inside = (t[:, None] < L) & (d[None, :] < D)
+        ta = tl.load(a_ptr + offs, mask=inside, other=1.0).to(tl.float32)
+        tx = tl.load(x_ptr + offs, mask=inside, other=0.0).to(tl.float32)
+        since, local = tl.associative_scan((ta, tx), 0, _linear_step)
+        tl.store(h_ptr + offs, (since * carry + local).to(h_ptr.dtype.element_ty), mask=inside)
+        whole, last = tl.reduce((ta, tx), 0, _linear_step, keep_dims=True)
+        carry = whole * carry + last
 
 
 @triton.jit
@@ -3266,6 +3290,25 @@ def cases(dev, only):
                         lambda t: t[1].copy_(torch.cumsum(t[0], 0, dtype=torch.float32)),
                         _both_paths(small.col_cumsum, g, lambda t, g=g, m=m, n=n: col_cumsum_ref[g](
                             *t, m, n, BT=64, BD=32)), 1))
+    if "linear_recurrence" in only:
+        # A gated linear RNN's recurrence along time, [B, L, D] with decays in (0, 1): examples/linear_recurrence.tle
+        # (a scan with a combine fn, 32 x 32 tiles) against its Triton twin (tl.associative_scan and tl.reduce).
+        # torch has no such op: its time loop (L small kernels a step) is what a user without a kernel runs.
+        lr = tle.compile(os.path.join(HERE, "..", "examples", "linear_recurrence.tle")).linear_recurrence
+        for dt, (b, n, d) in itertools.product((torch.float32, torch.bfloat16), ((8, 1024, 2048), (32, 512, 1024))):
+            nb = 3 * b * n * d * dt.itemsize
+            sets = _sets(lambda: [torch.sigmoid(r(b, n, d, dt=torch.float32)).to(dt), r(b, n, d, dt=dt),
+                                  torch.empty(b, n, d, device=dev, dtype=dt)], nb)
+            g = (triton.cdiv(d, 32), b)
+
+            def torch_recurrence(t):
+                state = torch.zeros_like(t[0][:, 0], dtype=torch.float32)
+                for i in range(t[0].shape[1]):
+                    state = t[0][:, i].float() * state + t[1][:, i].float()
+                    t[2][:, i] = state.to(t[2].dtype)
+            out.append((f"linear_recurrence {b}x{n}x{d} {str(dt)[6:]}", (nb, 0), sets, torch_recurrence,
+                        _both_paths(lr, g, lambda t, g=g, n=n, d=d: linear_recurrence_ref[g](*t, n, d, BT=32, BD=32)),
+                        2))
     if "cast_transpose" in only:
         # FP8 training's cast + transpose + amax of an activation or weight, bf16 -> e4m3, scale 1 (randn stays far
         # below e4m3's 448): 8192x4096 and 16384x14336 (Llama-3 8B's MLP). amax is an atomic max: zeroed for the
@@ -3310,7 +3353,8 @@ DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_rel
                 "topk,adam,quant_rows,histogram,vector_sum,conv2d,gate_up_silu,linear_wgrad,"
                 "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,embedding_bag,"
                 "dwconv3x3,heads_first,router_top1,spmv_csr,lora,maxpool2x2,upsample_nearest2x,upsample_bilinear2x,"
-                "row_max,chunk_linear_attn,qk_norm_rope,varlen_attention,col_cumsum,cast_transpose")
+                "row_max,chunk_linear_attn,qk_norm_rope,varlen_attention,col_cumsum,cast_transpose,"
+                "linear_recurrence")
 
 
 def main() -> int:
