@@ -12,8 +12,9 @@ Three shapes of kernel, on ragged tensor shapes (never a multiple of the tile) a
 - "elementwise": 2-D tiles of up to three inputs through a random expression (unary math, binary arithmetic,
   min/max, where, casts between f32/f16/bf16, literals), stored cast to the output type; a third of them on one
   window (`slice`) of every tensor, from a run-time row and a constant column;
-- "rows": one tile per row block holding whole rows, an expression, then sum/max/min/argmax/argmin/cumsum over
-  the row (padding masked out with where), and a softmax-like normalisation;
+- "rows": one tile per row block holding whole rows, an expression, then sum/max/min/argmax/argmin/cumsum/
+  cummax/a reverse cumsum over the row (padding masked out with where), a softmax-like normalisation, a sum by
+  `reduce` with a combine fn, and a discounted running sum by `scan` with one;
 - "matmul": a K loop of dot(f(a_tile), b_tile, acc) with f16/bf16/f32 operands and an f32 accumulator, then an
   elementwise epilogue.
 
@@ -265,11 +266,12 @@ def rows_program(rng: random.Random) -> RandomProgram:
     dtype = rng.choice(("f32", "f32", "f16", "bf16"))
     leaves = [leaf("a0", dtype), leaf("a1", "f32")]
     e = cast("f32", expression(rng, leaves, rng.randint(1, 3)))
-    kind = rng.choice(("sum", "max", "min", "argmax", "argmin", "cumsum", "softmax"))
+    kind = rng.choice(("sum", "max", "min", "argmax", "argmin", "cumsum", "softmax", "cummax", "rcumsum", "fnsum",
+                       "fnscan"))
     neutral = {"sum": "0.0", "cumsum": "0.0", "max": "-inf", "argmax": "-inf", "softmax": "-inf", "min": "inf",
-               "argmin": "inf"}[kind]
+               "argmin": "inf", "cummax": "-inf", "rcumsum": "0.0", "fnsum": "0.0", "fnscan": "0.0"}[kind]
     out_type, out_shape = ("i32", "[M]") if kind.startswith("arg") else ("f32", "[M]")
-    if kind in ("cumsum", "softmax"):
+    if kind in ("cumsum", "softmax", "cummax", "rcumsum", "fnscan"):
         out_shape = "[M, N]"
     body = {
         "sum": "store(out, sum(v, axis=1), at=[pm])",
@@ -280,8 +282,16 @@ def rows_program(rng: random.Random) -> RandomProgram:
         "cumsum": "store(out, cumsum(v, axis=1), at=[pm, 0])",
         "softmax": "let z = exp(v - max(v, axis=1, keepdims=true))\n"
                    "    store(out, z / sum(z, axis=1, keepdims=true), at=[pm, 0])",
+        "cummax": "store(out, cummax(v, axis=1), at=[pm, 0])",
+        "rcumsum": "store(out, cumsum(v, axis=1, reverse=true), at=[pm, 0])",
+        "fnsum": "store(out, reduce(v, axis=1, combine=add, identity=0.0), at=[pm])",
+        # h = h / 2 + v along the row: a scan of (decay, value) pairs
+        "fnscan": "let decays, h = scan(0.5, v, axis=1, combine=linear, identity=[1.0, 0.0])\n"
+                  "    store(out, h, at=[pm, 0])",
     }[kind]
-    source = f"""kernel rand_rows<BM: int = {bm}, BN: int = {bn}>(x0: tensor<{dtype}>[M, N], x1: tensor<f32>[M, N],
+    fns = {"fnsum": "fn add(a, b) {\n    return a + b\n}\n",
+           "fnscan": "fn linear(a1, b1, a2, b2) {\n    return a1 * a2, a2 * b1 + b2\n}\n"}.get(kind, "")
+    source = fns + f"""kernel rand_rows<BM: int = {bm}, BN: int = {bn}>(x0: tensor<{dtype}>[M, N], x1: tensor<f32>[M, N],
                                                    out: tensor<{out_type}>{out_shape}) {{
     let pm = program_id(0)
     let a0 = load(x0, tile=[BM, BN], at=[pm, 0])
@@ -307,16 +317,28 @@ def rows_program(rng: random.Random) -> RandomProgram:
             r = (v.argmax(1) if kind == "argmax" else v.argmin(1)).to(torch.int32)
         elif kind == "cumsum":
             r = v.double().cumsum(1).float()
+        elif kind == "cummax":
+            r = torch.cummax(v, 1).values
+        elif kind == "rcumsum":
+            r = v.double().flip(1).cumsum(1).flip(1).float()
+        elif kind == "fnsum":
+            r = v.double().sum(1).float()
+        elif kind == "fnscan":
+            r, h = torch.empty_like(v, dtype=torch.float64), torch.zeros(v.shape[0], dtype=torch.float64)
+            for i in range(v.shape[1]):
+                h = 0.5 * h + v[:, i].double()
+                r[:, i] = h
+            r = r.float()
         else:
             z = torch.exp(v - v.amax(1, keepdim=True))
             r = (z.double() / z.double().sum(1, keepdim=True)).float()
         return {"out": r}
 
     gpu = _tolerance(dtype, 1 + e.depth)
-    if kind in ("sum", "cumsum", "softmax"):  # f32 sums in another order
+    if kind in ("sum", "cumsum", "softmax", "rcumsum", "fnsum", "fnscan"):  # f32 sums in another order
         interp = (0.0, 4 * n * ULP["f32"])
         gpu = (gpu[0], max(gpu[1], 4 * n * ULP["f32"]))
-    else:  # max, min and the arg* pick an element: the interpreter computes the same elements as the reference
+    else:  # max, min, cummax and the arg* pick an element: the interpreter computes the same elements as the reference
         interp = (0.0, 0.0)
     # An arg* compares indices: exact, also for a GPU (near-ties after different rounding show up here).
     if kind.startswith("arg"):
