@@ -581,3 +581,21 @@ def test_a_fn_returning_from_an_if_compiles_on_both_paths_and_folds_a_constant_c
     assert torch.equal(y, x * 100.0)
     # a constant condition leaves no if: only the taken branch is checked
     assert not any(isinstance(s, T.If) for s in kernel(SCALE_IF_BIG, BIG=True).body)
+
+
+# ---- `_` discards ----------------------------------------------------------------------------------------------------
+def test_underscore_binds_nothing_and_may_repeat():
+    src = ("fn two(t) {\n    return t, t * 2.0\n}\n"
+           "kernel k(x: tensor<f32>[N]) {\n    let _, b = two(load(x, tile=[4]))\n    let c, _ = two(b)\n"
+           "    var v = zeros<f32>[4]\n    v, _ = two(c)\n    let _ = v + 1.0\n    store(x, v)\n}\n")
+    k = kernel(src)
+    assert "_" not in binds(k) and {"b", "c", "v"} <= set(binds(k))
+
+
+def test_a_discarded_atomic_still_runs_and_other_discarded_values_do_not():
+    src = ("kernel k(x: tensor<f32>[N], c: tensor<f32>[N]) {\n    let t = load(x, tile=[4])\n"
+           "    _ = atomic_add(c, arange(0, 4), t)\n    let _ = exp(t)\n}\n")
+    body = kernel(src).body
+    evals = [s for s in body if isinstance(s, T.Eval)]
+    assert len(evals) == 1 and evals[0].expr.name == "atomic"
+    assert not any(isinstance(s, T.Bind) and isinstance(s.value, T.Op) and s.value.name == "exp" for s in body)

@@ -238,7 +238,11 @@ _ELEMENTWISE_MEMORY = {
 
 
 # Python's names for what tle spells otherwise.
+DISCARD = "_"  # `let a, _ = f(x)`: a name that binds nothing
+
 _PYTHON_NAMES = {
+    DISCARD: ["`_` discards a value in a let, a var or an assignment (`let a, _ = split(t)`); it holds nothing to "
+              "read"],
     "True": ["tle writes true and false"], "False": ["tle writes true and false"],
     "None": ["tle has no None: an absent mask is no mask= at all, an unused value is not written"],
 }
@@ -738,7 +742,15 @@ class _KernelChecker:
         for name, span, value in zip(s.names, s.name_spans, self.values(s.value, s.names, s.name_spans)):
             self.let(name, span, s.span, value)
 
+    def discard(self, span: Span, value) -> None:
+        """`let _ = e` / `let a, _ = e`: the value is not bound. An atomic in it still runs (its effect is kept); the
+        rest is dropped."""
+        if any(op.name == "atomic" for op in _ops_of(value)):
+            self.out.append(T.Eval(span, value))
+
     def let(self, name: str, name_span: Span, span: Span, value):
+        if name == DISCARD:
+            return self.discard(span, value)
         value = self.materialize(value)
         if isinstance(value, T.Const):  # a let of a compile-time constant is one: it can size a tile, fold an if
             self.what[value] = "a let"
@@ -788,6 +800,8 @@ class _KernelChecker:
             self.var(name, span, s.span, value)
 
     def var(self, name: str, name_span: Span, span: Span, value):
+        if name == DISCARD:
+            return self.discard(span, value)
         value = self.materialize(value)
         var = T.Variable(name, value.type, span, mutable=True, depth=len(self.frames))
         self.declare(name, name_span, var)
@@ -795,6 +809,8 @@ class _KernelChecker:
 
     def stmt_Assign(self, s: ast.Assign):
         at = s.name_span or s.span
+        if s.name == DISCARD and s.op == "=":
+            return self.discard(s.span, self.expr(s.value))
         target = self.assign_target(s.name, at)
         value = self.expr(s.value)
         if s.op != "=":
@@ -804,13 +820,17 @@ class _KernelChecker:
     def stmt_AssignMany(self, s: ast.AssignMany):
         targets = []
         for name, at in zip(s.names, s.name_spans):
-            if name in s.names[:len(targets)]:
+            if name != DISCARD and name in s.names[:len(targets)]:
                 raise TleError(at, f"'{name}' is assigned twice in one assignment")
-            targets.append(self.assign_target(name, at))
+            targets.append(None if name == DISCARD else self.assign_target(name, at))
         # every value taken as it is before any var changes, so that `a, b = b, a` swaps
-        values = [self.temp(name, v, s.span) for name, v in zip(s.names, self.values(s.value, s.names, s.name_spans))]
+        values = [self.temp(name, v, s.span) if name != DISCARD else v
+                  for name, v in zip(s.names, self.values(s.value, s.names, s.name_spans))]
         for target, value in zip(targets, values):
-            self.assign(target, value, s.span, s.value.span)
+            if target is None:
+                self.discard(s.span, value)
+            else:
+                self.assign(target, value, s.span, s.value.span)
 
     def assign(self, target: T.Variable, value, span: Span, value_span: Span):
         value = self.assignable(value, target.type, value_span, f"var '{target.name}'")

@@ -286,7 +286,7 @@ def rows_program(rng: random.Random) -> RandomProgram:
         "rcumsum": "store(out, cumsum(v, axis=1, reverse=true), at=[pm, 0])",
         "fnsum": "store(out, reduce(v, axis=1, combine=add, identity=0.0), at=[pm])",
         # h = h / 2 + v along the row: a scan of (decay, value) pairs
-        "fnscan": "let decays, h = scan(0.5, v, axis=1, combine=linear, identity=[1.0, 0.0])\n"
+        "fnscan": "let _, h = scan(0.5, v, axis=1, combine=linear, identity=[1.0, 0.0])\n"
                   "    store(out, h, at=[pm, 0])",
     }[kind]
     fns = {"fnsum": "fn add(a, b) {\n    return a + b\n}\n",

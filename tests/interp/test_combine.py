@@ -20,7 +20,7 @@ fn linear(a1, b1, a2, b2) {
 kernel k(a: tensor<f32>[N], b: tensor<f32>[N], h: tensor<f32>[N]) {
     let ta = load(a, tile=[32])
     let tb = load(b, tile=[32])
-    let g, hs = scan(ta, tb, axis=0, combine=linear, identity=IDENTITY)
+    let _, hs = scan(ta, tb, axis=0, combine=linear, identity=IDENTITY)
     store(h, hs)
 }
 """
