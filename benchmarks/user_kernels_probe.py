@@ -30,7 +30,8 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     spmv_csr,lora,maxpool2x2,upsample_nearest2x,
                                                     upsample_bilinear2x,row_max,chunk_linear_attn,
                                                     qk_norm_rope,varlen_attention,col_cumsum,
-                                                    cast_transpose,linear_recurrence] [--rounds 3]
+                                                    cast_transpose,linear_recurrence,selective_scan]
+                                                    [--rounds 3]
                                                     [--occupancy 4]
 """
 from __future__ import annotations
@@ -957,6 +958,39 @@ fn varlen_attend(qt, k, v, start, h, j, mi, li, acc, qk_scale, len, rows, masked
     return mnew, li * alpha + sum(p, axis=1, keepdims=true), dot(cast<T>(p), vt, acc * alpha)
 }
 
+// Mamba's selective scan (the forward of mamba_ssm's selective_scan_fn, without the z gate): per batch b,
+// channel d and state n, h[t] = exp(dt[t, d] * A[d, n]) * h[t-1] + dt[t, d] * Bs[t, n] * u[t, d], and
+// y[t, d] = sum over n of Cs[t, n] * h[t] + Ds[d] * u[t, d]. One program per (block of BD channels, batch) walks
+// time in chunks of BT steps, scanning [BT, BD, N] tiles of (decay, input) pairs along time with the linear
+// recurrence's fn; the state of the chunks before enters through the products of the decays, and moves on by the
+// same fn's reduction. u, dt, Bs, Cs, y are [B, L, D] / [B, L, N] / [B, L, D]; A is [D, N], Ds [D].
+fn selective_step(a1, h1, a2, h2) {
+    return a1 * a2, a2 * h1 + h2
+}
+
+kernel selective_scan<BT: int = 16, BD: int = 16, N: int = 16, T: dtype = f32>(
+        u: tensor<T>[B, L, D], dt: tensor<T>[B, L, D], A: tensor<f32>[D, N], Bs: tensor<T>[B, L, N],
+        Cs: tensor<T>[B, L, N], Ds: tensor<f32>[D], y: tensor<T>[B, L, D]) {
+    let d = program_id(0)
+    let b = program_id(1)
+    let a = expand_dims(load(A, tile=[BD, N], at=[d, 0]), 0)                       // [1, BD, N]
+    let skip = expand_dims(load(Ds, tile=[BD], at=d), 0)                          // [1, BD]
+    var state = zeros<f32>[1, BD, N]
+    for c in range(cdiv(L, BT)) {
+        let tu = reshape(cast<f32>(load(u, tile=[1, BT, BD], at=[b, c, d])), [BT, BD])
+        let tdt = reshape(cast<f32>(load(dt, tile=[1, BT, BD], at=[b, c, d])), [BT, BD])
+        let tb = reshape(cast<f32>(load(Bs, tile=[1, BT, N], at=[b, c, 0])), [BT, 1, N])
+        let tc = reshape(cast<f32>(load(Cs, tile=[1, BT, N], at=[b, c, 0])), [BT, 1, N])
+        let decay = exp(expand_dims(tdt, 2) * a)                                   // [BT, BD, N]; 1 past L
+        let input = expand_dims(tdt * tu, 2) * tb                                  // 0 past L
+        let since, local = scan(decay, input, axis=0, combine=selective_step, identity=[1.0, 0.0])
+        let h = since * state + local
+        store(y, cast<T>(reshape(sum(h * tc, axis=2) + skip * tu, [1, BT, BD])), at=[b, c, d])
+        let whole, last = reduce(decay, input, axis=0, combine=selective_step, identity=[1.0, 0.0], keepdims=true)
+        state = whole * state + last
+    }
+}
+
 // A running sum down the columns (torch.cumsum(x, dim=0), e.g. over time steps with features contiguous): each
 // program walks BD columns from the top in [BT, BD] tiles, scans each along its leading axis in f32 and adds the
 // column sums of the tiles above.
@@ -1509,6 +1543,35 @@ def col_cumsum_ref(x_ptr, y_ptr, M, N, BT: tl.constexpr, BD: tl.constexpr):
 @triton.jit
 def _linear_step(a1, h1, a2, h2):
     return a1 * a2, a2 * h1 + h2
+
+
+@triton.jit
+def selective_scan_ref(u_ptr, dt_ptr, a_ptr, b_ptr, c_ptr, ds_ptr, y_ptr, L, D, BT: tl.constexpr,
+                       BD: tl.constexpr, N: tl.constexpr):
+    """The probe's selective_scan: [BT, BD, N] tiles scanned along time with tl.associative_scan, the state carried
+    by tl.reduce of the same fn."""
+    d = tl.program_id(0) * BD + tl.arange(0, BD)
+    n = tl.arange(0, N)
+    b = tl.program_id(1)
+    a = tl.load(a_ptr + d[:, None] * N + n[None, :], mask=d[:, None] < D, other=0.0)[None, :, :]
+    skip = tl.load(ds_ptr + d, mask=d < D, other=0.0)[None, :]
+    state = tl.zeros((1, BD, N), dtype=tl.float32)
+    for c in range(0, tl.cdiv(L, BT)):
+        t = c * BT + tl.arange(0, BT)
+        offs = b * L * D + t[:, None] * D + d[None, :]
+        inside = (t[:, None] < L) & (d[None, :] < D)
+        tu = tl.load(u_ptr + offs, mask=inside, other=0.0).to(tl.float32)
+        tdt = tl.load(dt_ptr + offs, mask=inside, other=0.0).to(tl.float32)
+        bc = b * L * N + t[:, None] * N + n[None, :]
+        tb = tl.load(b_ptr + bc, mask=t[:, None] < L, other=0.0).to(tl.float32)[:, None, :]
+        tc = tl.load(c_ptr + bc, mask=t[:, None] < L, other=0.0).to(tl.float32)[:, None, :]
+        decay = tl.exp(tdt[:, :, None] * a)
+        inp = (tdt * tu)[:, :, None] * tb
+        since, local = tl.associative_scan((decay, inp), 0, _linear_step)
+        h = since * state + local
+        tl.store(y_ptr + offs, (tl.sum(h * tc, 2) + skip * tu).to(y_ptr.dtype.element_ty), mask=inside)
+        whole, last = tl.reduce((decay, inp), 0, _linear_step, keep_dims=True)
+        state = whole * state + last
 
 
 @triton.jit
@@ -3309,6 +3372,27 @@ def cases(dev, only):
             out.append((f"linear_recurrence {b}x{n}x{d} {str(dt)[6:]}", (nb, 0), sets, torch_recurrence,
                         _both_paths(lr, g, lambda t, g=g, n=n, d=d: linear_recurrence_ref[g](*t, n, d, BT=32, BD=32)),
                         2))
+    if "selective_scan" in only:
+        # Mamba's selective scan forward (mamba-130m's inner width 1536 and state 16; 2.8b's 5120), f32 and bf16, dt
+        # through softplus and A negative as Mamba keeps them. torch: mamba_ssm's reference loop over time steps
+        for dt_, (b, n, d) in itertools.product((torch.float32, torch.bfloat16), ((4, 1024, 1536), (1, 2048, 5120))):
+            nb = (3 * b * n * d + 2 * b * n * 16) * dt_.itemsize
+            sets = _sets(lambda: [r(b, n, d, dt=dt_),
+                                  torch.nn.functional.softplus(r(b, n, d, dt=torch.float32)).to(dt_),
+                                  -torch.rand(d, 16, device=dev) - 0.5, r(b, n, 16, dt=dt_), r(b, n, 16, dt=dt_),
+                                  r(d, dt=torch.float32), torch.empty(b, n, d, device=dev, dtype=dt_)], nb)
+            g = (triton.cdiv(d, 16), b)
+
+            def torch_selective_scan(t):
+                u, delta, a, bs, cs, ds, y = t
+                h = torch.zeros(u.shape[0], u.shape[2], a.shape[1], device=u.device)
+                for i in range(u.shape[1]):
+                    h = torch.exp(delta[:, i, :, None].float() * a) * h + \
+                        (delta[:, i].float() * u[:, i].float())[:, :, None] * bs[:, i, None, :].float()
+                    y[:, i] = ((h * cs[:, i, None, :].float()).sum(2) + ds * u[:, i].float()).to(y.dtype)
+            out.append((f"selective_scan {b}x{n}x{d} state 16 {str(dt_)[6:]}", (nb, 0), sets, torch_selective_scan,
+                        _both_paths(small.selective_scan, g, lambda t, g=g, n=n, d=d: selective_scan_ref[g](
+                            *t, n, d, BT=16, BD=16, N=16)), 6))
     if "cast_transpose" in only:
         # FP8 training's cast + transpose + amax of an activation or weight, bf16 -> e4m3, scale 1 (randn stays far
         # below e4m3's 448): 8192x4096 and 16384x14336 (Llama-3 8B's MLP). amax is an atomic max: zeroed for the
@@ -3354,7 +3438,7 @@ DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_rel
                 "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,embedding_bag,"
                 "dwconv3x3,heads_first,router_top1,spmv_csr,lora,maxpool2x2,upsample_nearest2x,upsample_bilinear2x,"
                 "row_max,chunk_linear_attn,qk_norm_rope,varlen_attention,col_cumsum,cast_transpose,"
-                "linear_recurrence")
+                "linear_recurrence,selective_scan")
 
 
 def main() -> int:

@@ -21,7 +21,8 @@ How it runs:
 Checks the GPU cannot make raise TleError at the op's .tle location: out-of-bounds gather/scatter/atomic
 indices, scatters whose result depends on the order of writes, reads of uninitialised vars, integer division by
 zero, out-of-range shift amounts and float->int casts, NaN in atomic max/min, views that reach outside their
-tensor's storage.
+tensor's storage, and a scan's or reduction's `identity=` that its combine fn does not leave elements unchanged
+with (Tile IR pads with it).
 
 Only the generic MLIR Python API is used (op.name, attributes, operands, results, regions, types as text), so
 this runs with both binding providers (torch_mlir and jaxlib.mlir).

@@ -663,3 +663,26 @@ def test_both_paths_names_the_path_auto_took(small):
     impls = probe._both_paths(small.transpose, (2, 3), None, BM=64, BN=64)
     assert impls[probe.AUTO]([x, y]) == "interp"
     assert torch.equal(y, x.t())
+
+
+def selective_scan_reference(u, dt, A, Bs, Cs, Ds):
+    """mamba_ssm's selective_scan_ref without z: the state recurrence one time step at a time, in float64."""
+    u, dt, A, Bs, Cs, Ds = (x.double() for x in (u, dt, A, Bs, Cs, Ds))
+    h = torch.zeros(u.shape[0], u.shape[2], A.shape[1], dtype=torch.float64)
+    ys = []
+    for t in range(u.shape[1]):
+        h = torch.exp(dt[:, t, :, None] * A) * h + (dt[:, t] * u[:, t])[:, :, None] * Bs[:, t, None, :]
+        ys.append((h * Cs[:, t, None, :]).sum(2) + Ds * u[:, t])
+    return torch.stack(ys, 1)
+
+
+def test_selective_scan_carries_the_state_across_chunks(small):
+    # 37 steps in chunks of 16 (the last one 5 long), 20 channels in blocks of 16 (the second 4 wide), 2 batches
+    torch.manual_seed(3)
+    b, n_steps, d, n = 2, 37, 20, 16
+    u, Bs, Cs = torch.randn(b, n_steps, d), torch.randn(b, n_steps, n), torch.randn(b, n_steps, n)
+    dt = torch.nn.functional.softplus(torch.randn(b, n_steps, d))
+    A, Ds = -torch.rand(d, n) - 0.5, torch.randn(d)
+    y = torch.full((b, n_steps, d), float("nan"))
+    small.selective_scan[(2, b)](u, dt, A, Bs, Cs, Ds, y)
+    torch.testing.assert_close(y.double(), selective_scan_reference(u, dt, A, Bs, Cs, Ds), rtol=1e-5, atol=1e-5)
