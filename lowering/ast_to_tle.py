@@ -98,7 +98,7 @@ def ast_to_tle(kernel: T.Kernel, spec: Spec, ctx: "ir.Context | None" = None) ->
             module.operation.verify()
             if not registered():
                 verify_tle(module)
-        except (ir.MLIRError, ValueError) as e:
+        except Exception as e:  # MLIRError (not in every binding's ir module) or verify_tle's ValueError
             raise RuntimeError(f"internal error: the tle IR built for kernel '{kernel.name}' does not verify: {e}") \
                 from None
     return module
