@@ -3358,6 +3358,11 @@ def cases(dev, only):
         # (a scan with a combine fn, 32 x 32 tiles) against its Triton twin (tl.associative_scan and tl.reduce).
         # torch has no such op: its time loop (L small kernels a step) is what a user without a kernel runs.
         lr = tle.compile(os.path.join(HERE, "..", "examples", "linear_recurrence.tle")).linear_recurrence
+        # tle:tuned: the tiles (untimed when written), warps and path through the tuning database
+        lr_tuned = tle.compile(os.path.join(HERE, "..", "examples", "linear_recurrence.tle"), tune={
+            "linear_recurrence": {"BT": [16, 32, 64], "BD": [16, 32, 64], "num_warps": [2, 4, 8],
+                                  "backend": ["triton", "tileir"]}}).linear_recurrence
+        lr_tuned.tune_space.budget_s = 25
         for dt, (b, n, d) in itertools.product((torch.float32, torch.bfloat16), ((8, 1024, 2048), (32, 512, 1024))):
             nb = 3 * b * n * d * dt.itemsize
             sets = _sets(lambda: [torch.sigmoid(r(b, n, d, dt=torch.float32)).to(dt), r(b, n, d, dt=dt),
@@ -3369,12 +3374,16 @@ def cases(dev, only):
                 for i in range(t[0].shape[1]):
                     state = t[0][:, i].float() * state + t[1][:, i].float()
                     t[2][:, i] = state.to(t[2].dtype)
-            out.append((f"linear_recurrence {b}x{n}x{d} {str(dt)[6:]}", (nb, 0), sets, torch_recurrence,
-                        _both_paths(lr, g, lambda t, g=g, n=n, d=d: linear_recurrence_ref[g](*t, n, d, BT=32, BD=32)),
-                        2))
+            impls = _both_paths(lr, g, lambda t, g=g, n=n, d=d: linear_recurrence_ref[g](*t, n, d, BT=32, BD=32))
+            if dt == torch.bfloat16:  # tuned once per shape: 2 x 25 s at most
+                impls["tle:tuned"] = lambda t: lr_tuned[lambda m: (triton.cdiv(m["D"], m["BD"]), m["B"])](*t)
+            out.append((f"linear_recurrence {b}x{n}x{d} {str(dt)[6:]}", (nb, 0), sets, torch_recurrence, impls, 2))
     if "selective_scan" in only:
         # Mamba's selective scan forward (mamba-130m's inner width 1536 and state 16; 2.8b's 5120), f32 and bf16, dt
         # through softplus and A negative as Mamba keeps them. torch: mamba_ssm's reference loop over time steps
+        ss_tuned = tle.compile(SMALL_TLE, tune={"selective_scan": {
+            "BT": [8, 16, 32], "BD": [8, 16, 32], "num_warps": [2, 4, 8], "backend": ["triton", "tileir"]}})
+        ss_tuned.selective_scan.tune_space.budget_s = 25
         for dt_, (b, n, d) in itertools.product((torch.float32, torch.bfloat16), ((4, 1024, 1536), (1, 2048, 5120))):
             nb = (3 * b * n * d + 2 * b * n * 16) * dt_.itemsize
             sets = _sets(lambda: [r(b, n, d, dt=dt_),
@@ -3390,9 +3399,13 @@ def cases(dev, only):
                     h = torch.exp(delta[:, i, :, None].float() * a) * h + \
                         (delta[:, i].float() * u[:, i].float())[:, :, None] * bs[:, i, None, :].float()
                     y[:, i] = ((h * cs[:, i, None, :].float()).sum(2) + ds * u[:, i].float()).to(y.dtype)
+            impls = _both_paths(small.selective_scan, g, lambda t, g=g, n=n, d=d: selective_scan_ref[g](
+                *t, n, d, BT=16, BD=16, N=16))
+            if dt_ == torch.bfloat16:  # tuned once per shape: 2 x 25 s at most
+                impls["tle:tuned"] = lambda t: ss_tuned.selective_scan[
+                    lambda m: (triton.cdiv(m["D"], m["BD"]), m["B"])](*t)
             out.append((f"selective_scan {b}x{n}x{d} state 16 {str(dt_)[6:]}", (nb, 0), sets, torch_selective_scan,
-                        _both_paths(small.selective_scan, g, lambda t, g=g, n=n, d=d: selective_scan_ref[g](
-                            *t, n, d, BT=16, BD=16, N=16)), 6))
+                        impls, 6))
     if "cast_transpose" in only:
         # FP8 training's cast + transpose + amax of an activation or weight, bf16 -> e4m3, scale 1 (randn stays far
         # below e4m3's 448): 8192x4096 and 16384x14336 (Llama-3 8B's MLP). amax is an atomic max: zeroed for the
