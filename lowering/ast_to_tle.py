@@ -33,7 +33,7 @@ _CMP = {  # typed op name -> (cmpf predicate, cmpi predicate), MLIR's enum numbe
 }
 _MATH = {"exp": "math.exp", "exp2": "math.exp2", "log": "math.log", "log2": "math.log2", "sqrt": "math.sqrt",
          "rsqrt": "math.rsqrt", "sin": "math.sin", "cos": "math.cos", "tanh": "math.tanh", "erf": "math.erf",
-         "floor": "math.floor", "ceil": "math.ceil"}
+         "floor": "math.floor", "ceil": "math.ceil", "log1p": "math.log1p", "expm1": "math.expm1"}
 _TLE_SHAPE_OPS = ("splat", "broadcast", "reshape", "expand_dims", "transpose")
 
 

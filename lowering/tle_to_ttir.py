@@ -1093,5 +1093,7 @@ _RULES = {
     "arith.truncf": _f8_convert,
     "math.sqrt": _sqrt,
     "math.tanh": _libdevice("tanh"),
+    "math.log1p": _libdevice("log1p"),
+    "math.expm1": _libdevice("expm1"),
     "math.powf": _libdevice("pow"),
 }

@@ -298,6 +298,7 @@ _FLOAT_UNARY = {
     "arith.negf": torch.neg, "math.exp": torch.exp, "math.exp2": torch.exp2, "math.log": torch.log,
     "math.log2": torch.log2, "math.sqrt": torch.sqrt, "math.rsqrt": torch.rsqrt, "math.sin": torch.sin,
     "math.cos": torch.cos, "math.tanh": torch.tanh, "math.erf": torch.erf, "math.absf": torch.abs,
+    "math.log1p": torch.log1p, "math.expm1": torch.expm1,
     "math.floor": torch.floor, "math.ceil": torch.ceil,
 }
 _INT_BINARY = {  # torch integer arithmetic wraps (two's complement), like arith without overflow flags

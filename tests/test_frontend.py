@@ -320,9 +320,9 @@ def test_fn_inlined_at_two_call_sites_of_different_types():
 
 
 def test_fn_literal_arguments_stay_literals_and_typed_parameters_convert():
-    src = ("fn scale(t, s) {\n    return t * s\n}\nfn clamp(v: f32) {\n    return min(v, 1)\n}\n"
+    src = ("fn scale(t, s) {\n    return t * s\n}\nfn at_most_1(v: f32) {\n    return min(v, 1)\n}\n"
            "kernel k(x: tensor<f16>[N]) {\n    let t = load(x, tile=[16])\n    let a = scale(t, 0.5)\n"
-           "    var c = clamp(3)\n}\n")
+           "    var c = at_most_1(3)\n}\n")
     b = binds(kernel(src))
     assert b["a"].type == Tile("f16", (16,))
     assert b["c"].type == Scalar("f32") and b["c"].value == 1.0

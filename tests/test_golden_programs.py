@@ -1046,6 +1046,30 @@ entry(file="reduce_combine.tle", kernel="segments", make=_seg_make, grid=lambda 
       note="a running sum that restarts at each flagged element: (bool, f32) pairs; N=200: columns 128.. stay NaN")
 
 
+# log1p_expm1.tle ----------------------------------------------------------------------------------------------------
+def _sp_make(c, k, g):
+    n = c["N"]
+    x = randn((n,), g, scale=8.0)  # beyond 20 in places: the softplus' other branch, and clamps both ways
+    x[3], x[7], x[11] = NAN, INF, -INF
+    x[20] = 1e-7  # log1p and expm1 near 0, where log(1 + x) and exp(x) - 1 lose every digit
+    return {"x": x, "y": poison((n,)), "h": poison((n,), torch.float16), "flags": poison((n,), torch.int8)}
+
+
+def _sp_ref(a, c, k):
+    x = a["x"].double()
+    sp = torch.where(x > 20.0, x, torch.log1p(torch.exp(x)))
+    h = torch.expm1(a["x"].half().double()).half().double()  # f16 in, computed wider, rounded once
+    return {"y": torch.clamp(sp + torch.expm1(x * 0.125), -4.0, 8.0), "h": h,
+            "flags": (torch.isnan(x).long() + 2 * torch.isinf(x).long())}
+
+
+entry(file="log1p_expm1.tle", kernel="softplus", make=_sp_make, grid=lambda c, k: (cdiv(c["N"], 128),), ref=_sp_ref,
+      tol={"y": chain(4), "h": chain(1, torch.float16), "flags": EXACT}, cases=[{"N": 300}],
+      tileir_blocker=r"log1p\(\) has no Tile IR lowering",
+      note="libdevice on the native path; NaN and both infinities, and a value near 0 where log1p and expm1 differ "
+           "from log(1 + x) and exp(x) - 1")
+
+
 # mesh_axes.tle ------------------------------------------------------------------------------------------------------
 entry(file="mesh_axes.tle", kernel="ids", make=lambda c, k, g: {"out": poison((8,), torch.int32)},
       grid=lambda c, k: (1, 1, 1), ref=lambda a, c, k: {"out": torch.zeros(8, dtype=torch.int64)},

@@ -250,7 +250,7 @@ _PYTHON_NAMES = {
 
 # Triton's, torch's and Python's calls that tle spells otherwise (difflib would suggest 'load' for 'float').
 _TRITON_CALLS = {
-    "maximum": ["write max(a, b)"], "minimum": ["write min(a, b)"], "clamp": ["write min(max(x, lo), hi)"],
+    "maximum": ["write max(a, b)"], "minimum": ["write min(a, b)"],
     "trans": ["write transpose(x)"], "permute": ["write transpose(x, perm=[...])"], "view": ["write reshape(x, [...])"],
     "broadcast_to": ["write broadcast(x, [...])"], "float": ["convert with cast<f32>(x)"],
     "int": ["convert with cast<i32>(x)"], "bool": ["compare: x != 0"], "zeros_like": ["write zeros<T>[...]"],
@@ -1986,12 +1986,39 @@ class _KernelChecker:
             f = {"exp": math.exp, "exp2": lambda v: 2.0 ** v, "log": math.log, "log2": math.log2,
                  "sqrt": math.sqrt, "rsqrt": lambda v: 1 / math.sqrt(v), "sin": math.sin, "cos": math.cos,
                  "tanh": math.tanh, "sigmoid": lambda v: 1 / (1 + math.exp(-v)), "erf": math.erf,
-                 "floor": math.floor, "ceil": math.ceil}[name]
+                 "floor": math.floor, "ceil": math.ceil, "log1p": math.log1p, "expm1": math.expm1}[name]
             try:
                 return T.Const(e.span, x.type, float(f(x.value)), x.weak)
             except (ValueError, ZeroDivisionError, OverflowError):
                 raise TleError(e.span, f"{name}({x.value}) is undefined") from None
         return T.Op(e.span, x.type, name, [x])
+
+    def b_isnan(self, e):
+        """isnan(x): x != x (true only for NaN; false for every integer)."""
+        x = self.tile_or_scalar_number(e, "isnan")
+        return self.binary("!=", x, x, e.span)
+
+    def b_isinf(self, e):
+        """isinf(x): |x| == inf (false for every integer)."""
+        x = self.tile_or_scalar_number(e, "isinf")
+        if not is_float(x.type.dtype):
+            return self.binary("!=", x, x, e.span)  # false, in x's shape
+        return self.binary("==", T.Op(e.span, x.type, "abs", [x]), T.Const(e.span, Scalar("f32"), math.inf, True),
+                           e.span)
+
+    def tile_or_scalar_number(self, e, fn: str) -> T.Expr:
+        x = self.expr(self.args(e, ("x",))["x"])
+        self.require_arithmetic(x, e.args[0].span if e.args else e.span, f"{fn}()")
+        if x.type.dtype == "i1":
+            raise TleError(e.args[0].span if e.args else e.span, f"{fn}() of a bool")
+        return self.materialize(x)
+
+    def b_clamp(self, e):
+        """clamp(x, lo, hi): min(max(x, lo), hi), promoted and broadcast as min and max are; NaN propagates."""
+        a = self.args(e, ("x", "lo", "hi"))
+        x, lo, hi = (self.expr(a[k]) for k in ("x", "lo", "hi"))
+        return self.binary("min", self.binary("max", x, lo, e.span, a["x"].span, a["lo"].span), hi, e.span,
+                           a["x"].span, a["hi"].span)
 
     def b_where(self, e):
         a = self.args(e, ("cond", "a", "b"))
@@ -2266,7 +2293,7 @@ BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "rem", "**": 
               "<=": "le", ">": "gt", ">=": "ge", "max": "max", "min": "min"}
 
 UNARY_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "abs",
-              "floor", "ceil")
+              "floor", "ceil", "log1p", "expm1")
 
 _BUILTIN_KINDS = {"scan": "cumsum(x, axis=1), cumprod, cummax, cummin", "reduce": "sum(x, axis=1), max, min"}
 # What a combine fn may compute with: elementwise arithmetic on its scalars.
