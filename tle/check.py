@@ -257,6 +257,10 @@ _TRITON_CALLS = {
     "full_like": ["write full<T>[...](value)"], "fdiv": ["write a / b"], "div_rn": ["write a / b"],
     "sqrt_rn": ["write sqrt(x)"],
     "softmax": ["write it out: exp(x - max(x, axis=1, keepdims=true)) over its sum (examples/softmax.tle)"],
+    "associative_scan": ["write scan(x, ..., axis=A, combine=f): f a fn of the earlier and the later element's "
+                         "values (docs/language.md, \"Reductions and scans\")"],
+    "flip": ["a scan runs from the end with reverse=true; there is no flip of a tile"],
+    "softplus": ["write where(x > 20.0, x, log1p(exp(x)))"],
 }
 
 
