@@ -59,7 +59,10 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
   NaN-propagating maxf/minf, argmax / argmin as a two-operand reduce over (value, index) whose combine prefers the
   larger (smaller) value, then NaN, then the lower index: commutative, so Tile IR's unspecified order gives the
   first index of the extreme; a max and an argmax of the same tile and axis are one such reduce, carrying the max
-  as its value (extreme_partner). tle.scan -> `scan`.
+  as its value (extreme_partner). tle.scan -> `scan` (sum, prod, max, min; `reverse` is scan's own flag).
+  tle.combine_scan / combine_reduce -> `scan` / `reduce` with the combine func's body lowered into the region
+  (Tile IR interleaves the region's arguments per operand) and the op's identities; without identities the
+  legality check keeps the kernel off this path.
 - scf.for -> `for`, scf.if -> `if`, with results and carried values; tle.num_stages / tle.unroll are dropped
   (tileiras pipelines on its own), and so is tle.nonempty (the native path's reason for it, ptxas serialising
   wgmmas, was not seen here: x @ w^T with 128x256 tiles ran at 0.90-0.96x of cuBLAS on this path, against

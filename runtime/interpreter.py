@@ -841,7 +841,10 @@ class CompiledKernel:
             fn = _in_f32(lambda x: x.cumprod(axis), elem) if elem in FLOATS else \
                 (lambda x: x.cumprod(axis, dtype=torch.int64).to(dt))
         elif kind in ("max", "min"):  # by doubling: exact, as max and min do not round
-            pick = _maximum if kind == "max" else _minimum
+            if elem in FLOATS:
+                pick = _maximum if kind == "max" else _minimum  # NaN-propagating, -0.0 < +0.0
+            else:
+                pick = torch.maximum if kind == "max" else torch.minimum
 
             def fn(x):
                 d, n = 1, x.shape[axis]
@@ -850,8 +853,6 @@ class CompiledKernel:
                                   axis)
                     d *= 2
                 return x
-            if elem not in FLOATS:
-                pick = torch.maximum if kind == "max" else torch.minimum
         else:
             raise TleError(span, f"unknown scan kind '{kind}'")
         if "reverse" in op.attributes:  # the scan of the flipped tile, flipped back
@@ -872,7 +873,6 @@ class CompiledKernel:
         identity=, each run first checks that the identities leave every element of the operands as they are on
         either side of the fn (Tile IR pads with them)."""
         ins, outs = self._io(op)
-        n = len(ins)
         axis = _int_attr(op.attributes["axis"]) + 1
         reverse = "reverse" in op.attributes
         func = combine_func(op)
