@@ -871,6 +871,14 @@ def assert_(cond: ir.Value, message: str, *, loc=None) -> None:
     _op("assert", [cond], attrs={"message": message}, loc=loc)
 
 
+def print_tko(fmt: str, args: Sequence[ir.Value], token: ir.Value | None = None, *, loc=None) -> ir.Value:
+    """The device's printf: `fmt` (C printf conversions, one per argument: %d, %lld, %f, ...) with the tiles in
+    `args`. Returns a token."""
+    op = _op("print_tko", [*args, *([token] if token is not None else [])], [token_type()], {"str": fmt},
+             segments=(len(args), int(token is not None)), loc=loc)
+    return op.results[0]
+
+
 # --------------------------------------------------------------------------------------------------------------
 
 def _signedness(signed: bool) -> str:

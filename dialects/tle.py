@@ -179,6 +179,11 @@ OPS: tuple[OpDef, ...] = (
     OpDef("arange", (), (("result", "tensor"),), ("start", "end"),
           "The i32 tile [start, start+1, ..., end-1].",
           '%r = "tle.arange"() {start = 0 : i32, end = 128 : i32} : () -> tensor<128xi32>'),
+    OpDef("print", tuple((f"value{i}", "optional any") for i in range(MAX_COMBINED)), (), ("message",),
+          "Show the message and up to 8 values (scalars or tiles, each an operand group of its own) from every "
+          "program that runs it: a debugging aid, in no defined order between programs.",
+          '"tle.print"(%t) {message = "t =", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : '
+          '(tensor<4xf32>) -> ()'),
     OpDef("undef", (), (("result", "any"),), ("name",),
           "The value of a `var` declared without an initialiser. Reading it before an assignment is an error "
           "the interpreter reports; compiled code sees an unspecified value.",
@@ -351,6 +356,12 @@ def combine_func(op) -> "ir.Operation":
         if f.name == "func.func" and ir.StringAttr(f.attributes["sym_name"]).value == name:
             return f
     raise ValueError(f"no func.func @{name} for the {op.name} at {op.location}")
+
+
+def print_label(message: str) -> str:
+    """What every path shows before a tle.print's values: the message, with a colon unless it ends in one (or in
+    '='); empty for no message."""
+    return message if not message or message.endswith((":", "=")) else message + ":"
 
 
 def is_kernel(op) -> bool:

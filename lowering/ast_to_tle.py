@@ -577,6 +577,12 @@ class _KernelBuilder:
         self.ip, self.env = saved_ip, saved_env
         return name
 
+    def x_print(self, e):
+        groups = [1] * len(e.args) + [0] * (MAX_COMBINED - len(e.args))  # one group per value (dialects/tle.py)
+        self.op("tle.print", [], [self.expr(a) for a in e.args], {
+            "message": ir.StringAttr.get(e.attrs["message"]),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get(groups)}, e.span)
+
     def x_histogram(self, e):
         return self.value("tle.histogram", ir_type(e.type), [self.expr(a) for a in e.args], {}, e.span)
 

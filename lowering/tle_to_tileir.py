@@ -126,8 +126,8 @@ from dataclasses import dataclass, field
 from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
 from ..dialects.mlir import has_uses, ir, nested_ops
-from ..dialects.tle import (SCANS, combine_func, constant_int, extreme_partner, inside_axes, relaxed_atomics,
-                            unbroadcast, unit_insertion)
+from ..dialects.tle import (SCANS, combine_func, constant_int, extreme_partner, inside_axes, print_label,
+                            relaxed_atomics, unbroadcast, unit_insertion)
 from ..types import BYTES, MLIR_F8
 
 __all__ = ["tle_to_tileir", "TileirOptions", "LOWERED_OPS"]
@@ -1536,6 +1536,24 @@ class _Kernel:
         results = build([self.get(x) for x in op.operands], ids, combine)
         for r, v in zip(op.results, results):
             self.set(r, v)
+
+    # ---- debugging ------------------------------------------------------------------------------------------------
+    def op_tle_print(self, op):
+        """print_tko, the device's printf: the label, then one conversion per value (%d for i32, narrower ints and
+        bools widened to it; %lld for i64; %f for floats, f16/bf16 widened to f32). No token: a print is ordered
+        against nothing."""
+        args, conversions = [], []
+        for v in op.operands:
+            x = self.get(v)
+            elem = self.elem(x)
+            if elem in HALF:
+                x, elem = ct.ftof(x, "f32"), "f32"
+            elif elem in ("i1", "i8", "i16"):
+                x, elem = ct.exti(x, "i32", signed=elem != "i1"), "i32"
+            conversions.append({"i32": "%d", "i64": "%lld"}.get(elem, "%f"))
+            args.append(x)
+        label = print_label(ir.StringAttr(op.attributes["message"]).value).replace("%", "%%")
+        ct.print_tko(" ".join(([label] if label else []) + conversions) + "\n", args)
 
     # ---- views and memory ---------------------------------------------------------------------------------------
     def op_tle_make_view(self, op):

@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 
 from ..dialects.mlir import has_uses, ir, isa, nested_ops
 from ..dialects.tle import (SCANS, combine_func, constant_int, extreme_partner, inside_axes, is_kernel,
-                            relaxed_atomics, unbroadcast, unit_insertion)
+                            print_label, relaxed_atomics, unbroadcast, unit_insertion)
 from ..types import BITS, MLIR_F8, wrap
 
 # Triton 3.6 enums (I32EnumAttr: written as plain i32 in the generic form). Values from triton._C.libtriton.ir.
@@ -847,6 +847,20 @@ def _scan(L: _Lowering, op):
     L.bind(op, new.result)
 
 
+def _print(L: _Lowering, op):
+    """tle.print -> tt.print (Triton's device_print: each element on a line of its own, after the program id and
+    its index). Bools are shown as 0 and 1 (widened to i32)."""
+    values = []
+    for v in op.operands:
+        x = L.v(v)
+        if not _is_float(_elem(x.type)) and _width(_elem(x.type)) == 1:
+            x = L.val("arith.extui", L._like(x.type, _i(32)), [x])
+        values.append(x)
+    L.op("tt.print", [], values, {
+        "prefix": ir.StringAttr.get(f" {print_label(_attr_str(op, 'message'))} "), "hex": ir.BoolAttr.get(False),
+        "isSigned": ir.DenseI32ArrayAttr.get([0 if _is_float(_elem(x.type)) else 1 for x in values])})
+
+
 def _histogram(L: _Lowering, op):
     """tle.histogram -> tt.histogram, masked to the values in [0, B). Triton's histogram reads only a value's low
     log2(B) bits (a ballot per bit, then popcounts), so a value outside the range would land in bin `value mod B`;
@@ -1074,6 +1088,7 @@ _RULES = {
     "tle.dot": _dot,
     "tle.reduce": _reduce,
     "tle.scan": _scan,
+    "tle.print": _print,
     "tle.combine_scan": _combined("tt.scan", _scan_attrs),
     "tle.combine_reduce": _combined("tt.reduce", lambda op: {"axis": _i32_attr(_attr_int(op, "axis"))}),
     "tle.histogram": _histogram,

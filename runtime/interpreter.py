@@ -39,7 +39,7 @@ import torch
 
 from tle.diagnostics import Note, TleError, span_of_location
 from tle.dialects.mlir import ir
-from tle.dialects.tle import combine_func
+from tle.dialects.tle import combine_func, print_label
 from tle.types import F8, MLIR_F8
 
 __all__ = ["interpret", "compile_kernel", "CompiledKernel", "Poison", "View"]
@@ -327,8 +327,8 @@ _CMPI_SIGNED = {0: torch.eq, 1: torch.ne, 2: torch.lt, 3: torch.le, 4: torch.gt,
 _CMPI_UNSIGNED = {6: torch.lt, 7: torch.le, 8: torch.gt, 9: torch.ge}
 
 # Ops that never run in the once-per-launch prologue: they touch memory, depend on the program, or hold regions.
-_NOT_HOISTABLE = ("tle.program_id", "tle.load", "tle.store", "tle.gather", "tle.scatter", "tle.atomic", "scf.for",
-                  "scf.if", "func.return")
+_NOT_HOISTABLE = ("tle.program_id", "tle.print", "tle.load", "tle.store", "tle.gather", "tle.scatter", "tle.atomic",
+                  "scf.for", "scf.if", "func.return")
 
 
 # ---- the compiler ---------------------------------------------------------------------------------------------------
@@ -946,6 +946,26 @@ class CompiledKernel:
                     acc = [a.flip(axis) for a in acc]
             for s, a in zip(outs, acc):
                 env[s] = a
+        return step
+
+    def op_tle_print(self, op, span):
+        """One line per program, in program order: `pid (x, y, z) label value ...`, a tile as its nested list (numpy's
+        text, abbreviated past 1000 elements)."""
+        ins = [self._slot(v) for v in op.operands]
+        label = print_label(_str_attr(op.attributes["message"]))
+
+        def text(v: torch.Tensor) -> str:
+            if v.dtype == torch.bool:
+                v = v.to(torch.int32)
+            elif v.dtype in (torch.float16, torch.bfloat16):
+                v = v.float()
+            return np.array2string(v.numpy(), separator=", ") if v.dim() else str(v.item())
+
+        def step(env):
+            programs = max([env[s].shape[0] for s in PID] + [env[s].shape[0] for s in ins])
+            for b in range(programs):
+                values = [text(env[s][b if env[s].shape[0] > 1 else 0]) for s in ins]
+                print(" ".join([f"pid {_program_of(env, b)}", *([label] if label else []), *values]), flush=True)
         return step
 
     def op_tle_histogram(self, op, span):

@@ -247,6 +247,7 @@ def _table() -> dict[str, _Op]:
         "yield": _Op("YieldOp", "", "*operands"), "continue": _Op("ContinueOp", "", "*operands"),
         "break": _Op("BreakOp", "", "*operands"), "return": _Op("ReturnOp", "", "*operands"),
         "assert": _Op("AssertOp", "", "condition", dict(message=_str)),
+        "print_tko": _Op("PrintTkoOp", "result_token_type", "*args ?token", dict(str=_str)),
     }
     return ops
 

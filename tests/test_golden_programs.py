@@ -1070,6 +1070,15 @@ entry(file="log1p_expm1.tle", kernel="softplus", make=_sp_make, grid=lambda c, k
            "from log(1 + x) and exp(x) - 1")
 
 
+# print.tle ----------------------------------------------------------------------------------------------------------
+entry(file="print.tle", kernel="show", make=lambda c, k, g: {"x": randn((c["N"],), g, torch.float16),
+                                                            "n": randint((c["N"],), g, -(2 ** 40), 2 ** 40,
+                                                                         torch.int64)},
+      grid=lambda c, k: (cdiv(c["N"], 4),), ref=lambda a, c, k: {}, tol={}, cases=[{"N": 10}],
+      note="writes nothing: it runs (and prints) on every path; tests/interp/test_print.py checks the interpreter's "
+           "lines, tests/gpu/test_print_gpu.py the GPU's")
+
+
 # mesh_axes.tle ------------------------------------------------------------------------------------------------------
 entry(file="mesh_axes.tle", kernel="ids", make=lambda c, k, g: {"out": poison((8,), torch.int32)},
       grid=lambda c, k: (1, 1, 1), ref=lambda a, c, k: {"out": torch.zeros(8, dtype=torch.int64)},

@@ -37,6 +37,12 @@ class BoolLit(Expr):
 
 
 @dataclass(frozen=True)
+class StrLit(Expr):
+    """A string: an import's path, or print()'s message (anywhere else the check rejects it)."""
+    value: str
+
+
+@dataclass(frozen=True)
 class Name(Expr):
     id: str
 

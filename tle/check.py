@@ -999,6 +999,9 @@ class _KernelChecker:
         dtype = _int_literal_type(e.value, e.span)
         return T.Const(e.span, Scalar(dtype), wrap(e.value, dtype), weak=True)
 
+    def expr_StrLit(self, e):
+        raise TleError(e.span, "a string can only be print()'s message", ['print("x =", x) shows a value'])
+
     def expr_FloatLit(self, e):
         return T.Const(e.span, Scalar("f32"), e.value, weak=True)
 
@@ -1254,7 +1257,7 @@ class _KernelChecker:
     def expr_Call(self, e: ast.Call):
         if e.func in self.p.fns:
             return self.inline(e, want_value=True)
-        if e.func in ("store", "scatter"):
+        if e.func in ("store", "scatter", "print"):
             raise TleError(e.span, f"{e.func}() returns no value", [f"call it as a statement: {e.func}(...)"])
         handler = BUILTINS.get(e.func)
         if handler is None:
@@ -1997,6 +2000,27 @@ class _KernelChecker:
                 raise TleError(e.span, f"{name}({x.value}) is undefined") from None
         return T.Op(e.span, x.type, name, [x])
 
+    def b_print(self, e):
+        """print("message", v1, ...): shows each program's values when it runs (the interpreter, and both GPU paths
+        through the device's printf); a debugging aid, in no defined order between programs."""
+        if e.kwargs:
+            raise TleError(e.kwargs[0].span, "print() takes no keyword arguments",
+                           ['print("message", value, ...)'])
+        args = list(e.args)
+        message = args.pop(0).value if args and isinstance(args[0], ast.StrLit) else ""
+        if not message and not args:
+            raise TleError(e.span, "print() needs a message or a value to show", ['print("x =", x)'])
+        if len(args) > MAX_COMBINED:
+            raise TleError(args[MAX_COMBINED].span, f"print() shows at most {MAX_COMBINED} values, got {len(args)}",
+                           ["print the rest with another print()"])
+        values = []
+        for a in args:
+            v = self.materialize(self.expr(a))
+            if is_f8(v.type.dtype):
+                raise TleError(a.span, f"print() of an 8-bit float; convert it first: cast<f32>(...)")
+            values.append(v)
+        return T.Op(e.span, None, "print", values, {"message": message})
+
     def b_isnan(self, e):
         """isnan(x): x != x (true only for NaN; false for every integer)."""
         x = self.tile_or_scalar_number(e, "isnan")
@@ -2320,7 +2344,7 @@ BUILTINS = {name[2:]: getattr(_KernelChecker, name) for name in dir(_KernelCheck
 for _n in UNARY_MATH:
     BUILTINS[_n] = (lambda n: lambda self, e: self._unary_math(e, n))(_n)
 BUILTIN_NAMES = tuple(BUILTINS) + ("range", "zeros", "ones", "full", "cast", "bitcast")
-EFFECT_BUILTINS = ("store", "scatter", "atomic_add", "atomic_max", "atomic_min")
+EFFECT_BUILTINS = ("store", "scatter", "atomic_add", "atomic_max", "atomic_min", "print")
 FLOAT_DTYPES = FLOATS
 # Names that no declaration may take besides the builtin functions: range, the constants, the element types.
 RESERVED = ("range", *BUILTIN_CONSTS, *_all_dtypes(), "i1")

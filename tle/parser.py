@@ -206,6 +206,9 @@ class _ToAst(Transformer):
     def float_lit(self, meta, items):
         return ast.FloatLit(self.sp(meta), float(str(items[0])))
 
+    def str_lit(self, meta, items):
+        return ast.StrLit(self.sp(meta), str(items[0])[1:-1])
+
     def true_lit(self, meta, items):
         return ast.BoolLit(self.sp(meta), True)
 
@@ -394,7 +397,8 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "?"
         one = Span(filename, line, col, line, col + 1)
         if ch == '"':
-            return TleError(one, "unterminated string", ["a string (only used by import) ends on the same line"])
+            return TleError(one, "unterminated string",
+                            ["a string (an import's path, print()'s message) ends on the same line"])
         if ch == ".":
             return TleError(one, "unexpected character '.': tle has no attributes, methods or modules",
                             [_DOT_NOTE.get(_word_before(text, e.pos_in_stream)) or _DOT_NOTE.get(

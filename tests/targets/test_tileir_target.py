@@ -211,6 +211,7 @@ def every_op(file: str = "ops.tle") -> ir.Module:
 
             (lp,) = ct.loop([zero], [i32], count_up)
             ct.assert_(ct.cmpi("greater_than_or_equal", lp, zero), "lp >= 0")
+            ct.print_tko("lp = %d\n", [lp])
             base = ct.assume_div_by(ip, 16)
             ptrs = ct.offset(ct.broadcast(ct.reshape(base, [1]), [16]), ct.iota(16))
             mask = ct.cmpi("less_than", ct.iota(16), ct.broadcast(ct.reshape(n, [1]), [16]))
