@@ -184,6 +184,10 @@ OPS: tuple[OpDef, ...] = (
           "program that runs it: a debugging aid, in no defined order between programs.",
           '"tle.print"(%t) {message = "t =", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : '
           '(tensor<4xf32>) -> ()'),
+    OpDef("assert", (("condition", "any"),), (), ("message",),
+          "Where the i1 condition (scalar or tile) is false, the interpreter stops with the message at this op's "
+          "location; the GPU lowerings drop the op (Triton keeps device asserts only in its debug mode).",
+          '"tle.assert"(%c) {message = "x positive"} : (tensor<64xi1>) -> ()'),
     OpDef("undef", (), (("result", "any"),), ("name",),
           "The value of a `var` declared without an initialiser. Reading it before an assignment is an error "
           "the interpreter reports; compiled code sees an unspecified value.",

@@ -577,6 +577,10 @@ class _KernelBuilder:
         self.ip, self.env = saved_ip, saved_env
         return name
 
+    def x_assert(self, e):
+        self.op("tle.assert", [], [self.expr(e.args[0])], {"message": ir.StringAttr.get(e.attrs["message"])},
+                e.span)
+
     def x_print(self, e):
         groups = [1] * len(e.args) + [0] * (MAX_COMBINED - len(e.args))  # one group per value (dialects/tle.py)
         self.op("tle.print", [], [self.expr(a) for a in e.args], {

@@ -1538,6 +1538,9 @@ class _Kernel:
             self.set(r, v)
 
     # ---- debugging ------------------------------------------------------------------------------------------------
+    def op_tle_assert(self, op):
+        """The interpreter's check only (dialects/tle.py): nothing on the GPU."""
+
     def op_tle_print(self, op):
         """print_tko, the device's printf: the label, then one conversion per value (%d for i32, narrower ints and
         bools widened to it; %lld for i64; %f for floats, f16/bf16 widened to f32). No token: a print is ordered

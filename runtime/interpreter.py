@@ -327,8 +327,8 @@ _CMPI_SIGNED = {0: torch.eq, 1: torch.ne, 2: torch.lt, 3: torch.le, 4: torch.gt,
 _CMPI_UNSIGNED = {6: torch.lt, 7: torch.le, 8: torch.gt, 9: torch.ge}
 
 # Ops that never run in the once-per-launch prologue: they touch memory, depend on the program, or hold regions.
-_NOT_HOISTABLE = ("tle.program_id", "tle.print", "tle.load", "tle.store", "tle.gather", "tle.scatter", "tle.atomic",
-                  "scf.for", "scf.if", "func.return")
+_NOT_HOISTABLE = ("tle.program_id", "tle.print", "tle.assert", "tle.load", "tle.store", "tle.gather", "tle.scatter",
+                  "tle.atomic", "scf.for", "scf.if", "func.return")
 
 
 # ---- the compiler ---------------------------------------------------------------------------------------------------
@@ -946,6 +946,16 @@ class CompiledKernel:
                     acc = [a.flip(axis) for a in acc]
             for s, a in zip(outs, acc):
                 env[s] = a
+        return step
+
+    def op_tle_assert(self, op, span):
+        (cond,), _ = self._io(op)
+        message = _str_attr(op.attributes["message"])
+
+        def step(env):
+            ok = env[cond]
+            if not bool(ok.all()):
+                _fail(env, span, ~ok, lambda w: f"assert failed{': ' + message if message else ''}{_tile_pos(w)}")
         return step
 
     def op_tle_print(self, op, span):

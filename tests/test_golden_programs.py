@@ -1075,7 +1075,7 @@ entry(file="print.tle", kernel="show", make=lambda c, k, g: {"x": randn((c["N"],
                                                             "n": randint((c["N"],), g, -(2 ** 40), 2 ** 40,
                                                                          torch.int64)},
       grid=lambda c, k: (cdiv(c["N"], 4),), ref=lambda a, c, k: {}, tol={}, cases=[{"N": 10}],
-      note="writes nothing: it runs (and prints) on every path; tests/interp/test_print.py checks the interpreter's "
+      note="writes nothing: it runs (and prints) on every path; tests/interp/test_print_assert.py checks the interpreter's "
            "lines, tests/gpu/test_print_gpu.py the GPU's")
 
 

@@ -1257,7 +1257,7 @@ class _KernelChecker:
     def expr_Call(self, e: ast.Call):
         if e.func in self.p.fns:
             return self.inline(e, want_value=True)
-        if e.func in ("store", "scatter", "print"):
+        if e.func in ("store", "scatter", "print", "assert"):
             raise TleError(e.span, f"{e.func}() returns no value", [f"call it as a statement: {e.func}(...)"])
         handler = BUILTINS.get(e.func)
         if handler is None:
@@ -2021,6 +2021,23 @@ class _KernelChecker:
             values.append(v)
         return T.Op(e.span, None, "print", values, {"message": message})
 
+    def b_assert(self, e):
+        """assert(cond, "message"): the interpreter stops with a located error where cond (a bool scalar or tile) is
+        false; the GPU paths compile it away, as Triton does outside its debug mode."""
+        if e.kwargs:
+            raise TleError(e.kwargs[0].span, "assert() takes no keyword arguments", ['assert(x > 0.0, "x positive")'])
+        if not e.args or len(e.args) > 2 or (len(e.args) == 2 and not isinstance(e.args[1], ast.StrLit)):
+            raise TleError(e.span, "assert() takes a condition and, optionally, a message string",
+                           ['assert(x > 0.0, "x positive")'])
+        cond = self.expr(e.args[0])
+        self.require_bool(cond, e.args[0].span, "assert()")
+        if isinstance(cond, T.Const):
+            if not cond.value:
+                raise TleError(e.args[0].span, "this assert() always fails"
+                               + (f": {e.args[1].value}" if len(e.args) == 2 else ""))
+        message = e.args[1].value if len(e.args) == 2 else ""
+        return T.Op(e.span, None, "assert", [self.materialize(cond)], {"message": message})
+
     def b_isnan(self, e):
         """isnan(x): x != x (true only for NaN; false for every integer)."""
         x = self.tile_or_scalar_number(e, "isnan")
@@ -2344,7 +2361,7 @@ BUILTINS = {name[2:]: getattr(_KernelChecker, name) for name in dir(_KernelCheck
 for _n in UNARY_MATH:
     BUILTINS[_n] = (lambda n: lambda self, e: self._unary_math(e, n))(_n)
 BUILTIN_NAMES = tuple(BUILTINS) + ("range", "zeros", "ones", "full", "cast", "bitcast")
-EFFECT_BUILTINS = ("store", "scatter", "atomic_add", "atomic_max", "atomic_min", "print")
+EFFECT_BUILTINS = ("store", "scatter", "atomic_add", "atomic_max", "atomic_min", "print", "assert")
 FLOAT_DTYPES = FLOATS
 # Names that no declaration may take besides the builtin functions: range, the constants, the element types.
 RESERVED = ("range", *BUILTIN_CONSTS, *_all_dtypes(), "i1")

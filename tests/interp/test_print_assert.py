@@ -1,4 +1,5 @@
-"""print() on the interpreter: one line per program and print, `pid (x, y, z) label values`, in program order."""
+"""print() and assert() on the interpreter: print gives one line per program and print, `pid (x, y, z) label
+values`, in program order; a false assert stops the launch with a located error naming the program and element."""
 import pytest
 import torch
 
@@ -11,6 +12,7 @@ kernel show(x: tensor<f16>[N], n: tensor<i64>[N]) {
     print("t =", t, load(n, tile=[4], at=program_id(0)), t > 0.0)
     print("program", program_id(0))
     print("done")
+    assert(abs(cast<f32>(t)) < 100.0, "t in range")
 }
 """
 
@@ -42,5 +44,38 @@ def test_a_print_of_values_that_do_not_depend_on_the_program_still_prints_once_p
     ('    print("x", end="")\n', "print() takes no keyword arguments"),
 ])
 def test_misuse_is_a_located_error(src, message):
+    with pytest.raises(TleError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        run("kernel k(x: tensor<f32>[N]) {\n" + src + "}\n", "k", (1,), {"x": torch.zeros(4)})
+
+
+ASSERTS = """
+kernel k(x: tensor<f32>[N]) {
+    let t = load(x, tile=[4], at=program_id(0))
+    assert(t > 0.0, "t positive")
+    assert(program_id(0) < 2)
+}
+"""
+
+
+def test_a_false_assert_names_its_program_and_element():
+    run(ASSERTS, "k", (2,), {"x": torch.rand(8) + 0.1})  # holds everywhere
+    x = torch.rand(8) + 0.1
+    x[6] = -1.0
+    with pytest.raises(TleError) as err:
+        run(ASSERTS, "k", (2,), {"x": x})
+    assert err.value.message == "assert failed: t positive at tile element [2] in program (1, 0, 0)"
+    assert (err.value.span.line, err.value.span.col) == (4, 5)
+    with pytest.raises(TleError) as err:
+        run(ASSERTS, "k", (3,), {"x": torch.rand(12) + 0.1})
+    assert err.value.message == "assert failed in program (2, 0, 0)"
+
+
+@pytest.mark.parametrize("src,message", [
+    ('    assert(1)\n', "assert() needs bool operands, got i32"),
+    ('    assert(false, "never")\n', "this assert() always fails: never"),
+    ('    assert(true, 3)\n', "assert() takes a condition and, optionally, a message string"),
+    ('    let a = assert(true)\n', "assert() returns no value"),
+])
+def test_assert_misuse_is_a_located_error(src, message):
     with pytest.raises(TleError, match=message.replace("(", r"\(").replace(")", r"\)")):
         run("kernel k(x: tensor<f32>[N]) {\n" + src + "}\n", "k", (1,), {"x": torch.zeros(4)})
