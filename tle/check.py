@@ -111,15 +111,24 @@ def _declare(prog: Program, table: str, name: str, decl) -> None:
             raise TleError(_name_span(decl), f"redefinition of '{name}'",
                            [Note(f"'{name}' was first defined here", _name_span(prev))])
     if table != "kernels" and (name in BUILTINS or name in RESERVED):  # kernels are never called by name
-        raise TleError(_name_span(decl), f"'{name}' is a builtin and cannot be redefined")
+        raise TleError(_name_span(decl), _taken(name))
     getattr(prog, table)[name] = decl
+
+
+def _taken(name: str) -> str:
+    """Why a declaration cannot take this name (a builtin function, an element type, a builtin constant, range)."""
+    if name in BUILTIN_CONSTS:
+        return f"'{name}' is a builtin constant and cannot be redefined"
+    if canonical(name) is not None:
+        return f"'{name}' is an element type and cannot name anything else"
+    return f"'{name}' is a builtin and cannot be redefined"
 
 
 def _check_unique(decls, what):
     seen = {}
     for d in decls:
         if d.name in BUILTINS or d.name in RESERVED:
-            raise TleError(_name_span(d), f"'{d.name}' is a builtin and cannot be redefined")
+            raise TleError(_name_span(d), _taken(d.name))
         if d.name in seen:
             raise TleError(_name_span(d), f"duplicate {what} '{d.name}'",
                            [Note("first declared here", _name_span(seen[d.name]))])
@@ -727,7 +736,7 @@ class _KernelChecker:
                 raise TleError(span, f"'{name}' is already a {what}",
                                [Note(f"the {what} is defined here", _name_span(table[name]))])
         if name in BUILTINS or name in RESERVED:
-            raise TleError(span, f"'{name}' is a builtin and cannot be redefined")
+            raise TleError(span, _taken(name))
         self.scope.add(name, value, span)
 
     def stmt_Let(self, s: ast.Let):
