@@ -599,3 +599,14 @@ def test_a_discarded_atomic_still_runs_and_other_discarded_values_do_not():
     evals = [s for s in body if isinstance(s, T.Eval)]
     assert len(evals) == 1 and evals[0].expr.name == "atomic"
     assert not any(isinstance(s, T.Bind) and isinstance(s.value, T.Op) and s.value.name == "exp" for s in body)
+
+
+def test_underscore_parameters_take_arguments_they_do_not_bind():
+    src = ("fn pick(v1, _, v2, _) {\n    return max(v1, v2), 0\n}\nfn twice(x, _) {\n    return x * 2.0\n}\n"
+           "kernel k(x: tensor<f32>[N], c: tensor<i32>[N]) {\n    let t = load(x, tile=[8])\n"
+           "    let m, _ = scan(t, arange(0, 8), axis=0, combine=pick)\n    let a = twice(t, x)\n"
+           "    let b = twice(t, atomic_add(c, arange(0, 8), 1))\n    store(x, m + a + b)\n}\n")
+    k = kernel(src)
+    assert [s.expr.name for s in k.body if isinstance(s, T.Eval)] == ["atomic", "store"]  # the atomic still runs
+    with pytest.raises(TleError, match="a `_` parameter takes its argument by position"):
+        kernel(src.replace("twice(t, x)", "twice(t, _=x)"))

@@ -129,7 +129,7 @@ def _check_unique(decls, what):
     for d in decls:
         if d.name in BUILTINS or d.name in RESERVED:
             raise TleError(_name_span(d), _taken(d.name))
-        if d.name in seen:
+        if d.name in seen and d.name != DISCARD:
             raise TleError(_name_span(d), f"duplicate {what} '{d.name}'",
                            [Note("first declared here", _name_span(seen[d.name]))])
         seen[d.name] = d
@@ -1312,23 +1312,30 @@ class _KernelChecker:
         if len(e.args) > len(params):
             raise TleError(e.span, f"fn '{fn.name}' takes {len(params)} argument{'s' if len(params) != 1 else ''},"
                                    f" got {len(e.args)}", [Note(f"fn '{fn.name}' is declared here", fn.name_span)])
-        bound = dict(zip(params, e.args))
+        bound = dict(enumerate(e.args))  # parameter position -> argument (`_` may name several parameters)
         for kw in e.kwargs:
+            if kw.name == DISCARD:
+                raise TleError(kw.span, "a `_` parameter takes its argument by position")
             if kw.name not in params:
                 raise TleError(kw.span, f"fn '{fn.name}' has no parameter '{kw.name}'",
                                _suggest(kw.name, params) or [f"its parameters: {', '.join(params) or 'none'}"])
-            if kw.name in bound:
+            if params.index(kw.name) in bound:
                 raise TleError(kw.span, f"fn '{fn.name}' got argument '{kw.name}' twice")
-            bound[kw.name] = kw.value
-        missing = [p for p in params if p not in bound]
+            bound[params.index(kw.name)] = kw.value
+        missing = [p for i, p in enumerate(params) if i not in bound]
         if missing:
             raise TleError(e.span, f"fn '{fn.name}' takes {len(params)} argument{'s' if len(params) != 1 else ''},"
                                    f" got {len(bound)} (missing '{missing[0]}')",
                            [Note(f"fn '{fn.name}' is declared here", fn.name_span)])
         caller_scope = self.scope
         fn_scope = _Scope(self.const_scope)
-        for p in fn.params:
-            a = bound[p.name]
+        for i, p in enumerate(fn.params):
+            a = bound[i]
+            if p.name == DISCARD:  # an unused parameter: its argument is not bound (an atomic in it still runs)
+                if not (isinstance(a, ast.Name) and isinstance(self.scope.lookup(a.id), T.TensorParam)) and \
+                        not _is_slice(a):
+                    self.discard(a.span, self.expr(a))
+                continue
             tensor = self.scope.lookup(a.id) if isinstance(a, ast.Name) else \
                 self.slice_of(a, p.name) if _is_slice(a) else None
             if isinstance(tensor, T.TensorParam):
@@ -1889,7 +1896,8 @@ class _KernelChecker:
                                    [Note(f"the fn is the combine of this {what}()", x.span)])
             var = T.Variable(p.name, ty, p.span)
             self.what[var] = f"a parameter of fn '{fn.name}'"
-            fn_scope.add(p.name, var, p.name_span)
+            if p.name != DISCARD:  # `_`: a value the combine does not read
+                fn_scope.add(p.name, var, p.name_span)
             params.append(var)
         self.fn_stack.append(fn.name)
         self.scope = fn_scope
