@@ -116,8 +116,8 @@ class _KernelBuilder:
         self.dims: dict[str, object] = {}
         self.views: dict[str, object] = {}
         self.ip = None
-        self.splits: list = []  # (operand, insertion point, tle.split op): x_split's halves share one op
-        self.combines: list = []  # (T.Combine, insertion point, the tle.combine_* op its results come from)
+        self.shared_ops: list = []  # (key, insertion point, op): the ops once_per_block built
+        self.combine_funcs = 0  # the private funcs built so far (their names' numbers)
 
     # ---- helpers -------------------------------------------------------------------------------------------
     def op(self, name, results, operands, attrs=None, span=None, regions=0):
@@ -406,14 +406,21 @@ class _KernelBuilder:
         a, b = (self.expr(x) for x in e.args)
         return self.value("tle.join", ir_type(e.type), [a, b], None, e.span)
 
+    def once_per_block(self, key: tuple, build):
+        """The op built for `key` in the current block, built by build() the first time: an op with several results
+        that the checker wrote as one typed Op per result. A loop the launch facts split in two (s_For) lowers its
+        body twice, into two blocks: each gets its own."""
+        op = next((op for k, ip, op in self.shared_ops if k == key and ip is self.ip), None)
+        if op is None:
+            op = build()
+            self.shared_ops.append((key, self.ip, op))
+        return op
+
     def x_split(self, e):
         """One tle.split per operand value, both halves read from it (the checker binds the operand to a let)."""
         x = self.expr(e.args[0])
-        op = next((op for v, ip, op in self.splits if v == x and ip is self.ip), None)  # same value, same block
-        if op is None:
-            half = ir_type(e.type)
-            op = self.op("tle.split", [half, half], [x], None, e.span)
-            self.splits.append((x, self.ip, op))
+        half = ir_type(e.type)
+        op = self.once_per_block(("split", x), lambda: self.op("tle.split", [half, half], [x], None, e.span))
         return op.results[e.attrs["index"]]
 
     def x_arange(self, e):
@@ -535,33 +542,33 @@ class _KernelBuilder:
         checker made one typed Op per result, sharing their T.Combine), and the fn as a private func.func of the
         module that the op names."""
         comb = e.attrs["combine"]
-        # The same block only: a loop the launch facts split in two (s_For) lowers its body twice.
-        op = next((op for c, ip, op in self.combines if c is comb and ip is self.ip), None)
-        if op is None:
-            func = self.combine_func(comb)
-            results = [ir_type(r.type) for r in comb.results]
-            if name == "tle.combine_scan":
-                results = [ir.RankedTensorType.get(list(e.type.shape), t) for t in results]
-            else:
-                rest = list(e.type.shape) if isinstance(e.type, Tile) else []
-                results = [ir.RankedTensorType.get(rest, t) if rest else t for t in results]
-            groups = [1] * len(results) + [0] * (MAX_COMBINED - len(results))  # one group per input (dialects/tle.py)
-            attrs = {"axis": _i32(e.attrs["axis"]), "combine": ir.FlatSymbolRefAttr.get(func),
-                     "operandSegmentSizes": ir.DenseI32ArrayAttr.get(groups),
-                     "resultSegmentSizes": ir.DenseI32ArrayAttr.get(groups)}
-            if e.attrs.get("reverse"):
-                attrs["reverse"] = ir.UnitAttr.get()
-            if comb.identity is not None:
-                attrs["identities"] = ir.ArrayAttr.get([scalar_attr(r.type.dtype, v)
-                                                        for r, v in zip(comb.results, comb.identity)])
-            op = self.op(name, results, [self.expr(a) for a in e.args], attrs, e.span)
-            self.combines.append((comb, self.ip, op))
-        return op.results[e.attrs["index"]]
+        return self.once_per_block(("combine", comb), lambda: self.build_combined(name, e)).results[e.attrs["index"]]
+
+    def build_combined(self, name: str, e):
+        """The combine_scan / combine_reduce op of one checked scan() or reduce()."""
+        comb = e.attrs["combine"]
+        func = self.combine_func(comb)
+        results = [ir_type(r.type) for r in comb.results]
+        if name == "tle.combine_scan":
+            results = [ir.RankedTensorType.get(list(e.type.shape), t) for t in results]
+        else:
+            rest = list(e.type.shape) if isinstance(e.type, Tile) else []
+            results = [ir.RankedTensorType.get(rest, t) if rest else t for t in results]
+        groups = _one_group_each(len(results))
+        attrs = {"axis": _i32(e.attrs["axis"]), "combine": ir.FlatSymbolRefAttr.get(func),
+                 "operandSegmentSizes": groups, "resultSegmentSizes": groups}
+        if e.attrs.get("reverse"):
+            attrs["reverse"] = ir.UnitAttr.get()
+        if comb.identity is not None:
+            attrs["identities"] = ir.ArrayAttr.get([scalar_attr(r.type.dtype, v)
+                                                    for r, v in zip(comb.results, comb.identity)])
+        return self.op(name, results, [self.expr(a) for a in e.args], attrs, e.span)
 
     def combine_func(self, comb) -> str:
         """`func.func private @<kernel>.<fn>.<k>(earlier values..., later values...) -> (combined values...)`, the
         fn's lets and returned values on scalars."""
-        name = f"{self.k.name}.{comb.fn}.{len(self.combines)}"  # unique: one func per op
+        name = f"{self.k.name}.{comb.fn}.{self.combine_funcs}"  # unique: one func per op
+        self.combine_funcs += 1
         types = [element_type(p.type.dtype) for p in comb.params]
         ftype = ir.FunctionType.get(types, [element_type(r.type.dtype) for r in comb.results])
         with location(comb.span):
@@ -582,13 +589,18 @@ class _KernelBuilder:
                 e.span)
 
     def x_print(self, e):
-        groups = [1] * len(e.args) + [0] * (MAX_COMBINED - len(e.args))  # one group per value (dialects/tle.py)
         self.op("tle.print", [], [self.expr(a) for a in e.args], {
-            "message": ir.StringAttr.get(e.attrs["message"]),
-            "operandSegmentSizes": ir.DenseI32ArrayAttr.get(groups)}, e.span)
+            "message": ir.StringAttr.get(e.attrs["message"]), "operandSegmentSizes": _one_group_each(len(e.args))},
+            e.span)
 
     def x_histogram(self, e):
         return self.value("tle.histogram", ir_type(e.type), [self.expr(a) for a in e.args], {}, e.span)
+
+
+def _one_group_each(n: int):
+    """operandSegmentSizes (or resultSegmentSizes) of n values in the MAX_COMBINED optional groups that
+    combine_scan, combine_reduce and print declare (dialects/tle.py): a group per value."""
+    return ir.DenseI32ArrayAttr.get([1] * n + [0] * (MAX_COMBINED - n))
 
 
 def _i32(v: int):

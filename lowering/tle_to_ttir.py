@@ -777,9 +777,7 @@ def _combined(tt_name: str, attrs):
         xs = [L.v(x) for x in op.operands]
         elems = [_elem(x.type) for x in xs]
         new = L.op(tt_name, [_ttir_type(r.type) for r in op.results], xs, attrs(op), regions=1)
-        loc = L.loc
         _combine_region(L, new, elems + elems, lambda a: _inline_combine(L, op, a), tt_name + ".return")
-        L.loc = loc
         L.bind(op, *new.results)
     return rule
 

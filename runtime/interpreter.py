@@ -431,11 +431,12 @@ class CompiledKernel:
                     yield from self._tile_shapes(b)
 
     # ---- ops -------------------------------------------------------------------------------------------------------
-    def _block(self, block) -> tuple[list[Step], list[int]]:
-        """The steps of a region's block, and the slots its scf.yield passes on."""
+    def _block(self, block, terminator: str = "scf.yield") -> tuple[list[Step], list[int]]:
+        """The steps of a region's block, and the slots its terminator (scf.yield, or a combine func's return)
+        passes on."""
         steps, yields = [], []
         for op in _ops(block):
-            if op.name == "scf.yield":
+            if op.name == terminator:
                 yields = [self._slot(v) for v in op.operands]
             else:
                 steps.append(self._op(op))
@@ -879,12 +880,7 @@ class CompiledKernel:
         fn_name = _str_attr(func.attributes["sym_name"]).split(".")[1]
         body = func.regions[0].blocks[0]
         params = [self._slot(a) for a in body.arguments]
-        steps, results = [], []
-        for inner in _ops(body):
-            if inner.name == "func.return":
-                results = [self._slot(v) for v in inner.operands]
-            else:
-                steps.append(self._op(inner))
+        steps, results = self._block(body, "func.return")
         identities = None
         if "identities" in op.attributes:
             identities = [_scalar_attr(a, type_info(x.type)[0])
@@ -898,16 +894,22 @@ class CompiledKernel:
             shapes = [torch.broadcast_shapes(e.shape, l.shape) for e, l in zip(earlier, later)]
             return [env[s].expand(shape) if env[s].shape != shape else env[s] for s, shape in zip(results, shapes)]
 
+        shown = ", ".join(repr(v) for v in identities or ())
+        self_checked = False  # the identity with itself: independent of the data, checked on the op's first run
+
         def check_identities(env, xs):
+            nonlocal self_checked
             ids = [torch.full((1,), v, dtype=x.dtype) for v, x in zip(identities, xs)]
-            shown = ", ".join(repr(v) for v in identities)
-            for j, (g, i) in enumerate(zip(combine(env, ids, ids), ids)):  # the GPU may combine two paddings
-                if not (torch.equal(g, i) or (g.is_floating_point() and bool(torch.isnan(g).all() & torch.isnan(i)))):
-                    raise TleError(span, f"identity=[{shown}] is not an identity of combine fn '{fn_name}': "
-                                         f"{fn_name}(identity, identity) gives {g.flatten()[0].item()!r} for operand "
-                                         f"{j + 1}, not {identities[j]!r}",
-                                   ["the GPU may combine the identity with itself where it pads a scan or reduction; "
-                                    "guard the fn's arithmetic for that case, e.g. with where(...)"])
+            if not self_checked:
+                for j, (g, i) in enumerate(zip(combine(env, ids, ids), ids)):  # the GPU may combine two paddings
+                    if not (torch.equal(g, i) or (g.is_floating_point() and
+                                                  bool(torch.isnan(g).all() & torch.isnan(i)))):
+                        raise TleError(span, f"identity=[{shown}] is not an identity of combine fn '{fn_name}': "
+                                             f"{fn_name}(identity, identity) gives {g.flatten()[0].item()!r} for "
+                                             f"operand {j + 1}, not {identities[j]!r}",
+                                       ["the GPU may combine the identity with itself where it pads a scan or "
+                                        "reduction; guard the fn's arithmetic for that case, e.g. with where(...)"])
+                self_checked = True
             finite = torch.ones(xs[0].shape, dtype=torch.bool)
             for x in xs:
                 if x.is_floating_point():

@@ -1828,9 +1828,10 @@ class _KernelChecker:
             if rank > 1:  # reduce() without axis: the whole tiles, as one row each
                 shape = (math.prod(shape),)
                 xs = [T.Op(x.span, Tile(x.type.dtype, shape), "reshape", [x]) for x in xs]
-        comb = self.combine_fn(kws["combine"], [x.type.dtype for x in xs], what)
+        dtypes = [x.type.dtype for x in xs]
+        comb = self.combine_fn(kws["combine"], dtypes, what)
         if "identity" in kws:
-            comb.identity = self.identities(kws["identity"], [x.type.dtype for x in xs], comb.fn)
+            comb.identity = self.identities(kws["identity"], dtypes, comb.fn)
         attrs = {"kind": "combine", "axis": axis, "combine": comb}
         if what == "scan":
             attrs["reverse"] = self.const_bool(kws["reverse"], "reverse=") if "reverse" in kws else False
