@@ -81,6 +81,15 @@ def nested_ops(op: "ir.Operation"):
                 yield from nested_ops(child)
 
 
+def operand_groups(op: "ir.Operation") -> list[list["ir.Value"]]:
+    """op's operands split into its declared groups by `operandSegmentSizes` (an optional group is [] or [v])."""
+    out, operands = [], list(op.operands)
+    for n in ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]):
+        out.append(operands[:n])
+        operands = operands[n:]
+    return out
+
+
 def new_context() -> "ir.Context":
     """A context with the upstream dialects tle uses loaded, that accepts the unregistered tt.* and cuda_tile.* ops."""
     ctx = ir.Context()

@@ -110,9 +110,11 @@ OPS: tuple[OpDef, ...] = (
           '"tle.scatter"(%v, %t, %idx) {operandSegmentSizes = array<i32: 1, 1, 1, 0>} : '
           '(!tle.view<f32, 1>, tensor<64xf32>, tensor<64xi32>) -> ()'),
     OpDef("atomic", (("view", "view"), ("value", "tensor"), ("indices", "variadic tensor"),
-                     ("mask", "optional tensor")), (("result", "tensor"),), ("kind",),
-          "Atomic read-modify-write (kind = add | max | min) at view[indices...]; returns the old values.",
-          '%o = "tle.atomic"(%v, %t, %idx) {kind = "add", operandSegmentSizes = array<i32: 1, 1, 1, 0>} : '
+                     ("mask", "optional tensor"), ("compare", "optional tensor")), (("result", "tensor"),), ("kind",),
+          "Atomic read-modify-write at view[indices...] where mask (or everywhere): kind = add | max | min | and | "
+          "or | xor | xchg, or cas (with compare: where the element equals compare, it becomes value). Returns "
+          "the old values.",
+          '%o = "tle.atomic"(%v, %t, %idx) {kind = "add", operandSegmentSizes = array<i32: 1, 1, 1, 0, 0>} : '
           '(!tle.view<f32, 1>, tensor<64xf32>, tensor<64xi32>) -> tensor<64xf32>'),
     # ---- tile computation ------------------------------------------------------------------------------------
     OpDef("dot", (("a", "tensor"), ("b", "tensor"), ("acc", "tensor")), (("result", "tensor"),), ("precision",),

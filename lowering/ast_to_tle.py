@@ -33,7 +33,8 @@ _CMP = {  # typed op name -> (cmpf predicate, cmpi predicate), MLIR's enum numbe
 }
 _MATH = {"exp": "math.exp", "exp2": "math.exp2", "log": "math.log", "log2": "math.log2", "sqrt": "math.sqrt",
          "rsqrt": "math.rsqrt", "sin": "math.sin", "cos": "math.cos", "tanh": "math.tanh", "erf": "math.erf",
-         "floor": "math.floor", "ceil": "math.ceil", "log1p": "math.log1p", "expm1": "math.expm1"}
+         "floor": "math.floor", "ceil": "math.ceil", "round": "math.roundeven",
+         "trunc": "math.trunc", "log1p": "math.log1p", "expm1": "math.expm1"}
 _TLE_SHAPE_OPS = ("splat", "broadcast", "reshape", "expand_dims", "transpose")
 
 
@@ -494,28 +495,30 @@ class _KernelBuilder:
         return {"tle.inside": ir.DenseI32ArrayAttr.get(sorted(axes))} if axes else {}
 
     def _indexed(self, e, with_value):
+        """The operands of a gather / scatter / atomic and their operandSegmentSizes: the view, the value (scatter,
+        atomics), the indices, the mask (if any) and, for an atomic, the compare (atomic_cas's; the checker puts it
+        last)."""
         view = self.view_of(e.tensor)
         vals = [self.expr(a) for a in e.args]
-        rank = len(e.tensor.type.dims)
-        masked = e.attrs["masked"]
-        value = vals[:1] if with_value else []
-        idx = vals[len(value):len(value) + rank]
-        mask = vals[len(value) + rank:] if masked else []
-        segments = [1] + ([1] if with_value else []) + [rank, len(mask)]
-        return view, value, idx, mask, ir.DenseI32ArrayAttr.get(segments)
+        rank, n = len(e.tensor.type.dims), int(with_value)
+        groups = [[view]] + ([vals[:1]] if with_value else []) + [vals[n:n + rank]]
+        groups.append(vals[n + rank:n + rank + 1] if e.attrs["masked"] else [])
+        if "kind" in e.attrs:
+            groups.append(vals[-1:] if e.attrs["kind"] == "cas" else [])
+        return [v for g in groups for v in g], ir.DenseI32ArrayAttr.get([len(g) for g in groups])
 
     def x_gather(self, e):
-        view, _, idx, mask, seg = self._indexed(e, False)
-        return self.value("tle.gather", ir_type(e.type), [view, *idx, *mask], {
+        operands, seg = self._indexed(e, False)
+        return self.value("tle.gather", ir_type(e.type), operands, {
             "other": scalar_attr(e.type.dtype, e.attrs["other"]), "operandSegmentSizes": seg}, e.span)
 
     def x_scatter(self, e):
-        view, value, idx, mask, seg = self._indexed(e, True)
-        self.op("tle.scatter", [], [view, *value, *idx, *mask], {"operandSegmentSizes": seg}, e.span)
+        operands, seg = self._indexed(e, True)
+        self.op("tle.scatter", [], operands, {"operandSegmentSizes": seg}, e.span)
 
     def x_atomic(self, e):
-        view, value, idx, mask, seg = self._indexed(e, True)
-        return self.value("tle.atomic", ir_type(e.type), [view, *value, *idx, *mask], {
+        operands, seg = self._indexed(e, True)
+        return self.value("tle.atomic", ir_type(e.type), operands, {
             "kind": ir.StringAttr.get(e.attrs["kind"]), "operandSegmentSizes": seg}, e.span)
 
     def x_dot(self, e):

@@ -575,6 +575,8 @@ def _op_reason(op: "ir.Operation", arch: str) -> str | None:
             return f"atomic add of bf16 needs sm_90 or newer for Tile IR (not {arch})"
         if kind in ("max", "min") and elem not in ("i32", "i64", "f32", "f64"):
             return f"atomic {kind} of {elem}: Tile IR has integer max/min of i32 and i64 only"
+        if kind in ("and", "or", "xor", "xchg", "cas") and elem not in ("i32", "i64", "f32", "f64"):
+            return f"atomic {kind} of {elem}: Tile IR's atomics take 32- and 64-bit elements only"
     if name in ("tle.reduce", "tle.scan"):
         kind = ir.StringAttr(op.attributes["kind"]).value
         allowed = ("sum", "max", "min", "argmax", "argmin") if name == "tle.reduce" else ("sum", "prod", "max", "min")

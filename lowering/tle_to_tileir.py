@@ -125,7 +125,7 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
-from ..dialects.mlir import has_uses, ir, nested_ops
+from ..dialects.mlir import has_uses, ir, nested_ops, operand_groups
 from ..dialects.tle import (SCANS, combine_func, constant_int, extreme_partner, inside_axes, print_label,
                             relaxed_atomics, unbroadcast, unit_insertion)
 from ..types import BYTES, MLIR_F8
@@ -1278,6 +1278,31 @@ class _Kernel:
     def op_math_fma(self, op):
         self.set(op.result, ct.fma(*(self.get(v) for v in op.operands)))
 
+    def op_math_trunc(self, op):
+        """Tile IR has no trunc: ceil below zero, floor elsewhere (both exact; -0.5 gives ceil's -0.0)."""
+        x = self.get(op.operands[0])
+        below = ct.cmpf("less_than", x, self.const(0.0, self.shape(x), self.elem(x)))
+        self.set(op.result, ct.select(below, ct.ceil(x), ct.floor(x)))
+
+    def op_math_roundeven(self, op):
+        """Round half to even (torch.round; the native path's cvt.rni). Tile IR has no such op. For |x| < 2^(p-1),
+        p the significand's bits, |x| + 2^(p-1) lies where floats are 1 apart, so the addition rounds |x| to an
+        integer, ties to even, and subtracting 2^(p-1) again is exact; then x's sign bit goes back on (round(-0.3)
+        is -0.0). From 2^(p-1) up every float is an integer, so larger |x|, infinities and NaN stay as they are.
+        f16 and bf16 go through f32, which holds each of their values and rounds them the same."""
+        x = self.get(op.operands[0])
+        elem, shape = self.elem(x), self.shape(x)
+        wide = "f64" if elem == "f64" else "f32"
+        a = ct.ftof(x, wide) if elem != wide else x
+        fraction, ity, sign_bit = (52, "i64", 63) if wide == "f64" else (23, "i32", 31)
+        magic = self.const(float(2 ** fraction), shape, wide)
+        mag = ct.absf(a)
+        r = ct.subf(ct.addf(mag, magic), magic)
+        sign = ct.andi(ct.bitcast(a, ity), self.const(-(1 << sign_bit), shape, ity))
+        r = ct.bitcast(ct.ori(ct.bitcast(r, ity), sign), wide)
+        r = ct.select(ct.cmpf("less_than", mag, magic), r, a)
+        self.set(op.result, ct.ftof(r, elem) if elem != wide else r)
+
     def op_math_erf(self, op):
         x = self.get(op.operands[0])
         elem = self.elem(x)
@@ -1755,14 +1780,11 @@ class _Kernel:
 
     def indexed(self, op, with_value: bool):
         """(view, value, index tiles, mask) of a gather / scatter / atomic."""
-        operands = list(op.operands)
-        view = self.views[operands[0]]
-        rank = tle_type(operands[0].type)[2]
-        rest = operands[1:]
-        value = self.get(rest.pop(0)) if with_value else None
-        idx = [self.get(unbroadcast(v)) for v in rest[:rank]]
-        mask = self.get(rest[rank]) if len(rest) > rank else None
-        return view, value, idx, mask
+        view, *groups = operand_groups(op)
+        value = self.get(groups.pop(0)[0]) if with_value else None
+        idx, mask = groups[0], groups[1]
+        mask = self.get(mask[0]) if mask else None
+        return self.views[view[0]], value, [self.get(unbroadcast(v)) for v in idx], mask
 
     def op_tle_gather(self, op):
         view, _, idx, mask = self.indexed(op, False)
@@ -1785,9 +1807,14 @@ class _Kernel:
         ptrs = self.pointers(view, idx, shape)
         token = self.fence_token()
         flt = elem not in INT_ELEMS
-        if kind == "add":
+        if kind == "cas":
+            compare = self.get(operand_groups(op)[-1][0])
+            old, out = ct.atomic_cas_tko(ptrs, compare, value, mask, token, ordering=self.atomic_ordering)
+        elif kind == "add":
             old, out = ct.atomic_rmw_tko(ptrs, value, "addf" if flt else "add", mask, token,
                                          ordering=self.atomic_ordering)
+        elif kind in ("and", "or", "xor", "xchg"):
+            old, out = ct.atomic_rmw_tko(ptrs, value, kind, mask, token, ordering=self.atomic_ordering)
         elif kind in ("max", "min") and not flt:
             old, out = ct.atomic_rmw_tko(ptrs, value, kind, mask, token, ordering=self.atomic_ordering)
         elif kind in ("max", "min") and elem in ("f32", "f64"):

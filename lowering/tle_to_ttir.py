@@ -57,13 +57,13 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from ..dialects.mlir import has_uses, ir, isa, nested_ops
+from ..dialects.mlir import has_uses, ir, isa, nested_ops, operand_groups
 from ..dialects.tle import (SCANS, combine_func, constant_int, extreme_partner, inside_axes, is_kernel,
                             print_label, relaxed_atomics, unbroadcast, unit_insertion)
 from ..types import BITS, MLIR_F8, wrap
 
 # Triton 3.6 enums (I32EnumAttr: written as plain i32 in the generic form). Values from triton._C.libtriton.ir.
-_RMW = {"add": 4, "fadd": 5, "max": 6, "min": 7, "umax": 8, "umin": 9}
+_RMW = {"and": 1, "or": 2, "xor": 3, "add": 4, "fadd": 5, "max": 6, "min": 7, "umax": 8, "umin": 9, "xchg": 10}
 _SEM_RELAXED, _SEM_ACQ_REL, _SCOPE_GPU = 1, 4, 1
 _PRECISION = {"tf32": 0, "ieee": 2}
 # arith.cmpi / arith.cmpf predicates (MLIR's numbering).
@@ -479,6 +479,11 @@ class _Lowering:
         return self.val("tt.atomic_rmw", value.type, [ptrs, value] + ([mask] if mask is not None else []), {
             "atomic_rmw_op": _i32_attr(_RMW[kind]), "sem": _i32_attr(sem), "scope": _i32_attr(_SCOPE_GPU)})
 
+    def atomic_cas(self, ptrs, compare, value):
+        sem = _SEM_RELAXED if self.relaxed_atomics else _SEM_ACQ_REL
+        return self.val("tt.atomic_cas", value.type, [ptrs, compare, value], {
+            "sem": _i32_attr(sem), "scope": _i32_attr(_SCOPE_GPU)})
+
 
 # ---- one function per op ----------------------------------------------------------------------------------------
 
@@ -664,19 +669,14 @@ def _store(L: _Lowering, op):
     L.store(ptrs, value, mask)
 
 
-def _segments(op):
-    return list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-
-
 def _indexed(L: _Lowering, op, with_value: bool):
     """(view, value, (index tiles before their broadcasts, the shape they broadcast to), mask) of a gather,
     scatter or atomic."""
-    seg = _segments(op)
-    ops = list(op.operands)[1:]
-    value = L.v(ops.pop(0)) if with_value else None
-    n_idx = seg[2 if with_value else 1]
-    idx, mask = [L.v(unbroadcast(x)) for x in ops[:n_idx]], [L.v(x) for x in ops[n_idx:]]
-    return L.views[op.operands[0]], value, (idx, _shape(ops[0])), (mask[0] if mask else None)
+    view, *groups = operand_groups(op)
+    value = L.v(groups.pop(0)[0]) if with_value else None
+    idx, mask = groups[0], groups[1]
+    return (L.views[view[0]], value, ([L.v(unbroadcast(x)) for x in idx], _shape(idx[0])),
+            (L.v(mask[0]) if mask else None))
 
 
 def _gather(L: _Lowering, op):
@@ -693,9 +693,12 @@ def _atomic(L: _Lowering, op):
     view, value, idx, mask = _indexed(L, op, True)
     kind = _attr_str(op, "kind")
     ptrs = L.gather_pointers(view, *idx)
-    if kind == "add":
+    if kind == "cas":  # no mask (tle/check.py): every lane compares and maybe swaps
+        compare = L.v(operand_groups(op)[-1][0])
+        L.bind(op, L.atomic_cas(ptrs, compare, value))
+    elif kind == "add":
         L.bind(op, L.atomic_rmw("fadd" if _is_float(value.type) else "add", ptrs, value, mask))
-    elif not _is_float(value.type):
+    elif kind not in ("max", "min") or not _is_float(value.type):  # a float exchange swaps bits as it is
         L.bind(op, L.atomic_rmw(kind, ptrs, value, mask))
     else:
         L.bind(op, _float_atomic_minmax(L, kind, ptrs, value, mask))
@@ -1113,5 +1116,7 @@ _RULES = {
     "math.tanh": _libdevice("tanh"),
     "math.log1p": _libdevice("log1p"),
     "math.expm1": _libdevice("expm1"),
+    "math.roundeven": _libdevice("rint"),  # cvt.rni: half to even (libdevice's round is half away from zero)
+    "math.trunc": _libdevice("trunc"),
     "math.powf": _libdevice("pow"),
 }

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from tle.diagnostics import Note, TleError, span_of_location
-from tle.dialects.mlir import ir
+from tle.dialects.mlir import ir, operand_groups
 from tle.dialects.tle import combine_func, print_label
 from tle.types import F8, MLIR_F8
 
@@ -300,6 +300,7 @@ _FLOAT_UNARY = {
     "math.cos": torch.cos, "math.tanh": torch.tanh, "math.erf": torch.erf, "math.absf": torch.abs,
     "math.log1p": torch.log1p, "math.expm1": torch.expm1,
     "math.floor": torch.floor, "math.ceil": torch.ceil,
+    "math.roundeven": torch.round, "math.trunc": torch.trunc,  # torch.round: half to even
 }
 _INT_BINARY = {  # torch integer arithmetic wraps (two's complement), like arith without overflow flags
     "arith.addi": torch.add, "arith.subi": torch.sub, "arith.muli": torch.mul, "arith.andi": torch.bitwise_and,
@@ -1039,12 +1040,10 @@ class CompiledKernel:
 
     def _indexed(self, op, with_value: bool):
         """Operand slots of gather/scatter/atomic: (view, value or None, index tiles, mask or None)."""
-        ins, _ = self._io(op)
-        _, rank = _view_type(op.operands[0].type)
-        v, rest = ins[0], ins[1:]
-        value = rest.pop(0) if with_value else None
-        idx, mask = rest[:rank], (rest[rank] if len(rest) > rank else None)
-        return v, value, idx, mask
+        view, *groups = [[self._slot(v) for v in g] for g in operand_groups(op)]
+        value = groups.pop(0)[0] if with_value else None
+        idx, mask = groups[0], groups[1]
+        return view[0], value, idx, (mask[0] if mask else None)
 
     def op_tle_gather(self, op, span):
         v, _, idx, m = self._indexed(op, False)
@@ -1094,6 +1093,7 @@ class CompiledKernel:
         out = self._slot(op.result)
         kind = _str_attr(op.attributes["kind"])
         elem, _ = type_info(op.result.type)
+        cmp = self._slot(operand_groups(op)[-1][0]) if kind == "cas" else None
 
         def step(env):
             view, mask = env[v], (env[m] if m is not None else None)
@@ -1104,7 +1104,7 @@ class CompiledKernel:
             shape = _broadcast(flat.shape, value.shape, (programs,) + (1,) * (flat.dim() - 1))
             active = mask.expand(shape) if mask is not None else torch.ones(shape, dtype=torch.bool)
             value = value.expand(shape)
-            if kind != "add" and value.is_floating_point():
+            if kind in ("max", "min") and value.is_floating_point():
                 nan = torch.isnan(value) & active
                 if nan.any():
                     _fail(env, span, nan, lambda w: f"atomic_{kind} of NaN on '{view.name}' is undefined"
@@ -1112,7 +1112,8 @@ class CompiledKernel:
                           ["GPUs order floats for atomic max/min by their bits, where NaN has no place"])
             old = torch.zeros(shape, dtype=value.dtype)  # masked-off lanes return 0
             # Boolean indexing keeps row-major order: lanes in program order, then in tile order.
-            old[active] = _atomic(view.storage, flat.expand(shape)[active], value[active], kind, elem)
+            compare = env[cmp].expand(shape)[active] if cmp is not None else None
+            old[active] = _atomic(view.storage, flat.expand(shape)[active], value[active], kind, elem, compare)
             env[out] = old
         return step
 
@@ -1471,13 +1472,20 @@ def _check_scatters_across_programs(launch: _Launch):
                    notes)
 
 
-def _atomic(storage: torch.Tensor, flat: torch.Tensor, value: torch.Tensor, kind: str, elem: str) -> torch.Tensor:
+_ATOMIC_COMBINE = {"add": torch.add, "max": torch.maximum, "min": torch.minimum, "and": torch.bitwise_and,
+                   "or": torch.bitwise_or, "xor": torch.bitwise_xor}
+
+
+def _atomic(storage: torch.Tensor, flat: torch.Tensor, value: torch.Tensor, kind: str, elem: str,
+            compare: torch.Tensor | None = None) -> torch.Tensor:
     """Apply atomic updates lane by lane in order (program-major, then row-major in the tile); return the old
     values each lane saw. Float adds on one element are summed in f64 and rounded once per lane (the exact
     order-dependent rounding of the GPU is not reproduced)."""
     if flat.numel() == 0:
         return value[:0]
-    combine = {"add": torch.add, "max": torch.maximum, "min": torch.minimum}[kind]
+    if kind in ("xchg", "cas"):
+        return _atomic_in_rounds(storage, flat, value, compare)
+    combine = _ATOMIC_COMBINE[kind]
     order = torch.argsort(flat, stable=True)
     a, v = flat[order], value[order]
     first = torch.ones_like(a, dtype=torch.bool)
@@ -1511,6 +1519,40 @@ def _atomic(storage: torch.Tensor, flat: torch.Tensor, value: torch.Tensor, kind
     storage[a[last]] = final
     old = torch.empty_like(old_sorted)
     old[order] = old_sorted
+    return old
+
+
+def _atomic_in_rounds(storage: torch.Tensor, flat: torch.Tensor, value: torch.Tensor,
+                      compare: torch.Tensor | None) -> torch.Tensor:
+    """Exchange (compare None) or compare-and-swap, lane by lane in order. An exchange's lane sees the value of
+    the element's previous lane (the first sees memory) and the last one's value stays. Compare-and-swap goes in
+    rounds: round r applies the r-th lane of every element at once (no two lanes of a round share an element)."""
+    order = torch.argsort(flat, stable=True)
+    a = flat[order]
+    first = torch.ones_like(a, dtype=torch.bool)
+    first[1:] = a[1:] != a[:-1]
+    if compare is None:
+        v = value[order]
+        old_sorted = torch.where(first, storage[a], torch.cat([v[:1], v[:-1]]))
+        last = torch.ones_like(first)
+        last[:-1] = first[1:]
+        storage[a[last]] = v[last]
+        old = torch.empty_like(old_sorted)
+        old[order] = old_sorted
+        return old
+    start = torch.cummax(torch.where(first, torch.arange(a.numel()), 0), 0).values
+    rank = torch.arange(a.numel()) - start  # each sorted lane's place among its element's lanes
+    by_round = order[torch.argsort(rank, stable=True)]  # lanes of round 0, then of round 1, ...
+    counts = torch.bincount(rank).tolist()
+    old = torch.empty_like(value)
+    done = 0
+    for n in counts:
+        lanes = by_round[done:done + n]
+        done += n
+        at = flat[lanes]
+        seen = storage[at]
+        old[lanes] = seen
+        storage[at] = torch.where(seen == compare[lanes], value[lanes], seen)
     return old
 
 

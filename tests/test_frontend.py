@@ -2,6 +2,7 @@
 reference (docs/language.md) promises. Bad programs are in tests/check/ (tests/test_frontend_errors.py)."""
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -166,6 +167,17 @@ def test_a_named_literal_is_typed():
 def test_constant_folding(expr, value, dtype):
     (v,) = values(expr)
     assert isinstance(v, T.Const) and v.value == value and v.type == Scalar(dtype)
+
+
+@pytest.mark.parametrize("expr, value", [
+    ("round(2.5)", 2.0), ("round(3.5)", 4.0), ("round(-2.5)", -2.0), ("round(-0.3)", -0.0), ("trunc(-1.7)", -1.0),
+    ("trunc(-0.5)", -0.0), ("ceil(-0.5)", -0.0), ("floor(inf)", float("inf")), ("round(-inf)", float("-inf")),
+    ("trunc(1e30)", 1e30),
+])
+def test_integral_functions_fold_as_the_gpu_computes_them(expr, value):
+    """Ties to even, a zero result keeps the operand's sign, infinities stay (Python's math.floor(inf) raises)."""
+    (v,) = values(expr)
+    assert isinstance(v, T.Const) and v.value == value and math.copysign(1, v.value) == math.copysign(1, value)
 
 
 def test_strong_integer_arithmetic_wraps():

@@ -294,6 +294,45 @@ entry(file="atomics.tle", kernel="hist", make=_hist_make, grid=lambda c, k: (cdi
       note="the atomics have no mask: the padded lanes of the last tile hit bins[0] and hi[0] with value 0")
 
 
+# atomics_bits.tle ---------------------------------------------------------------------------------------------------
+def _seen_make(c, k, g):
+    n, w = c["N"], c["W"]
+    return {"x": randint((n,), g, 0, 32 * w), "bits": randint((w,), g, -2 ** 31, 2 ** 31 - 1),
+            "parity": randint((w,), g, -2 ** 62, 2 ** 62, torch.int64),
+            "keep": randint((w,), g, -2 ** 31, 2 ** 31 - 1), "slots": randn((n,), g), "old": poison((n,))}
+
+
+def _seen_ref(a, c, k):
+    bits, parity, keep = a["bits"].clone(), a["parity"].clone(), a["keep"].clone()
+    w = c["W"]
+    for v in a["x"].tolist():  # one update at a time: the order does not matter for and, or, xor
+        bits[v // 32] |= torch.tensor(1 << (v % 32), dtype=torch.int64).to(torch.int32)
+        parity[v % w] ^= 1 << (v % 64) if v % 64 < 63 else -(1 << 63)
+        keep[v % w] &= ~torch.tensor(1 << (v % 32), dtype=torch.int64).to(torch.int32)
+    return {"bits": bits, "parity": parity, "keep": keep, "slots": a["x"].to(torch.float32), "old": a["slots"]}
+
+
+entry(file="atomics_bits.tle", kernel="seen", make=_seen_make, grid=lambda c, k: (cdiv(c["N"], 64),), ref=_seen_ref,
+      tol={"bits": EXACT, "parity": EXACT, "keep": EXACT, "slots": EXACT, "old": EXACT},
+      cases=[{"N": 150, "W": 5}, {"N": 64, "W": 1}],
+      note="bits, parity and keep are sets built with or, xor and and, which commute, so any order of programs "
+           "gives them; each slot is exchanged once")
+
+
+def _claim_make(c, k, g):
+    n = c["N"]
+    state = randint((n,), g, 0, 3, torch.int64)
+    return {"state": state, "want": torch.where(torch.arange(n) % 2 == 0, state, state + 1), "was": poison((n,),
+                                                                                                     torch.int64)}
+
+
+entry(file="atomics_bits.tle", kernel="claim", make=_claim_make, grid=lambda c, k: (c["N"],),
+      ref=lambda a, c, k: {"state": torch.where(a["state"] == a["want"], torch.arange(c["N"]), a["state"]),
+                           "was": a["state"]},
+      tol={"state": EXACT, "was": EXACT}, cases=[{"N": 37}],
+      note="even elements hold what the program wants and take its id; odd ones keep their value")
+
+
 # histogram.tle -----------------------------------------------------------------------------------------------------
 def _histogram_make(dtype, lo, hi):
     """x: values from lo to hi - 1; bins: counts already there (the kernel adds to them)."""
@@ -1068,6 +1107,30 @@ entry(file="log1p_expm1.tle", kernel="softplus", make=_sp_make, grid=lambda c, k
       tileir_blocker=r"log1p\(\) has no Tile IR lowering",
       note="libdevice on the native path; NaN and both infinities, and a value near 0 where log1p and expm1 differ "
            "from log(1 + x) and exp(x) - 1")
+
+
+# round_trunc.tle ----------------------------------------------------------------------------------------------------
+_DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def _rt_make(c, k, g):
+    dt = _DT[k.get("T", "f32")]
+    x = randn((c["N"],), g, scale=6.0)
+    special = [0.5, -0.5, 1.5, 2.5, -2.5, 3.5, -0.3, 0.49999997, -0.49999997, -0.0, 2.0 ** 23 + 1, -(2.0 ** 23) - 3,
+               1e30, 1e-40, INF, -INF, NAN, 4194303.5, -4194304.5]
+    x[:len(special)] = torch.tensor(special, dtype=torch.float64).float()
+    return {"x": x.to(dt), "r": poison((c["N"],), dt), "t": poison((c["N"],), dt)}
+
+
+def _rt_ref(a, c, k):
+    x = a["x"]  # exact: round and trunc of a value of the type are values of the type
+    return {"r": torch.round(x.double()).to(x.dtype), "t": torch.trunc(x.double()).to(x.dtype)}
+
+
+entry(file="round_trunc.tle", kernel="rt", make=_rt_make, grid=lambda c, k: (cdiv(c["N"], 64),), ref=_rt_ref,
+      tol={"r": EXACT, "t": EXACT}, cases=[{"N": 150}], consts=[{}, {"T": "bf16"}, {"T": "f16"}],
+      note="ties both ways, -0.0, the largest float below 0.5, values past 2^23 (already integers), 1e30, a "
+           "subnormal, both infinities and NaN")
 
 
 # print.tle ----------------------------------------------------------------------------------------------------------

@@ -507,6 +507,19 @@ def check_kernel(program: Program, name: str, constants: dict | None = None, wid
         raise
 
 
+# The element types each atomic takes: those both GPU paths lower (bitwise ones and compare-and-swap on integers;
+# a float exchange swaps bits).
+ATOMIC_DTYPES = {"add": ("f16", "f32", "i32", "i64"), "max": ("i32", "i64", "f32"), "min": ("i32", "i64", "f32"),
+                 "and": ("i32", "i64"), "or": ("i32", "i64"), "xor": ("i32", "i64"), "xchg": ("i32", "i64", "f32"),
+                 "cas": ("i32", "i64")}
+
+
+def _integral(f):
+    """floor, ceil, round (half to even) or trunc of a float constant as the GPU computes it: infinities and NaN
+    stay what they are, and a zero result keeps the operand's sign (round(-0.3) is -0.0)."""
+    return lambda v: v if not math.isfinite(v) else math.copysign(float(f(v)), v)
+
+
 class _KernelChecker:
     def __init__(self, program: Program, kernel: ast.Kernel, constants: dict, wide_dims=frozenset()):
         self.p = program
@@ -1594,24 +1607,31 @@ class _KernelChecker:
                     tensor=t)
 
     def _scatter_like(self, e, name, kind=None):
-        a = self.args(e, ("tensor", "indices", "value"), (), ("mask",))
+        """scatter and the atomics: (tensor, indices, [compare,] value, mask=). The typed op's operands are the
+        value, the index tiles, the mask if any, then compare (atomic_cas only), all broadcast to one shape."""
+        cas = kind == "cas"
+        a = self.args(e, ("tensor", "indices", "compare", "value") if cas else ("tensor", "indices", "value"), (),
+                      () if cas else ("mask",))
         t = self.tensor_arg(a["tensor"], e.func)
         v = self.expr(a["value"])
+        cmp = self.expr(a["compare"]) if cas else None
         mask = self.expr(a["mask"]) if "mask" in a else None
         if mask is not None:
             self.require_bool(mask, a["mask"].span, "mask=")
-        idx, shape = self.index_tiles(t, a["indices"], [v, mask], e.func)
-        if v.type.dtype != t.type.dtype and not (isinstance(v, T.Const) and v.weak):
-            raise TleError(a["value"].span, f"{e.func}() of a {v.type} into {t.type} '{t.name}'",
-                           [f"convert it: cast<{t.type.dtype}>(...)"])
+        idx, shape = self.index_tiles(t, a["indices"], [v, mask, cmp], e.func)
+        for x, what in ((v, "value"), (cmp, "compare")):
+            if x is not None and x.type.dtype != t.type.dtype and not (isinstance(x, T.Const) and x.weak):
+                raise TleError(a[what].span, f"{e.func}() of a {x.type} into {t.type} '{t.name}'"
+                               if what == "value" else f"atomic_cas() compares {t.type} '{t.name}' with a {x.type}",
+                               [f"convert it: cast<{t.type.dtype}>(...)"])
         if kind is not None:
-            allowed = {"add": ("f16", "f32", "i32", "i64"), "max": ("i32", "i64", "f32"),
-                       "min": ("i32", "i64", "f32")}[kind]
+            allowed = ATOMIC_DTYPES[kind]
             if t.type.dtype not in allowed:
                 raise TleError(e.span, f"{e.func}() does not support {t.type.dtype}; it supports "
                                        f"{', '.join(allowed)}")
         v = self.coerce(v, Tile(t.type.dtype, shape))
-        ops = [v, *idx] + ([self.coerce(mask, Tile("i1", shape))] if mask is not None else [])
+        ops = [v, *idx] + ([self.coerce(mask, Tile("i1", shape))] if mask is not None else []) + (
+            [self.coerce(cmp, Tile(t.type.dtype, shape))] if cas else [])
         attrs = {"masked": mask is not None}
         if kind:
             attrs["kind"] = kind
@@ -1628,6 +1648,27 @@ class _KernelChecker:
 
     def b_atomic_min(self, e):
         return self._scatter_like(e, "atomic", "min")
+
+    def b_atomic_and(self, e):
+        return self._scatter_like(e, "atomic", "and")
+
+    def b_atomic_or(self, e):
+        return self._scatter_like(e, "atomic", "or")
+
+    def b_atomic_xor(self, e):
+        return self._scatter_like(e, "atomic", "xor")
+
+    def b_atomic_xchg(self, e):
+        return self._scatter_like(e, "atomic", "xchg")
+
+    def b_atomic_cas(self, e):
+        for k in e.kwargs:
+            if k.name == "mask":  # Triton's tt.atomic_cas has none, and a masked lane still needs an address
+                raise TleError(k.span, "atomic_cas() takes no mask=",
+                               ["a lane whose value equals its compare never changes memory: "
+                                "atomic_cas(t, where(m, i, 0), c, where(m, v, c)) leaves t alone where m is false "
+                                "(its index must still be in range)"])
+        return self._scatter_like(e, "atomic", "cas")
 
     def b_dot(self, e):
         a = self.args(e, ("a", "b"), ("acc",), ("tf32", "fast_acc"))
@@ -2011,7 +2052,8 @@ class _KernelChecker:
             f = {"exp": math.exp, "exp2": lambda v: 2.0 ** v, "log": math.log, "log2": math.log2,
                  "sqrt": math.sqrt, "rsqrt": lambda v: 1 / math.sqrt(v), "sin": math.sin, "cos": math.cos,
                  "tanh": math.tanh, "sigmoid": lambda v: 1 / (1 + math.exp(-v)), "erf": math.erf,
-                 "floor": math.floor, "ceil": math.ceil, "log1p": math.log1p, "expm1": math.expm1}[name]
+                 "floor": _integral(math.floor), "ceil": _integral(math.ceil), "round": _integral(round),
+                 "trunc": _integral(math.trunc), "log1p": math.log1p, "expm1": math.expm1}[name]
             try:
                 return T.Const(e.span, x.type, float(f(x.value)), x.weak)
             except (ValueError, ZeroDivisionError, OverflowError):
@@ -2356,7 +2398,7 @@ BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "rem", "**": 
               "<=": "le", ">": "gt", ">=": "ge", "max": "max", "min": "min"}
 
 UNARY_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "abs",
-              "floor", "ceil", "log1p", "expm1")
+              "floor", "ceil", "round", "trunc", "log1p", "expm1")
 
 _BUILTIN_KINDS = {"scan": "cumsum(x, axis=1), cumprod, cummax, cummin", "reduce": "sum(x, axis=1), max, min"}
 # What a combine fn may compute with: elementwise arithmetic on its scalars.
@@ -2379,7 +2421,7 @@ BUILTINS = {name[2:]: getattr(_KernelChecker, name) for name in dir(_KernelCheck
 for _n in UNARY_MATH:
     BUILTINS[_n] = (lambda n: lambda self, e: self._unary_math(e, n))(_n)
 BUILTIN_NAMES = tuple(BUILTINS) + ("range", "zeros", "ones", "full", "cast", "bitcast")
-EFFECT_BUILTINS = ("store", "scatter", "atomic_add", "atomic_max", "atomic_min", "print", "assert")
+EFFECT_BUILTINS = ("store", "scatter", *(f"atomic_{k}" for k in ATOMIC_DTYPES), "print", "assert")
 FLOAT_DTYPES = FLOATS
 # Names that no declaration may take besides the builtin functions: range, the constants, the element types.
 RESERVED = ("range", *BUILTIN_CONSTS, *_all_dtypes(), "i1")

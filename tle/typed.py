@@ -103,7 +103,7 @@ class Op(Expr):
 ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "rem", "pow", "and", "or", "xor", "shl", "shr", "min", "max",
                       "eq", "ne", "lt", "le", "gt", "ge")
 ELEMENTWISE_UNARY = ("neg", "not", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
-                     "sigmoid", "erf", "abs", "floor", "ceil", "log1p", "expm1")
+                     "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "log1p", "expm1")
 OTHER_OPS = ("where", "cast", "bitcast", "splat", "broadcast", "expand_dims", "reshape", "transpose", "join", "split",
              "arange",
              "program_id", "num_programs", "load", "store", "gather", "scatter", "atomic", "dot", "reduce", "scan",

@@ -452,6 +452,83 @@ def test_atomic_by_every_program_on_one_counter():
     assert c.item() == 10 and sorted(seen.tolist()) == list(range(10))
 
 
+BITWISE = """
+kernel bitwise<K: int = 0>(v: tensor<i64>[N], idx: tensor<i32>[N], acc: tensor<i64>[4], old: tensor<i64>[N]) {
+    let i = program_id(0)
+    let live = arange(0, 16) + i * 16 < N
+    let j = load(idx, tile=[16], at=[i])
+    let x = load(v, tile=[16], at=[i])
+    if K == 0 { store(old, atomic_or(acc, j, x, mask=live), at=[i]) }
+    if K == 1 { store(old, atomic_and(acc, j, x, mask=live), at=[i]) }
+    if K == 2 { store(old, atomic_xor(acc, j, x, mask=live), at=[i]) }
+    if K == 3 { store(old, atomic_xchg(acc, j, x, mask=live), at=[i]) }
+}
+"""
+
+
+@pytest.mark.parametrize("kind", ["or", "and", "xor", "xchg"])
+def test_bitwise_atomics_and_exchange_lane_by_lane(kind):
+    """Lanes sharing an element apply in order and each sees what the earlier ones left (an exchange sees the
+    previous lane's value); masked-off lanes return 0 and change nothing."""
+    torch.manual_seed(11)
+    n = 45
+    v = torch.randint(-2 ** 62, 2 ** 62, (n,), dtype=torch.int64)
+    idx = torch.randint(0, 4, (n,), dtype=torch.int32)
+    acc = torch.randint(-2 ** 62, 2 ** 62, (4,), dtype=torch.int64)
+    start, old = acc.clone(), torch.full((n,), 7, dtype=torch.int64)
+    run(BITWISE, "bitwise", (cdiv(n, 16), 1, 1), {"v": v, "idx": idx, "acc": acc, "old": old}, consts={"K": ["or", "and", "xor", "xchg"].index(kind)})
+    op = {"or": lambda a, b: a | b, "and": lambda a, b: a & b, "xor": lambda a, b: a ^ b, "xchg": lambda a, b: b}
+    want, want_old = start.tolist(), []
+    for x, j in zip(v.tolist(), idx.tolist()):
+        want_old.append(want[j])
+        want[j] = op[kind](want[j], x)
+    assert acc.tolist() == want and old.tolist() == want_old
+
+
+CLAIM = """
+kernel claim(owner: tensor<i32>[S], slot: tensor<i32>[P], got: tensor<i32>[P]) {
+    let p = program_id(0)
+    let s = load(slot, tile=[1], at=p)
+    let was = atomic_cas(owner, s, -1, full<i32>[1](p))
+    store(got, was, at=p)
+}
+"""
+
+
+def test_atomic_cas_one_winner_per_slot():
+    """Every program tries to take a slot that is free (-1): the first to arrive wins it, the others see its id."""
+    torch.manual_seed(12)
+    p, slots = 50, 6
+    slot = torch.randint(0, slots, (p,), dtype=torch.int32)
+    owner = torch.full((slots,), -1, dtype=torch.int32)
+    owner[5] = 99  # taken before the launch: nobody gets it
+    got = torch.zeros(p, dtype=torch.int32)
+    run(CLAIM, "claim", (p, 1, 1), {"owner": owner, "slot": slot, "got": got})
+    for s in range(slots):
+        takers = (slot == s).nonzero().flatten().tolist()
+        if s == 5:
+            assert owner[s] == 99 and all(got[t] == 99 for t in takers)
+        elif takers:
+            winner = owner[s].item()
+            assert winner in takers and got[winner] == -1  # it saw the slot free
+            assert all(got[t] == winner for t in takers if t != winner)
+        else:
+            assert owner[s] == -1
+
+
+def test_atomic_cas_in_a_tile_on_one_element():
+    """Lanes of one tile on one element go in tile order: lane k compares with what lanes 0..k-1 left."""
+    src = """
+    kernel chain(x: tensor<i32>[1], out: tensor<i32>[8]) {
+        let k = arange(8)
+        store(out, atomic_cas(x, k * 0, k, k + 1), at=0)
+    }
+    """
+    x, out = torch.zeros(1, dtype=torch.int32), torch.full((8,), -5, dtype=torch.int32)
+    run(src, "chain", (1, 1, 1), {"x": x, "out": out})
+    assert out.tolist() == list(range(8)) and x.item() == 8  # every compare matched the previous lane's write
+
+
 BRANCHY = """
 kernel branchy(x: tensor<f32>[N], y: tensor<f32>[N], flag: i32) {
     let i = program_id(0)
