@@ -188,7 +188,9 @@ OPS: tuple[OpDef, ...] = (
           '(tensor<4xf32>) -> ()'),
     OpDef("assert", (("condition", "any"),), (), ("message",),
           "Where the i1 condition (scalar or tile) is false, the interpreter stops with the message at this op's "
-          "location; the GPU lowerings drop the op (Triton keeps device asserts only in its debug mode).",
+          "location. The GPU lowerings drop the op unless the kernel carries tle.device_asserts (the `asserts` "
+          "launch option): then the device stops the launch there (Triton keeps device asserts only in its debug "
+          "mode).",
           '"tle.assert"(%c) {message = "x positive"} : (tensor<64xi1>) -> ()'),
     OpDef("undef", (), (("result", "any"),), ("name",),
           "The value of a `var` declared without an initialiser. Reading it before an assignment is an error "
@@ -374,6 +376,23 @@ def is_kernel(op) -> bool:
     """Whether a top-level op of a tle module is a kernel (the others are the funcs its combine_scan and
     combine_reduce ops name)."""
     return op.name == "func.func" and "tle.kernel" in op.attributes
+
+
+# A kernel compiled with the `asserts` launch option (tlec --asserts) carries this unit attribute: the GPU lowerings
+# then keep its tle.assert ops (tt.assert natively, Tile IR's assert), where they otherwise drop them, as Triton
+# drops tl.device_assert outside its debug mode.
+DEVICE_ASSERTS = "tle.device_asserts"
+
+
+def keep_asserts(module) -> None:
+    """Mark every kernel of a tle module to keep its asserts on the GPU."""
+    for op in module.body.operations:
+        if is_kernel(op.operation):
+            op.operation.attributes[DEVICE_ASSERTS] = ir.UnitAttr.get(module.context)
+
+
+def keeps_asserts(kernel) -> bool:
+    return DEVICE_ASSERTS in kernel.attributes
 
 
 def registered() -> bool:

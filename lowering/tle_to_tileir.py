@@ -126,8 +126,8 @@ from dataclasses import dataclass, field
 from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
 from ..dialects.mlir import has_uses, ir, nested_ops, operand_groups
-from ..dialects.tle import (SCANS, combine_func, constant_int, extreme_partner, inside_axes, print_label,
-                            relaxed_atomics, unbroadcast, unit_insertion)
+from ..dialects.tle import (SCANS, combine_func, constant_int, extreme_partner, inside_axes, keeps_asserts,
+                            print_label, relaxed_atomics, unbroadcast, unit_insertion)
 from ..types import BYTES, MLIR_F8
 
 __all__ = ["tle_to_tileir", "TileirOptions", "LOWERED_OPS"]
@@ -847,6 +847,7 @@ class _Kernel:
         self.choose(options)
         # acq_rel unless no atomic's result is read (dialects/tle.py relaxed_atomics)
         self.atomic_ordering = "relaxed" if relaxed_atomics(func) else "acq_rel"
+        self.device_asserts = keeps_asserts(func)  # the `asserts` launch option
         # Which tensors the kernel writes (by view name), and per view the partition views its loads/stores need.
         self.written = {self.view_name(op.operands[0]) for op in self.ops
                         if op.name in ("tle.store", "tle.scatter", "tle.atomic")}
@@ -1564,7 +1565,10 @@ class _Kernel:
 
     # ---- debugging ------------------------------------------------------------------------------------------------
     def op_tle_assert(self, op):
-        """The interpreter's check only (dialects/tle.py): nothing on the GPU."""
+        """Tile IR's assert where the kernel keeps its asserts (dialects/tle.py keeps_asserts), else nothing. The
+        device prints the op's .tle file and line, the program and the failing element before the message."""
+        if self.device_asserts:
+            ct.assert_(self.get(op.operands[0]), ir.StringAttr(op.attributes["message"]).value)
 
     def op_tle_print(self, op):
         """print_tko, the device's printf: the label, then one conversion per value (%d for i32, narrower ints and

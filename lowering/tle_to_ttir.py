@@ -58,7 +58,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..dialects.mlir import has_uses, ir, isa, nested_ops, operand_groups
-from ..dialects.tle import (SCANS, combine_func, constant_int, extreme_partner, inside_axes, is_kernel,
+from ..dialects.tle import (SCANS, combine_func, constant_int, extreme_partner, inside_axes, is_kernel, keeps_asserts,
                             print_label, relaxed_atomics, unbroadcast, unit_insertion)
 from ..types import BITS, MLIR_F8, wrap
 
@@ -225,6 +225,7 @@ class _Lowering:
         self.loc = None  # location of the tle op being lowered: every op built for it gets this one
         self.mesh: list[str] = []
         self.keep_checks = False  # the kernel being lowered keeps its per-element bounds checks (_keeps_checks)
+        self.device_asserts = False  # it keeps its asserts (dialects/tle.py keeps_asserts: the `asserts` option)
         self.relaxed_atomics = False  # no atomic's result is read in the kernel being lowered (relaxed_atomics)
         self.squeezed: dict = {}  # TTIR value of a tile load in the tile's shape -> the load in the squeezed shape
 
@@ -500,6 +501,7 @@ def _func(L: _Lowering, op):
     L.mesh = [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["tle.mesh"])] \
         if "tle.mesh" in op.attributes else ["x", "y", "z"]
     L.keep_checks = _keeps_checks(op)
+    L.device_asserts = keeps_asserts(op)
     L.relaxed_atomics = relaxed_atomics(op)
     new = L.op("tt.func", [], [], {
         "sym_name": op.attributes["sym_name"],
@@ -848,6 +850,14 @@ def _scan(L: _Lowering, op):
     L.bind(op, new.result)
 
 
+def _assert(L: _Lowering, op):
+    """tle.assert -> tt.assert where the kernel keeps its asserts (the `asserts` launch option), else nothing, as
+    Triton drops tl.device_assert outside its debug mode. Triton's lowering calls __assertfail with the op's
+    location, the .tle file and line, beside the message."""
+    if L.device_asserts:
+        L.op("tt.assert", [], [L.v(op.operands[0])], {"message": op.attributes["message"]})
+
+
 def _print(L: _Lowering, op):
     """tle.print -> tt.print (Triton's device_print: each element on a line of its own, after the program id and
     its index). Bools are shown as 0 and 1 (widened to i32)."""
@@ -1090,7 +1100,7 @@ _RULES = {
     "tle.reduce": _reduce,
     "tle.scan": _scan,
     "tle.print": _print,
-    "tle.assert": lambda L, op: None,  # the interpreter's check only (dialects/tle.py)
+    "tle.assert": _assert,
     "tle.combine_scan": _combined("tt.scan", _scan_attrs),
     "tle.combine_reduce": _combined("tt.reduce", lambda op: {"axis": _i32_attr(_attr_int(op, "axis"))}),
     "tle.histogram": _histogram,

@@ -24,7 +24,7 @@ from ..abi import Spec, abi, spec_of
 from ..check import OCCUPANCIES, Program, check_kernel
 from . import cache
 
-LAUNCH_OPTIONS = ("num_warps", "num_stages", "backend", "occupancy")
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "backend", "occupancy", "asserts")
 
 
 @functools.cache
@@ -78,7 +78,7 @@ class Kernel:
     """One kernel of a compiled .tle file. Index it with a grid to launch: kernel[grid](*args, **constants)."""
 
     def __init__(self, program: Program, name: str, fingerprint: str, backend: str = "auto", quiet: bool = True,
-                 arch: str | None = None):
+                 arch: str | None = None, asserts: bool = False):
         self.program = program
         self.name = name
         self.decl = program.kernels[name]
@@ -86,6 +86,7 @@ class Kernel:
         self.backend = backend
         self.quiet = quiet
         self.arch = arch
+        self.asserts = asserts  # the default of the `asserts` launch option (tle.compile(..., asserts=True))
         self._entries: dict = {}
         self._checked: dict = {}  # constants -> the checked kernel
         self._plans: dict = {}
@@ -338,7 +339,10 @@ class Kernel:
         num_stages = options.get("num_stages")  # None: the kernel's own (tle.compiler.default_num_stages)
         num_stages = int(num_stages) if num_stages is not None else None
         occupancy = _occupancy_option(options.get("occupancy"), self.name)
-        entry = self._entry(kernel, constants, spec, backend, device, num_warps, num_stages, occupancy)
+        asserts = options.get("asserts", self.asserts)
+        if not isinstance(asserts, bool):
+            raise LaunchError(f"{self.name}: asserts must be True or False, got {asserts!r}")
+        entry = self._entry(kernel, constants, spec, backend, device, num_warps, num_stages, occupancy, asserts)
         self.last_backend = entry.compiled.backend
         # Where each ABI argument comes from: the caller's argument (pointers, scalars) or a fixed value.
         names = [p.name for p in self.decl.params]
@@ -431,10 +435,12 @@ class Kernel:
             raise LaunchError(f"grid must be 1 to 3 non-negative ints; got {grid}")
         return grid + (1,) * (3 - len(grid))
 
-    def _entry(self, kernel, constants, spec, backend, device, num_warps, num_stages, occupancy=None) -> _Entry:
+    def _entry(self, kernel, constants, spec, backend, device, num_warps, num_stages, occupancy=None,
+               asserts=False) -> _Entry:
         arch = self.arch or (_arch_of(device) if backend != "interp" else "cpu")
+        asserts = asserts and backend != "interp"  # the interpreter checks every assert anyway
         mkey = (tuple(sorted(kernel.constants.items())), spec, backend, arch, num_warps, num_stages, occupancy,
-                getattr(device, "index", None))
+                asserts, getattr(device, "index", None))
         entry = self._entries.get(mkey)
         if entry is not None:
             return entry
@@ -445,16 +451,16 @@ class Kernel:
             entry = _Entry(compiled, compiled.module)
         else:
             entry = _Entry(*self._gpu_binary(kernel, constants, spec, backend, arch, num_warps, num_stages, device,
-                                             occupancy))
+                                             occupancy, asserts))
         self._entries[mkey] = entry
         return entry
 
     def _gpu_binary(self, kernel, constants, spec, backend, arch, num_warps, num_stages, device=None,
-                    occupancy=None):
+                    occupancy=None, asserts=False):
         from ..compiler import Compiled, compile_kernel
         from ..targets.binary import Binary
         from .launch import load
-        key = self._binary_key(kernel, spec, backend, arch, num_warps, num_stages, occupancy)
+        key = self._binary_key(kernel, spec, backend, arch, num_warps, num_stages, occupancy, asserts)
         data = self._prebuilt.pop(key, None)
         if data is not None:
             cache.put(key, data)
@@ -466,7 +472,8 @@ class Kernel:
                                 fallback=binary.extra.get("fallback"))
         else:
             compiled = compile_kernel(self.program, self.name, constants, spec, backend=backend, arch=arch,
-                                      num_warps=num_warps, num_stages=num_stages, occupancy=occupancy)
+                                      num_warps=num_warps, num_stages=num_stages, occupancy=occupancy,
+                                      asserts=asserts)
             binary = compiled.binary
             if compiled.fallback:
                 binary.extra["fallback"] = compiled.fallback
@@ -482,10 +489,10 @@ class Kernel:
         with torch.cuda.device(device.index):  # loaded in the context of the tensors' device, not the current one
             return compiled, load(binary, device.index)
 
-    def _binary_key(self, kernel, spec, backend, arch, num_warps, num_stages, occupancy=None) -> str:
-        """The disk-cache key of a binary: everything that decides its bytes (an occupancy only when given, so
-        that every other key stays as it was)."""
-        extra = () if occupancy is None else (("occupancy", occupancy),)
+    def _binary_key(self, kernel, spec, backend, arch, num_warps, num_stages, occupancy=None, asserts=False) -> str:
+        """The disk-cache key of a binary: everything that decides its bytes (an occupancy and asserts only when
+        given, so that every other key stays as it was)."""
+        extra = (() if occupancy is None else (("occupancy", occupancy),)) + ((("asserts", True),) if asserts else ())
         return cache.key_of(self.fingerprint, self.name, sorted(kernel.constants.items()), spec.key(), backend,
                             arch, num_warps, num_stages, cache.build_id(), _backend_version(backend), *extra)
 

@@ -294,6 +294,15 @@ entry(file="atomics.tle", kernel="hist", make=_hist_make, grid=lambda c, k: (cdi
       note="the atomics have no mask: the padded lanes of the last tile hit bins[0] and hi[0] with value 0")
 
 
+# asserts_on_gpu.tle -------------------------------------------------------------------------------------------------
+entry(file="asserts_on_gpu.tle", kernel="checked",
+      make=lambda c, k, g: {"x": randn((c["N"],), g).abs() + 0.25, "y": poison((c["N"],)), "n": c["N"]},
+      grid=lambda c, k: (cdiv(c["N"], 64),), ref=lambda a, c, k: {"y": torch.log(a["x"].double())},
+      tol={"y": chain(2)}, cases=[{"N": 150}],
+      note="the asserts hold (x > 0, n < 1000); tests/gpu/test_asserts_gpu.py launches them with asserts=True and "
+           "breaks them")
+
+
 # atomics_bits.tle ---------------------------------------------------------------------------------------------------
 def _seen_make(c, k, g):
     n, w = c["N"], c["W"]

@@ -21,10 +21,10 @@ from .runtime.kernel import Kernel, program_fingerprint
 class Module:
     """The kernels of one .tle file, as attributes: mod.softmax, mod.matmul, ..."""
 
-    def __init__(self, program, backend: str, quiet: bool, arch: str | None):
+    def __init__(self, program, backend: str, quiet: bool, arch: str | None, asserts: bool = False):
         self.program = program
         fp = program_fingerprint(program)
-        self.kernels = {name: Kernel(program, name, fp, backend, quiet, arch) for name in program.kernels}
+        self.kernels = {name: Kernel(program, name, fp, backend, quiet, arch, asserts) for name in program.kernels}
         for name, kernel in self.kernels.items():  # plain attributes: mod.k costs no __getattr__ call per launch
             if name not in ("kernels", "program"):
                 self.__dict__[name] = kernel
@@ -43,9 +43,12 @@ class Module:
 
 
 def compile(source: str, *, backend: str = "auto", quiet: bool = True, arch: str | None = None,
-            filename: str | None = None, tune: dict | None = None) -> Module:  # noqa: A001 - as re.compile
+            filename: str | None = None, tune: dict | None = None,
+            asserts: bool = False) -> Module:  # noqa: A001 - as re.compile
     """Parse and check a .tle file (or source text); kernels compile lazily, per specialisation, on launch.
-    `tune` maps kernel names to tuning spaces (a tle.tuning.TuneSpace or a dict of params; docs/tuning.md)."""
+    `tune` maps kernel names to tuning spaces (a tle.tuning.TuneSpace or a dict of params; docs/tuning.md).
+    `asserts=True` compiles the kernels' assert()s into their GPU code (the interpreter always checks them); a
+    launch may also give asserts=True or False itself."""
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
     if filename is None and "\n" not in source and source.endswith(".tle"):  # a path: no program ends in ".tle"
@@ -55,7 +58,9 @@ def compile(source: str, *, backend: str = "auto", quiet: bool = True, arch: str
         filename = source
         with open(source, encoding="utf-8") as f:
             source = f.read()
-    module = Module(load_program(source, filename or "<string>"), backend, quiet, arch)
+    if not isinstance(asserts, bool):
+        raise TypeError(f"tle.compile: asserts must be True or False, got {asserts!r}")
+    module = Module(load_program(source, filename or "<string>"), backend, quiet, arch, asserts)
     for name, space in (tune or {}).items():
         getattr(module, name).tune_space = space
     return module

@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--occupancy", type=_occupancy, default=None, metavar="N",
                    help="programs per SM for the Tile IR path's occupancy hint, 1 to 32 (tileiras caps registers "
                         "and shapes its code for N CTAs per SM; default: the lowering's choice, docs/tileir.md)")
+    p.add_argument("--asserts", action="store_true",
+                   help="compile the kernels' assert()s into the GPU code (default: only the interpreter checks "
+                        "them, as Triton keeps tl.device_assert only in its debug mode)")
     p.add_argument("--generic", action="store_true",
                    help="assume nothing about the arguments (default: 16-byte aligned base pointers and "
                         "contiguous rows, as torch tensors usually are)")
@@ -192,7 +195,8 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             spec = launch_spec(checked[name], args.sizes, args.grid, args.sms)
         try:
             out = compile_kernel(program, name, own, spec, backend=args.backend, arch=args.arch, stop=args.emit,
-                                 num_warps=args.num_warps, num_stages=args.num_stages, occupancy=args.occupancy)
+                                 num_warps=args.num_warps, num_stages=args.num_stages, occupancy=args.occupancy,
+                                 asserts=args.asserts)
         except ValueError as e:  # a stage the chosen backend does not produce
             print(f"tlec: error: {e}", file=sys.stderr)
             return 2

@@ -56,6 +56,7 @@ class Compiled:
     binary: object = None  # targets.binary.Binary once the cubin stage ran
     module: object = None  # the tle-dialect ir.Module
     fallback: str | None = None  # why backend="auto" did not take the Tile IR path
+    asserts: bool = False  # assert() compiled into the GPU code (the `asserts` launch option; tlec --asserts)
 
 
 def backend_for_stage(stop: str, backend: str) -> str:
@@ -303,7 +304,7 @@ def _accumulator_elements(kernel: Kernel) -> int:
 def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | None = None, *,
                    backend: str = "triton", arch: str = "sm_90", stop: str = "cubin",
                    num_warps: int | None = None, num_stages: int | None = None,
-                   occupancy: int | None = None) -> Compiled:
+                   occupancy: int | None = None, asserts: bool = False) -> Compiled:
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend '{backend}'; choose {', '.join(BACKENDS)}")
     backend = backend_for_stage(stop, backend)
@@ -314,7 +315,7 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
     spec = spec if spec is not None else default_spec(kernel)
     warps_chosen = num_warps is None  # the default: _fma_dot_without_spills may double it
     num_warps = num_warps if num_warps is not None else default_num_warps(kernel)
-    out = Compiled(kernel, spec, abi(kernel, spec), backend, arch)
+    out = Compiled(kernel, spec, abi(kernel, spec), backend, arch, asserts=asserts)
     module = _to_tle(out)
     debug.dump("tle", out.stages["tle"])
     if stop == "tle":
@@ -393,6 +394,9 @@ def _to_tle(out: Compiled):
     from .lowering.ast_to_tle import ast_to_tle
     with debug.timed("ast_to_tle"):
         out.module = ast_to_tle(out.kernel, _spec_for(out.kernel, out.spec, out.backend))
+    if out.asserts:  # the GPU lowerings keep the kernel's tle.assert ops (dialects/tle.py keeps_asserts)
+        from .dialects.tle import keep_asserts
+        keep_asserts(out.module)
     out.stages["tle"] = out.module.operation.get_asm(enable_debug_info=debug.level() >= 2)
     return out.module
 
@@ -491,7 +495,7 @@ def _triton_again(out: Compiled, spec: Spec, arch, num_warps, num_stages) -> boo
     """Lower and compile out.kernel on the native path again, under `spec` and on `num_warps`; when ptxas spills
     that binary less than out.binary, it replaces out's module, binary and stages, and the answer is True (on a tie
     the first stays: the retries above change something only to take a spill away)."""
-    retry = Compiled(out.kernel, spec, out.abi, out.backend, arch)
+    retry = Compiled(out.kernel, spec, out.abi, out.backend, arch, asserts=out.asserts)
     _triton(retry, _to_tle(retry), arch, len(STAGES["triton"]) - 1, num_warps, num_stages)
     if retry.binary.extra.get("stack_bytes", 0) >= out.binary.extra["stack_bytes"]:
         return False
