@@ -514,6 +514,9 @@ ATOMIC_DTYPES = {"add": ("f16", "f32", "i32", "i64"), "max": ("i32", "i64", "f32
                  "cas": ("i32", "i64")}
 
 
+_MAX_FIXED_DIM = 2 ** 31 - 1  # a size the kernel holds as an i32 constant
+
+
 def _integral(f):
     """floor, ceil, round (half to even) or trunc of a float constant as the GPU computes it: infinities and NaN
     stay what they are, and a zero result keeps the operand's sign (round(-0.3) is -0.0)."""
@@ -574,8 +577,12 @@ class _KernelChecker:
                     if fixed is None:
                         tdims.append(d.id)
                         dims.setdefault(d.id, d.span)
-                    elif isinstance(fixed, int) and not isinstance(fixed, bool) and fixed > 0:
+                    elif isinstance(fixed, int) and not isinstance(fixed, bool) and 0 < fixed <= _MAX_FIXED_DIM:
                         tdims.append(fixed)
+                    elif isinstance(fixed, int) and not isinstance(fixed, bool) and fixed > _MAX_FIXED_DIM:
+                        raise TleError(d.span, f"a fixed dim of {fixed} is past 2**31 - 1",
+                                       ["name the dim instead (tensor<f32>[N]): a launch passes a size past "
+                                        "2**31 - 1 as a 64-bit value and the kernel indexes that tensor in 64 bits"])
                     else:
                         raise TleError(d.span, f"dim '{d.id}' must be a positive int constant, but it is {fixed!r}")
                 param = T.TensorParam(p.name, Tensor(dtype, tuple(tdims)), p.span)

@@ -26,6 +26,7 @@ and one whose full-precision f32 dot ptxas spills on its default warps is compil
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field, replace
 
@@ -33,7 +34,7 @@ from . import debug
 from .abi import (AbiArg, FixedTile, GridTile, LoopSplit, LoopTile, Spec, UnalignedRows, WideDim, abi, default_spec,
                   dot_loop_reads, loop_facts)
 from .check import Program, check_kernel
-from .diagnostics import TleError
+from .diagnostics import UNKNOWN, Note, TleError, TleErrors
 from .typed import Bind, For, If, Kernel, Op, Read, dots, nodes
 from .types import MLIR_F8, is_f8
 
@@ -333,15 +334,29 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
     if stop not in order:
         raise ValueError(f"stage '{stop}' is not produced by the {backend} backend; stages: {', '.join(order)}")
     upto = order.index(stop)
-    if backend == "triton":
-        _triton(out, module, arch, upto, num_warps, num_stages)
-        if out.binary is not None:
-            _triton_without_spills(out, arch, num_warps, num_stages)
-            if warps_chosen:
-                _fma_dot_without_spills(out, arch, num_warps, num_stages)
-    else:
-        _tileir(out, module, arch, upto, occupancy)
+    with _at_the_kernel(kernel):
+        if backend == "triton":
+            _triton(out, module, arch, upto, num_warps, num_stages)
+            if out.binary is not None:
+                _triton_without_spills(out, arch, num_warps, num_stages)
+                if warps_chosen:
+                    _fma_dot_without_spills(out, arch, num_warps, num_stages)
+        else:
+            _tileir(out, module, arch, upto, occupancy)
     return out
+
+
+@contextlib.contextmanager
+def _at_the_kernel(kernel: Kernel):
+    """A backend failure that names no line of the kernel (a pass that crashed, a timeout in ptxas) is shown at
+    the kernel's declaration rather than at no location."""
+    try:
+        yield
+    except TleError as e:
+        if e.span == UNKNOWN and not isinstance(e, TleErrors):
+            e.span = kernel.span
+            e.notes.append(Note(f"the backend named no line of kernel '{kernel.name}'"))
+        raise
 
 
 def _spec_for(kernel: Kernel, spec: Spec, backend: str) -> Spec:

@@ -237,3 +237,25 @@ def test_binary_rejects_garbage():
         Binary.from_bytes(data[:-1])
     with pytest.raises(ValueError, match="unknown parameter types"):
         Binary("triton", "sm_90", "k", b"", ["tensor"], 128)
+
+
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+def test_a_backend_failure_without_a_line_is_shown_at_the_kernel(backend, monkeypatch):
+    """A pass that crashes (or a ptxas timeout) may name no location: tle then points at the kernel's declaration,
+    so the error still has a file:line:col, the source line and a caret."""
+    import tle.targets.tileir as tileir_target
+    import tle.targets.triton as triton_target
+    from tle.check import load_program
+    from tle.compiler import compile_kernel
+
+    def crash(*a, **k):
+        raise TleError(None, "Triton failed in make_llir: LLVM ERROR: out of registers")
+    monkeypatch.setattr(triton_target if backend == "triton" else tileir_target,
+                        "compile_ttir" if backend == "triton" else "compile_tileir", crash)
+    src = "// a kernel\nkernel copy(x: tensor<f32>[N], y: tensor<f32>[N]) {\n" \
+          "    store(y, load(x, tile=[128], at=program_id(0)), at=program_id(0))\n}\n"
+    with pytest.raises(TleError) as info:
+        compile_kernel(load_program(src, "copy.tle"), "copy", {}, backend=backend)
+    text = render(info.value)
+    assert text.startswith("copy.tle:2:"), text
+    assert "kernel copy(" in text and "^" in text and "the backend named no line of kernel 'copy'" in text
