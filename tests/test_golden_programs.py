@@ -342,6 +342,38 @@ entry(file="atomics_bits.tle", kernel="claim", make=_claim_make, grid=lambda c, 
       note="even elements hold what the program wants and take its id; odd ones keep their value")
 
 
+# flip.tle -----------------------------------------------------------------------------------------------------------
+_FLIP_DT = {"f32": torch.float32, "bf16": torch.bfloat16, "i64": torch.int64}
+
+
+def _flip_make(c, k, g):
+    dt = _FLIP_DT[k.get("T", "f32")]
+    m, n = c["M"], c["N"]
+    x = randint((m, n), g, -2 ** 40, 2 ** 40, dt) if dt == torch.int64 else randn((m, n), g, dt, scale=100.0)
+    if dt != torch.int64:
+        x[0, :3] = torch.tensor([NAN, INF, -0.0])  # bits move as they are
+    return {"x": x, "cols": poison((m, n), dt), "both": poison((m, n), dt)}
+
+
+def _flip_ref(a, c, k):
+    x, m = a["x"], c["M"]
+    cols, both = a["cols"].clone(), a["both"].clone()
+    for r0 in range(0, m, 4):  # a partial last tile flips its padding (zeros) in
+        tile = torch.zeros(4, 8, dtype=x.dtype)  # load pads with 0
+        got = x[r0:r0 + 4, :8]
+        tile[:got.shape[0]] = got
+        cols[r0:r0 + 4, :8] = tile.flip(1)[:got.shape[0]]
+        both[r0:r0 + 4, :8] = tile.flip(0).flip(1)[:got.shape[0]]
+    return {"cols": cols, "both": both}
+
+
+entry(file="flip.tle", kernel="flip2", make=_flip_make, grid=lambda c, k: (cdiv(c["M"], 4),), ref=_flip_ref,
+      tol={"cols": EXACT, "both": EXACT}, cases=[{"M": 10, "N": 8}, {"M": 8, "N": 13}],
+      consts=[{}, {"T": "bf16"}, {"T": "i64"}],
+      note="M=10: the last tile's padded rows (zeros) flip into rows 8-9 of `both`; N=13: columns 8.. are never "
+           "written; NaN, inf and -0.0 keep their bits")
+
+
 # histogram.tle -----------------------------------------------------------------------------------------------------
 def _histogram_make(dtype, lo, hi):
     """x: values from lo to hi - 1; bins: counts already there (the kernel adds to them)."""

@@ -2237,6 +2237,37 @@ class _KernelChecker:
         t = self.temp("split", t, e.span)
         return tuple(T.Op(e.span, Tile(t.type.dtype, shape[:-1]), "split", [t], {"index": i}) for i in (0, 1))
 
+    def b_flip(self, e):
+        """flip(x, axis=A): the elements along axis A in reverse order; without axis=, along every axis (numpy.flip).
+        No op of its own: as Triton's tl.flip, the axis is reshaped into log2(n) axes of 2 and each of them swaps
+        its pair, here as sum(pair) - element in the integer type of the element's width, which is exact (integer
+        arithmetic wraps). Both paths and the interpreter then run reshapes, sums of two and subtractions."""
+        a = self.args(e, ("x",), (), ("axis",))
+        x = self.tile_arg(a["x"], "flip")
+        shape, d, span = x.type.shape, x.type.dtype, e.span
+        axes = [self.axis(a["axis"], len(shape))] if "axis" in a else range(len(shape))
+        bits = "i8" if d == "i1" else f"i{BITS[d]}"  # the integers the swaps work in
+        y = x if d == bits else T.Op(span, Tile(bits, shape), "cast" if d == "i1" else "bitcast", [x])
+        for axis in axes:
+            steps = shape[axis].bit_length() - 1  # tile sizes are powers of two
+            if steps == 0:
+                continue
+            pairs = shape[:axis] + (2,) * steps + shape[axis + 1:]
+            y = T.Op(span, Tile(bits, pairs), "reshape", [y])
+            for k in range(axis, axis + steps):
+                wide = self.accumulation_input(y, "sum")  # i8 and i16 sum in i32: cast back, which wraps
+                kept = pairs[:k] + (1,) + pairs[k + 1:]
+                total = T.Op(span, Tile(wide.type.dtype, pairs[:k] + pairs[k + 1:]), "reduce", [wide],
+                             {"kind": "sum", "axis": k})
+                total = T.Op(span, Tile(wide.type.dtype, kept), "reshape", [total])
+                if wide.type.dtype != bits:
+                    total = T.Op(span, Tile(bits, kept), "cast", [total])
+                y = self.binary("-", total, y, span)
+            y = T.Op(span, Tile(bits, shape), "reshape", [y])
+        if d == "i1":
+            return self.binary("!=", y, T.Const(span, Scalar(bits), 0, True), span)
+        return y if d == bits else T.Op(span, x.type, "bitcast", [y])
+
     def b_expand_dims(self, e):
         a = self.args(e, ("x", "axis"))
         x = self.tile_arg(a["x"], "expand_dims")

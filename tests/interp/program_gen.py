@@ -97,7 +97,8 @@ def unary(op: str, a: Node) -> Node:
     t = a.text
     simple = {"neg": (f"-({t})", torch.neg), "abs": (f"abs({t})", torch.abs), "tanh": (f"tanh({t})", torch.tanh),
               "sin": (f"sin({t})", torch.sin), "cos": (f"cos({t})", torch.cos), "erf": (f"erf({t})", torch.erf),
-              "floor": (f"floor({t})", torch.floor), "exp_tanh": None, "sqrt_abs": None, "log1p_abs": None,
+              "floor": (f"floor({t})", torch.floor), "round": (f"round({t})", torch.round),
+              "trunc": (f"trunc({t})", torch.trunc), "exp_tanh": None, "sqrt_abs": None, "log1p_abs": None,
               "sigmoid": None}
     f = lambda fn: _in_f32(fn, d)  # noqa: E731
     if simple.get(op):
@@ -119,8 +120,9 @@ def unary(op: str, a: Node) -> Node:
     raise ValueError(op)
 
 
-UNARY = ("neg", "abs", "tanh", "sin", "cos", "erf", "floor", "exp_tanh", "sqrt_abs", "log1p_abs", "sigmoid")
-ZERO_PRESERVING = ("neg", "abs", "tanh", "sin", "erf", "floor", "sqrt_abs", "log1p_abs")
+UNARY = ("neg", "abs", "tanh", "sin", "cos", "erf", "floor", "round", "trunc", "exp_tanh", "sqrt_abs", "log1p_abs",
+         "sigmoid")
+ZERO_PRESERVING = ("neg", "abs", "tanh", "sin", "erf", "floor", "round", "trunc", "sqrt_abs", "log1p_abs")
 
 
 def common(a: Node, b: Node) -> str:
