@@ -14,8 +14,15 @@ and their contents follow the header in order.
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import struct
+import subprocess
+import tempfile
 from dataclasses import dataclass, field
+
+from tle.diagnostics import source_line
 
 _MAGIC = b"TLEBIN1\n"
 
@@ -223,3 +230,56 @@ def kernel_attributes(cubin: bytes, kernel: str) -> KernelAttributes:
     if ".nv.shared.reserved.0" in sections:  # the section holds the driver's reserved block too: not the kernel's
         shared = max(0, shared - _RESERVED_SHARED)
     return KernelAttributes(tuple(reqntid), [params[i] for i in sorted(params)], shared, registers, stack)
+
+
+# ---- disassembly -------------------------------------------------------------------------------------------------
+
+def find_nvdisasm() -> str:
+    """nvdisasm: $TLE_NVDISASM, else the one Triton's wheel bundles (backends/nvidia/bin, beside its ptxas), else
+    CUDA's ($CUDA_HOME/bin) or PATH's."""
+    if env := os.environ.get("TLE_NVDISASM"):
+        return env
+    try:
+        import triton
+        bundled = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
+        if os.access(bundled, os.X_OK):
+            return bundled
+    except ImportError:
+        pass
+    for root in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if root and os.access(os.path.join(root, "bin", "nvdisasm"), os.X_OK):
+            return os.path.join(root, "bin", "nvdisasm")
+    if found := shutil.which("nvdisasm"):
+        return found
+    raise FileNotFoundError("nvdisasm not found: install triton (its wheel bundles one), set TLE_NVDISASM, or put "
+                            "the CUDA toolkit's on PATH")
+
+
+def sass(cubin: bytes) -> str:
+    """The SASS of a cubin, each run of instructions under the .tle file and line it came from (`//## File
+    "softmax.tle", line 7`): both backends write line tables (Triton through ptxas -lineinfo, tileiras with
+    --lineinfo), so the machine code reads against the kernel's source."""
+    import os
+    import subprocess
+    import tempfile
+    tool = find_nvdisasm()
+    with tempfile.TemporaryDirectory(prefix="tle-sass-") as tmp:
+        path = os.path.join(tmp, "kernel.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        out = subprocess.run([tool, "--print-line-info", "--print-code", path], capture_output=True, text=True,
+                             timeout=120)
+    if out.returncode != 0:
+        raise RuntimeError(f"nvdisasm failed (exit {out.returncode}): {out.stderr.strip()[:2000]}")
+    return _LINE_INFO.sub(_with_source, out.stdout)
+
+
+_LINE_INFO = re.compile(r'^(\s*)//## File "([^"]+)", line (\d+)[^\n]*$', re.M)
+
+
+def _with_source(m: "re.Match") -> str:
+    """`//## File "k.tle", line 7` -> `//## k.tle:7    let m = max(t, axis=1)` (the line's text where the file is
+    known: a path on disk, or source text the API registered)."""
+    text = source_line(m.group(2), int(m.group(3)))
+    return f"{m.group(1)}//## {m.group(2)}:{m.group(3)}" + (f"    {text.strip()}" if text and text.strip() else "")
+

@@ -308,6 +308,7 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
                    occupancy: int | None = None, asserts: bool = False) -> Compiled:
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend '{backend}'; choose {', '.join(BACKENDS)}")
+    disassemble, stop = stop == "sass", "cubin" if stop == "sass" else stop  # sass: the cubin's, disassembled
     backend = backend_for_stage(stop, backend)
     with debug.timed("check"):
         # a dim past 2**31 - 1 in this launch is an i64 value in the kernel (tle/abi.py WideDim)
@@ -343,6 +344,9 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
                     _fma_dot_without_spills(out, arch, num_warps, num_stages)
         else:
             _tileir(out, module, arch, upto, occupancy)
+    if disassemble:
+        from .targets.binary import sass
+        out.stages["sass"] = sass(out.binary.cubin)
     return out
 
 
