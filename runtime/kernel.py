@@ -406,6 +406,38 @@ class Kernel:
         checked.fast = None
         return checked
 
+    # ---- reading the code a launch runs -------------------------------------------------------------------------
+    def ir(self, grid, *args, stage: str = "ttir", arch: str | None = None, sms: int | None = None, **kwargs) -> str:
+        """The text of `stage` for the launch kernel[grid](*args, **kwargs) on a GPU, compiled and not launched:
+        "tle", "ttir", "ttgir", "llir", "ptx" (native path), "tileir" (Tile IR) or "sass" (either). The same
+        specialisation as the launch (sizes, strides, alignment, the grid's facts) and the same options
+        (`backend=`, `num_warps=`, ...; the module's backend by default, "auto" routed as on a GPU). The tensors
+        may be CPU tensors: then give `arch` (default sm_90) and `sms` (default 132, the H200's) for the GPU meant;
+        CUDA tensors name their own. A tuned kernel shows the configuration given, not the tuned one."""
+        values, constants, options = self._bind(args, dict(kwargs))
+        kernel = check_kernel(self.program, self.name, constants)
+        flat, device, dims = self._check_args(kernel, values)
+        on_gpu = device is not None and device.type == "cuda"
+        backend = options.get("backend", self.backend)
+        if backend not in ("auto", "triton", "tileir"):
+            raise LaunchError(f"{self.name}.ir(): backend must be auto, triton or tileir, not {backend!r}")
+        arch = arch or self.arch or (_arch_of(device) if on_gpu else "sm_90")
+        sms = sms or (_sm_count(device) if on_gpu else 132)
+        meta = {**kernel.constants, **dims}
+        planned = self._concrete_grid(grid) if not callable(grid) else self._grid(grid, meta)
+        spec = self._spec(kernel, flat, planned, sms if backend in ("tileir", "auto") else None)
+        asserts = options.get("asserts", self.asserts)
+        from ..compiler import compile_kernel
+        compiled = compile_kernel(self.program, self.name, constants, spec, backend=backend, arch=arch, stop=stage,
+                                  num_warps=options.get("num_warps"), num_stages=options.get("num_stages"),
+                                  occupancy=_occupancy_option(options.get("occupancy"), self.name),
+                                  asserts=asserts is True)
+        text = compiled.stages.get(stage)
+        if not isinstance(text, str):
+            raise LaunchError(f"{self.name}.ir(): stage {stage!r} is not text; stages: tle, ttir, ttgir, llir, ptx, "
+                              "tileir, sass")
+        return text
+
     def _choose_backend(self, backend: str, on_gpu: bool) -> str:
         """CPU tensors run on the interpreter; on the GPU, "auto" is routed per kernel by the compiler."""
         if backend not in ("auto", "triton", "tileir", "interp"):
