@@ -13,7 +13,7 @@ Three shapes of kernel, on ragged tensor shapes (never a multiple of the tile) a
   min/max, where, casts between f32/f16/bf16, literals), stored cast to the output type; a third of them on one
   window (`slice`) of every tensor, from a run-time row and a constant column;
 - "rows": one tile per row block holding whole rows, an expression, then sum/max/min/argmax/argmin/cumsum/
-  cummax/a reverse cumsum over the row (padding masked out with where), a softmax-like normalisation, a sum by
+  cummax/a reverse cumsum/flip over the row (padding masked out with where), a softmax-like normalisation, a sum by
   `reduce` with a combine fn, and a discounted running sum by `scan` with one;
 - "matmul": a K loop of dot(f(a_tile), b_tile, acc) with f16/bf16/f32 operands and an f32 accumulator, then an
   elementwise epilogue.
@@ -269,11 +269,11 @@ def rows_program(rng: random.Random) -> RandomProgram:
     leaves = [leaf("a0", dtype), leaf("a1", "f32")]
     e = cast("f32", expression(rng, leaves, rng.randint(1, 3)))
     kind = rng.choice(("sum", "max", "min", "argmax", "argmin", "cumsum", "softmax", "cummax", "rcumsum", "fnsum",
-                       "fnscan"))
+                       "fnscan", "flip"))
     neutral = {"sum": "0.0", "cumsum": "0.0", "max": "-inf", "argmax": "-inf", "softmax": "-inf", "min": "inf",
-               "argmin": "inf", "cummax": "-inf", "rcumsum": "0.0", "fnsum": "0.0", "fnscan": "0.0"}[kind]
+               "argmin": "inf", "cummax": "-inf", "rcumsum": "0.0", "fnsum": "0.0", "fnscan": "0.0", "flip": "0.0"}[kind]
     out_type, out_shape = ("i32", "[M]") if kind.startswith("arg") else ("f32", "[M]")
-    if kind in ("cumsum", "softmax", "cummax", "rcumsum", "fnscan"):
+    if kind in ("cumsum", "softmax", "cummax", "rcumsum", "fnscan", "flip"):
         out_shape = "[M, N]"
     body = {
         "sum": "store(out, sum(v, axis=1), at=[pm])",
@@ -285,6 +285,7 @@ def rows_program(rng: random.Random) -> RandomProgram:
         "softmax": "let z = exp(v - max(v, axis=1, keepdims=true))\n"
                    "    store(out, z / sum(z, axis=1, keepdims=true), at=[pm, 0])",
         "cummax": "store(out, cummax(v, axis=1), at=[pm, 0])",
+        "flip": "store(out, flip(v, axis=1), at=[pm, 0])",  # the row's padding (zeros) comes first
         "rcumsum": "store(out, cumsum(v, axis=1, reverse=true), at=[pm, 0])",
         "fnsum": "store(out, reduce(v, axis=1, combine=add, identity=0.0), at=[pm])",
         # h = h / 2 + v along the row: a scan of (decay, value) pairs
@@ -321,6 +322,8 @@ def rows_program(rng: random.Random) -> RandomProgram:
             r = v.double().cumsum(1).float()
         elif kind == "cummax":
             r = torch.cummax(v, 1).values
+        elif kind == "flip":
+            r = torch.cat([v, torch.zeros(v.shape[0], bn - v.shape[1], dtype=v.dtype)], 1).flip(1)[:, :v.shape[1]]
         elif kind == "rcumsum":
             r = v.double().flip(1).cumsum(1).flip(1).float()
         elif kind == "fnsum":
@@ -340,7 +343,7 @@ def rows_program(rng: random.Random) -> RandomProgram:
     if kind in ("sum", "cumsum", "softmax", "rcumsum", "fnsum", "fnscan"):  # f32 sums in another order
         interp = (0.0, 4 * n * ULP["f32"])
         gpu = (gpu[0], max(gpu[1], 4 * n * ULP["f32"]))
-    else:  # max, min, cummax and the arg* pick an element: the interpreter computes the same elements as the reference
+    else:  # max, min, cummax, flip and the arg* pick an element: the interpreter computes the same elements as the reference
         interp = (0.0, 0.0)
     # An arg* compares indices: exact, also for a GPU (near-ties after different rounding show up here).
     if kind.startswith("arg"):
