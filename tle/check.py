@@ -210,7 +210,7 @@ def _check_kernel_signature(k: ast.Kernel) -> None:
                            [f"write {p.name}: tensor<{t.dtype}>[...] and load tiles from it"])
         dtype = t.dtype
         if canonical(dtype) is None and not (dtype in consts and consts[dtype].kind == "dtype"):
-            raise TleError(t.span, f"unknown element type '{dtype}'", _suggest(dtype, _all_dtypes()))
+            raise TleError(t.span, f"unknown element type '{dtype}'", _suggest_dtype(dtype))
         if isinstance(t, ast.TensorTypeExpr):
             for d in t.dims:
                 if isinstance(d, ast.Name) and d.id in names and d.id not in consts:
@@ -276,6 +276,29 @@ _TRITON_CALLS = {
 def _suggest(name: str, candidates) -> list[str]:
     close = difflib.get_close_matches(name, [c for c in candidates if c != name], n=1)
     return [f"did you mean '{close[0]}'?"] if close else []
+
+
+# Other languages' names for tle's keyword arguments and element types (torch's, numpy's, Triton's, C's): an
+# unknown one that is among them gets tle's spelling, which no edit distance would find.
+_KEYWORD_SYNONYMS = {"dim": "axis", "dims": "axis", "padding_option": "pad", "offsets": "at", "block_shape": "tile"}
+_DTYPE_SYNONYMS = {"float": "f32", "float32": "f32", "fp32": "f32", "double": "f64", "float64": "f64",
+                   "fp64": "f64", "half": "f16", "float16": "f16", "fp16": "f16", "bfloat16": "bf16",
+                   "int": "i32", "int32": "i32", "long": "i64", "int64": "i64", "short": "i16", "int16": "i16",
+                   "int8": "i8", "char": "i8", "int1": "bool", "i1": "bool", "float8_e4m3fn": "f8e4m3",
+                   "fp8e4nv": "f8e4m3", "float8e4nv": "f8e4m3", "float8_e5m2": "f8e5m2", "fp8e5": "f8e5m2"}
+
+
+def _suggest_keyword(name: str, candidates) -> list[str]:
+    tle_name = _KEYWORD_SYNONYMS.get(name)
+    if tle_name in candidates:
+        return [f"tle calls it '{tle_name}': write {tle_name}=..."]
+    return _suggest(name, candidates)
+
+
+def _suggest_dtype(name: str) -> list[str]:
+    if name in _DTYPE_SYNONYMS:
+        return [f"tle spells it {_DTYPE_SYNONYMS[name]}"]
+    return _suggest(name, _all_dtypes())
 
 
 def _const_value(e: ast.Expr, consts: dict, kernel_consts: dict):
@@ -637,7 +660,7 @@ class _KernelChecker:
         if v is not None or name in self.p.const_values:
             raise TleError(span, f"'{name}' is not an element type",
                            [f"element types are {', '.join(_all_dtypes())}, or a constant declared <T: dtype>"])
-        raise TleError(span, f"unknown element type '{name}'", _suggest(name, _all_dtypes()))
+        raise TleError(span, f"unknown element type '{name}'", _suggest_dtype(name))
 
     # ---- statements ----------------------------------------------------------------------------------------
     def block(self, stmts, fn_body=False):
@@ -1305,7 +1328,7 @@ class _KernelChecker:
             if kw.name not in names + kw_only:
                 raise TleError(kw.span, f"{e.func}() has no argument '{kw.name}'",
                                _ELEMENTWISE_MEMORY.get((e.func, kw.name), []) + (
-                                   _suggest(kw.name, names + kw_only) or
+                                   _suggest_keyword(kw.name, names + kw_only) or
                                    [f"its arguments: {', '.join(names + kw_only) or 'none'}"]))
             if kw.name in bound:
                 raise TleError(kw.span, f"{e.func}() got argument '{kw.name}' twice")
@@ -1839,7 +1862,7 @@ class _KernelChecker:
         for kw in e.kwargs:
             if kw.name not in kw_names:
                 raise TleError(kw.span, f"{what}() has no argument '{kw.name}'",
-                               _suggest(kw.name, kw_names) or [f"its keyword arguments: {', '.join(kw_names)}"])
+                               _suggest_keyword(kw.name, kw_names) or [f"its keyword arguments: {', '.join(kw_names)}"])
             if kw.name in kws:
                 raise TleError(kw.span, f"{what}() got argument '{kw.name}' twice")
             kws[kw.name] = kw.value

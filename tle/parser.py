@@ -403,6 +403,10 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
             return TleError(one, "unexpected character '.': tle has no attributes, methods or modules",
                             [_DOT_NOTE.get(_word_before(text, e.pos_in_stream)) or _DOT_NOTE.get(
                                 "." + _word_after(text, e.pos_in_stream)) or _DOT_NOTE[None]])
+        if ch == "@":
+            return TleError(one, "unexpected character '@': tle has no matrix-product operator",
+                            ["a matrix product is dot(a, b), or dot(a, b, acc) to add it into acc; '*' multiplies "
+                             "elementwise"])
         return TleError(one, f"unexpected character '{ch}'")
     tok = e.token if isinstance(e, UnexpectedToken) else None
     if tok is not None and tok == "*" and tok.start_pos and text[tok.start_pos - 1] == "/":
@@ -433,7 +437,7 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
         # clang-style: a missing closer belongs just after the previous token, not at the next line's first word
         if prev.end_line < tok.line:
             span = Span(filename, prev.end_line, prev.end_column, prev.end_line, prev.end_column + 1)
-    if prev is not None and str(prev) == "elif":  # the mistake is the word before the token Lark stopped at
+    if prev is not None and str(prev) in ("elif", "while") and label:  # the mistake is the word before the token
         return TleError(Span(filename, prev.line, prev.column, prev.end_line, prev.end_column),
                         f"syntax error: {label}")
     if label:
@@ -522,6 +526,11 @@ def _python_habit_label(text: str, tok: Token, prev: Token | None) -> str | None
         return "a block is in braces, not after a colon: for i in range(n) { ... }, if c { ... } else { ... }"
     if prev is not None and str(prev) == "elif":
         return "tle writes 'else if', not 'elif': if a { ... } else if b { ... }"
+    if prev is not None and str(prev) == "while" and not line[:prev.column - 1].strip():
+        return ("tle has no while loop: write for i in range(n) { ... } with a bound known when the loop starts "
+                "(a program cannot wait for another, so there is nothing to spin on)")
+    if str(tok) == "," and re.search(r"\b(zeros|ones|full)\s*<[^<>]*>\s*\(\s*\([^()]*$", line):
+        return "a shape is a list in brackets: zeros<f32>[16, 16], full<f32>[16, 16](value)"
     return None
 
 
