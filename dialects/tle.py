@@ -116,6 +116,10 @@ OPS: tuple[OpDef, ...] = (
           "the old values.",
           '%o = "tle.atomic"(%v, %t, %idx) {kind = "add", operandSegmentSizes = array<i32: 1, 1, 1, 0, 0>} : '
           '(!tle.view<f32, 1>, tensor<64xf32>, tensor<64xi32>) -> tensor<64xf32>'),
+    OpDef("tile_gather", (("source", "tensor"), ("indices", "tensor")), (("result", "tensor"),), ("axis",),
+          "result[..., j, ...] = source[..., indices[..., j, ...], ...] along axis: a gather within a tile (no "
+          "memory). indices (i32) has source's rank and its sizes on every other axis.",
+          '%r = "tle.tile_gather"(%t, %i) {axis = 0 : i32} : (tensor<16xf32>, tensor<128xi32>) -> tensor<128xf32>'),
     # ---- tile computation ------------------------------------------------------------------------------------
     OpDef("dot", (("a", "tensor"), ("b", "tensor"), ("acc", "tensor")), (("result", "tensor"),), ("precision",),
           "Matrix product a[M,K] @ b[K,N] + acc[M,N], products accumulated in acc's element type. precision is "

@@ -407,6 +407,10 @@ class _KernelBuilder:
         a, b = (self.expr(x) for x in e.args)
         return self.value("tle.join", ir_type(e.type), [a, b], None, e.span)
 
+    def x_tile_gather(self, e):
+        x, idx = (self.expr(a) for a in e.args)
+        return self.value("tle.tile_gather", ir_type(e.type), [x, idx], {"axis": _i32(e.attrs["axis"])}, e.span)
+
     def once_per_block(self, key: tuple, build):
         """The op built for `key` in the current block, built by build() the first time: an op with several results
         that the checker wrote as one typed Op per result. A loop the launch facts split in two (s_For) lowers its

@@ -1110,6 +1110,8 @@ _RULES = {
     "tle.reshape": _reshape,
     "tle.transpose": _shape_op("tt.trans", lambda op: {
         "order": ir.DenseI32ArrayAttr.get(list(ir.DenseI32ArrayAttr(op.attributes["perm"])))}),
+    "tle.tile_gather": lambda L, op: L.bind(op, L.val("tt.gather", op.result.type, [L.v(x) for x in op.operands],
+                                                      {"axis": op.attributes["axis"]})),
     "tle.join": lambda L, op: L.bind(op, L.val("tt.join", op.result.type, [L.v(x) for x in op.operands])),
     "tle.split": lambda L, op: L.bind(op, *L.op("tt.split", [r.type for r in op.results],
                                                  [L.v(op.operands[0])]).results),

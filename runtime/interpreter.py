@@ -783,6 +783,22 @@ class CompiledKernel:
             env[lhs], env[rhs] = env[x][..., 0], env[x][..., 1]
         return step
 
+    def op_tle_tile_gather(self, op, span):
+        axis = _int_attr(op.attributes["axis"]) + 1  # behind the programs' axis
+        (x, idx), (out,) = self._io(op)
+        n = type_info(op.operands[0].type)[1][axis - 1]
+
+        def step(env):
+            src, i = env[x], env[idx]
+            bad = (i < 0) | (i >= n)
+            if bad.any():
+                _fail(env, span, bad, lambda w: f"gather() index {_at(i, w)} is out of range for an axis of {n}"
+                                                f"{_tile_pos(w)}", ["Triton's tl.gather leaves that undefined"])
+            shape = _broadcast(src.shape[:1], i.shape[:1]) + src.shape[1:]
+            ishape = shape[:1] + i.shape[1:]
+            env[out] = torch.gather(src.expand(shape), axis, i.to(torch.int64).expand(ishape))
+        return step
+
     def op_tle_transpose(self, op, span):
         perm = [0] + [p + 1 for p in ir.DenseI32ArrayAttr(op.attributes["perm"])]
         return self._apply(op, lambda x: x.permute(perm))

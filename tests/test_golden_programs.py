@@ -1552,6 +1552,39 @@ entry(file="tile_offsets_shared_with_mask.tle", kernel="scale", make=_scale_make
       tol={"y": chain(1)}, cases=[{"N": 1000}, {"N": 128}])
 
 
+# tile_gather.tle ----------------------------------------------------------------------------------------------------
+_NO_TILE_GATHER = r"gather\(\) from a tile has no Tile IR lowering"
+
+
+def _lut_make(c, k, g):
+    n = c["N"]
+    return {"codes": randint((n,), g, -128, 128, torch.int8), "table": randn((16,), g), "y": poison((n,))}
+
+
+entry(file="tile_gather.tle", kernel="lut", make=_lut_make, grid=lambda c, k: (cdiv(c["N"], 128),),
+      ref=lambda a, c, k: {"y": a["table"][(a["codes"].to(torch.int64) & 15)].double()},
+      tol={"y": EXACT}, cases=[{"N": 300}], tileir_blocker=_NO_TILE_GATHER,
+      note="codes past the last tile read pad 0, table[0], but are not stored")
+
+
+def _perm_make(c, k, g):
+    m, n = c["M"], c["N"]
+    p = torch.stack([torch.randperm(8, generator=g) for _ in range(m)])[:, :n] % max(n, 1)
+    return {"x": randn((m, n), g, torch.bfloat16), "p": p.to(torch.int64), "y": poison((m, n), torch.bfloat16)}
+
+
+def _perm_ref(a, c, k):
+    m, n = c["M"], c["N"]
+    x = torch.zeros(m, 8, dtype=torch.bfloat16)  # the tile: columns past N read 0
+    x[:, :n] = a["x"]
+    return {"y": torch.gather(x, 1, a["p"]).double()}
+
+
+entry(file="tile_gather.tle", kernel="permute_rows", make=_perm_make, grid=lambda c, k: (cdiv(c["M"], 4),),
+      ref=_perm_ref, tol={"y": EXACT}, cases=[{"M": 10, "N": 8}, {"M": 7, "N": 6}], tileir_blocker=_NO_TILE_GATHER,
+      note="N=6: the index tile's padded columns (0) gather column 0 and are not stored, nor are rows past M")
+
+
 # two_kernels.tle ----------------------------------------------------------------------------------------------------
 for _name, _value in (("first", 0.0), ("second", 1.0)):
     entry(file="two_kernels.tle", kernel=_name, make=lambda c, k, g: {"x": poison((c["N"],))},

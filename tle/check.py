@@ -1625,6 +1625,10 @@ class _KernelChecker:
         return idx, shape
 
     def b_gather(self, e):
+        first = e.args[0] if e.args else next((k.value for k in e.kwargs if k.name in ("tensor", "x")), None)
+        if first is not None and not (_is_slice(first) or isinstance(first, ast.Name) and isinstance(
+                self.scope.lookup(first.id), T.TensorParam)):
+            return self.tile_gather(e)
         a = self.args(e, ("tensor", "indices"), (), ("mask", "other"))
         t = self.tensor_arg(a["tensor"], "gather")
         mask = self.expr(a["mask"]) if "mask" in a else None
@@ -1635,6 +1639,37 @@ class _KernelChecker:
         ops = idx + ([self.coerce(mask, Tile("i1", shape))] if mask is not None else [])
         return T.Op(e.span, Tile(t.type.dtype, shape), "gather", ops, {"other": other, "masked": mask is not None},
                     tensor=t)
+
+    def tile_gather(self, e):
+        """gather(t, indices, axis=A) on a tile (Triton's tl.gather): result[..., j, ...] = t[..., indices[..., j,
+        ...], ...] along A. `indices` has t's rank and t's sizes on every other axis; its size along A is the
+        result's. A register shuffle on the native path; Tile IR has none (the legality check says so)."""
+        a = self.args(e, ("x", "indices"), (), ("axis",))
+        x = self.expr(a["x"])
+        if not isinstance(x.type, Tile):
+            raise TleError(a["x"].span, f"gather() reads a tensor parameter, a slice or a tile, got {x.type}")
+        idx = self.expr(a["indices"])
+        rank = len(x.type.shape)
+        if not isinstance(idx.type, Tile) or not is_int(idx.type.dtype) or idx.type.dtype == "i1" or \
+                len(idx.type.shape) != rank:
+            raise TleError(a["indices"].span, f"gather() from a tile of {rank} dim{'s' if rank != 1 else ''} takes "
+                                              f"an integer tile of {rank} dim{'s' if rank != 1 else ''} as indices, "
+                                              f"got {idx.type}")
+        if "axis" in a:
+            axis = self.axis(a["axis"], rank)
+        elif rank == 1:
+            axis = 0
+        else:
+            raise TleError(e.span, f"gather() from a tile of {rank} dims needs axis=", ["gather(t, i, axis=1)"])
+        for d, (n, m) in enumerate(zip(x.type.shape, idx.type.shape)):
+            if d != axis and n != m:
+                raise TleError(a["indices"].span, f"the indices of gather() along axis {axis} must have the tile's "
+                                                  f"size on every other axis: {list(idx.type.shape)} against "
+                                                  f"{list(x.type.shape)} (axis {d})")
+        if is_f8(x.type.dtype):
+            raise TleError(a["x"].span, f"gather() from a tile of {x.type.dtype}: bitcast<i8>(t) first")
+        idx = self.coerce(idx, Tile("i32", idx.type.shape)) if idx.type.dtype != "i32" else idx
+        return T.Op(e.span, Tile(x.type.dtype, idx.type.shape), "tile_gather", [x, idx], {"axis": axis})
 
     def _scatter_like(self, e, name, kind=None):
         """scatter and the atomics: (tensor, indices, [compare,] value, mask=). The typed op's operands are the

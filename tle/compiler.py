@@ -97,7 +97,7 @@ WIDE_DOT_ELEMENTS = 128 * 256
 ELEMENTWISE_VALUES_PER_THREAD = 32    # they never leave their thread (elementwise work, loads and stores)
 CROSS_THREAD_VALUES_PER_THREAD = 64   # an op of CROSS_THREAD_OPS moves them between threads (more warps, more steps)
 SCAN_VALUES_PER_THREAD = 128          # a scan: each thread runs through its own values in order before any crosses
-CROSS_THREAD_OPS = frozenset({"reduce", "reshape", "transpose", "join", "split"})
+CROSS_THREAD_OPS = frozenset({"reduce", "reshape", "transpose", "join", "split", "tile_gather"})
 MAX_DEFAULT_WARPS = 16
 # A kernel without loops that reduces a tile of 16385 to FULL_SM_TILE elements along its last axis (a row kernel:
 # softmax, LayerNorm, RMSNorm with the row in one tile), which the 64-a-thread budget puts on 16 warps, gets
