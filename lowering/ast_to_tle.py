@@ -7,6 +7,7 @@ them as iter_args / results (the checker lists them).
 """
 from __future__ import annotations
 
+import math
 import threading
 
 from ..abi import (LoopSplit, LoopTile, ManyPrograms, ManyWaves, ShortK, Spec, UnalignedRows, WideDim, WideTensor,
@@ -14,7 +15,8 @@ from ..abi import (LoopSplit, LoopTile, ManyPrograms, ManyWaves, ShortK, Spec, U
 from .. import typed as T
 from ..dialects.mlir import ir, isa, new_context
 from ..dialects.tle import constant_int, load_tle, registered, verify_tle
-from ..types import MAX_COMBINED, Scalar, Tile, is_f8, is_float
+from ..diagnostics import TleError
+from ..types import MAX_COMBINED, MAX_TILE_ELEMENTS, Scalar, Tile, is_f8, is_float
 
 MESH_AXES = ("x", "y", "z")
 
@@ -282,6 +284,11 @@ class _KernelBuilder:
 
     # ---- expressions ---------------------------------------------------------------------------------------
     def expr(self, e: T.Expr):
+        if isinstance(e.type, Tile) and math.prod(e.type.shape) > MAX_TILE_ELEMENTS:
+            # the checker sizes tiles it is told (load, zeros, arange, ...); broadcasting two of them can still
+            # multiply their sizes ([1024, 1] + [1, 2048])
+            raise TleError(e.span, f"a tile of {math.prod(e.type.shape)} elements ({list(e.type.shape)}) is too "
+                                   f"large (at most {MAX_TILE_ELEMENTS})")
         if isinstance(e, T.Const):
             return self.const(e.type.dtype, e.value, e.span)
         if isinstance(e, T.Read):

@@ -622,3 +622,28 @@ def test_underscore_parameters_take_arguments_they_do_not_bind():
     assert [s.expr.name for s in k.body if isinstance(s, T.Eval)] == ["atomic", "store"]  # the atomic still runs
     with pytest.raises(TleError, match="a `_` parameter takes its argument by position"):
         kernel(src.replace("twice(t, x)", "twice(t, _=x)"))
+
+
+@pytest.mark.parametrize("builtin", ["flip(t, axis=1)", "flip(t)"])
+def test_desugared_builtins_build_each_value_once(builtin):
+    """flip reads each step's tile twice (sum of the pair, minus the element): the step is bound once, so the IR
+    grows with log2(n), not 2^log2(n) (a [4096, 8] flip took 24 s to lower before)."""
+    from tle.compiler import compile_kernel
+    src = ("kernel k(x: tensor<f32>[M, N]) {\n    let t = load(x, tile=[64, 1024], at=[0, 0])\n"
+           f"    store(x, {builtin}, at=[0, 0])\n}}\n")
+    tle_ir = compile_kernel(load_program(src, "k.tle"), "k", {}, stop="tle").stages["tle"]
+    steps = 10 + (6 if builtin == "flip(t)" else 0)  # log2(1024), and log2(64) for axis 0
+    assert tle_ir.count('"tle.reduce"') == steps
+    assert tle_ir.count("arith.bitcast") == 2
+
+
+def test_a_broadcast_past_the_tile_limit_is_a_located_error():
+    """Broadcasting two tiles the checker sized can multiply them past 2^20 elements ([1024, 1] + [1, 2048]); the
+    lowering to the tle dialect says so at the expression rather than failing in MLIR."""
+    from tle.compiler import compile_kernel
+    src = ("kernel k(x: tensor<i32>[N, M]) {\n"
+           "    let a = reshape(arange(1024), [1024, 1]) + reshape(arange(2048), [1, 2048])\n"
+           "    store(x, a, at=[0, 0])\n}\n")
+    with pytest.raises(TleError) as info:
+        compile_kernel(load_program(src, "big.tle"), "k", {}, stop="tle")
+    assert str(info.value).startswith("big.tle:2:13: error: a tile of 2097152 elements ([1024, 2048]) is too large")

@@ -25,12 +25,11 @@ from . import philox
 from . import typed as T
 from .diagnostics import Note, Span, TleError
 from .parser import parse
-from .types import (BITS, DTYPES, FLOATS, MAX_COMBINED, Scalar, Tensor, Tile, broadcast_shapes, canonical, is_f8,
-                    is_float, is_int, promote, round_f8, wrap)
+from .types import (BITS, DTYPES, FLOATS, MAX_COMBINED, MAX_TILE_ELEMENTS, Scalar, Tensor, Tile, broadcast_shapes,
+                    canonical, is_f8, is_float, is_int, promote, round_f8, wrap)
 
 CONST_KINDS = ("int", "float", "bool", "dtype")
 BUILTIN_CONSTS = {"inf": math.inf, "nan": math.nan, "pi": math.pi}
-MAX_TILE_ELEMENTS = 1 << 20
 # histogram(): Triton's tt.histogram sums its warps' counts in shared memory (4 bytes a bin), and each thread counts
 # B / 32 bins for every 32 values, so its code grows with B. sm_90, a 1024-value tile on 4 warps: 4096 bins compiled
 # in 2 s, 16384 in 6 s (64 KB of shared memory, which sm_80 and sm_86 have too), 65536 in 58 s, and 256 KB of shared
@@ -2165,7 +2164,7 @@ class _KernelChecker:
 
     def b_isnan(self, e):
         """isnan(x): x != x (true only for NaN; false for every integer)."""
-        x = self.tile_or_scalar_number(e, "isnan")
+        x = self.temp("isnan", self.tile_or_scalar_number(e, "isnan"), e.span)  # read twice: computed once
         return self.binary("!=", x, x, e.span)
 
     def b_isinf(self, e):
@@ -2213,6 +2212,8 @@ class _KernelChecker:
         n = end - start
         if n <= 0 or n & (n - 1):
             raise TleError(e.span, f"arange() must give a power-of-two number of elements, got {n}")
+        if n > MAX_TILE_ELEMENTS:
+            raise TleError(e.span, f"arange() of {n} elements is too large (at most {MAX_TILE_ELEMENTS})")
         return T.Op(e.span, Tile("i32", (n,)), "arange", [], {"start": start, "end": end})
 
     def b_reshape(self, e):
@@ -2311,7 +2312,7 @@ class _KernelChecker:
             if steps == 0:
                 continue
             pairs = shape[:axis] + (2,) * steps + shape[axis + 1:]
-            y = T.Op(span, Tile(bits, pairs), "reshape", [y])
+            y = self.temp("flip", T.Op(span, Tile(bits, pairs), "reshape", [y]), span)  # each step reads it twice
             for k in range(axis, axis + steps):
                 wide = self.accumulation_input(y, "sum")  # i8 and i16 sum in i32: cast back, which wraps
                 kept = pairs[:k] + (1,) + pairs[k + 1:]
@@ -2320,7 +2321,7 @@ class _KernelChecker:
                 total = T.Op(span, Tile(wide.type.dtype, kept), "reshape", [total])
                 if wide.type.dtype != bits:
                     total = T.Op(span, Tile(bits, kept), "cast", [total])
-                y = self.binary("-", total, y, span)
+                y = self.temp("flip", self.binary("-", total, y, span), span)
             y = T.Op(span, Tile(bits, shape), "reshape", [y])
         if d == "i1":
             return self.binary("!=", y, T.Const(span, Scalar(bits), 0, True), span)

@@ -137,3 +137,5 @@ def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] 
 # scan() and reduce() with a combine fn take at most this many tiles: the dialect gives each an operand group of its
 # own (dialects/tle.py, tle.combine_scan), so that they may differ in element type.
 MAX_COMBINED = 8
+# The most elements a tile may have (Triton's own limit, TRITON_MAX_TENSOR_NUMEL).
+MAX_TILE_ELEMENTS = 1 << 20
