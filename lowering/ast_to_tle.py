@@ -19,6 +19,7 @@ from ..diagnostics import TleError
 from ..types import MAX_COMBINED, MAX_TILE_ELEMENTS, Scalar, Tile, is_f8, is_float
 
 MESH_AXES = ("x", "y", "z")
+_UNBUILT = object()
 
 _FLOAT_TYPES = {"f16": ir.F16Type, "bf16": ir.BF16Type, "f32": ir.F32Type, "f64": ir.F64Type,
                 "f8e4m3": ir.Float8E4M3FNType, "f8e5m2": ir.Float8E5M2Type}
@@ -119,6 +120,7 @@ class _KernelBuilder:
         self.dims: dict[str, object] = {}
         self.views: dict[str, object] = {}
         self.ip = None
+        self.built = {}  # id(T.Op) -> its value, within the statement being lowered (expr)
         self.shared_ops: list = []  # (key, insertion point, op): the ops once_per_block built
         self.combine_funcs = 0  # the private funcs built so far (their names' numbers)
 
@@ -210,6 +212,7 @@ class _KernelBuilder:
     # ---- statements ----------------------------------------------------------------------------------------
     def stmts(self, body):
         for s in body:
+            self.built = {}  # a subtree the checker shares within a statement is one value (see expr)
             getattr(self, "s_" + type(s).__name__)(s)
 
     def s_Bind(self, s: T.Bind):
@@ -284,6 +287,17 @@ class _KernelBuilder:
 
     # ---- expressions ---------------------------------------------------------------------------------------
     def expr(self, e: T.Expr):
+        """The value of e. An Op met again in the same statement (a subtree the checker put in two places, such as
+        isnan's x != x) is the value built the first time: built twice it would run twice, and a chain of such
+        subtrees would double the IR at every link."""
+        if isinstance(e, T.Op):
+            v = self.built.get(id(e), _UNBUILT)
+            if v is _UNBUILT:
+                v = self.built[id(e)] = self._expr(e)
+            return v
+        return self._expr(e)
+
+    def _expr(self, e: T.Expr):
         if isinstance(e.type, Tile) and math.prod(e.type.shape) > MAX_TILE_ELEMENTS:
             # the checker sizes tiles it is told (load, zeros, arange, ...); broadcasting two of them can still
             # multiply their sizes ([1024, 1] + [1, 2048])
@@ -591,11 +605,11 @@ class _KernelBuilder:
                 "function_type": ir.TypeAttr.get(ftype)}, regions=1)
         self.module.body.append(func)
         block = func.regions[0].blocks.append(*types)
-        saved_ip, saved_env = self.ip, self.env
+        saved_ip, saved_env, saved_built = self.ip, self.env, self.built
         self.ip, self.env = ir.InsertionPoint(block), dict(zip(comb.params, block.arguments))
         self.stmts(comb.body)
         self.op("func.return", [], [self.expr(r) for r in comb.results], None, comb.span)
-        self.ip, self.env = saved_ip, saved_env
+        self.ip, self.env, self.built = saved_ip, saved_env, saved_built
         return name
 
     def x_assert(self, e):

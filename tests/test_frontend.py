@@ -647,3 +647,12 @@ def test_a_broadcast_past_the_tile_limit_is_a_located_error():
     with pytest.raises(TleError) as info:
         compile_kernel(load_program(src, "big.tle"), "k", {}, stop="tle")
     assert str(info.value).startswith("big.tle:2:13: error: a tile of 2097152 elements ([1024, 2048]) is too large")
+
+
+def test_a_subtree_used_twice_in_a_statement_is_built_once():
+    """cdiv(a, b) is (a + b - 1) / b: b appears twice in the checked tree. Lowered, a load there reads once."""
+    from tle.compiler import compile_kernel
+    src = ("kernel k(s: tensor<i32>[4], y: tensor<i32>[N]) {\n"
+           "    store(y, full<i32>[1](cdiv(N, load(s, at=0))), at=0)\n}\n")
+    tle_ir = compile_kernel(load_program(src, "k.tle"), "k", {}, stop="tle").stages["tle"]
+    assert tle_ir.count('"tle.load"') == 1
