@@ -19,7 +19,6 @@ from ..diagnostics import TleError
 from ..types import MAX_COMBINED, MAX_TILE_ELEMENTS, Scalar, Tile, is_f8, is_float
 
 MESH_AXES = ("x", "y", "z")
-_UNBUILT = object()
 
 _FLOAT_TYPES = {"f16": ir.F16Type, "bf16": ir.BF16Type, "f32": ir.F32Type, "f64": ir.F64Type,
                 "f8e4m3": ir.Float8E4M3FNType, "f8e5m2": ir.Float8E5M2Type}
@@ -120,7 +119,7 @@ class _KernelBuilder:
         self.dims: dict[str, object] = {}
         self.views: dict[str, object] = {}
         self.ip = None
-        self.built = {}  # id(T.Op) -> its value, within the statement being lowered (expr)
+        self.built = {}  # id(T.Op) -> (the Op, its value), within the statement being lowered (expr)
         self.shared_ops: list = []  # (key, insertion point, op): the ops once_per_block built
         self.combine_funcs = 0  # the private funcs built so far (their names' numbers)
 
@@ -291,10 +290,10 @@ class _KernelBuilder:
         isnan's x != x) is the value built the first time: built twice it would run twice, and a chain of such
         subtrees would double the IR at every link."""
         if isinstance(e, T.Op):
-            v = self.built.get(id(e), _UNBUILT)
-            if v is _UNBUILT:
-                v = self.built[id(e)] = self._expr(e)
-            return v
+            hit = self.built.get(id(e))
+            if hit is None or hit[0] is not e:  # the entry holds its Op, so no other Op can take its id meanwhile
+                hit = self.built[id(e)] = (e, self._expr(e))  # (x_cast makes Ops of its own as it goes)
+            return hit[1]
         return self._expr(e)
 
     def _expr(self, e: T.Expr):

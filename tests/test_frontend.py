@@ -656,3 +656,15 @@ def test_a_subtree_used_twice_in_a_statement_is_built_once():
            "    store(y, full<i32>[1](cdiv(N, load(s, at=0))), at=0)\n}\n")
     tle_ir = compile_kernel(load_program(src, "k.tle"), "k", {}, stop="tle").stages["tle"]
     assert tle_ir.count('"tle.load"') == 1
+
+
+def test_lowering_is_the_same_every_time():
+    """ast_to_tle keeps each Op it built in a statement, by id; lowering makes short-lived Ops of its own (an 8-bit
+    float cast goes through f32), and a freed one's id, taken by a new Op, once fetched the old Op's value: the IR of
+    tests/filecheck/f8_casts.tle then changed from one compile to the next (49 of 60 on the CPU machine)."""
+    from tle.compiler import compile_kernel
+    path = Path(__file__).resolve().parent / "filecheck" / "f8_casts.tle"
+    program = load_program(path.read_text(), str(path))
+    for name in program.kernel_names():
+        texts = {compile_kernel(program, name, {}, stop="tle").stages["tle"] for _ in range(25)}
+        assert len(texts) == 1, name
