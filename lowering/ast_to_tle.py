@@ -26,6 +26,7 @@ _FLOAT_TYPES = {"f16": ir.F16Type, "bf16": ir.BF16Type, "f32": ir.F32Type, "f64"
 _ARITH = {  # typed op name -> (float op, signed int op)
     "add": ("arith.addf", "arith.addi"), "sub": ("arith.subf", "arith.subi"), "mul": ("arith.mulf", "arith.muli"),
     "div": ("arith.divf", "arith.divsi"), "rem": ("arith.remf", "arith.remsi"), "pow": ("math.powf", None),
+    "atan2": ("math.atan2", None),
     "and": (None, "arith.andi"), "or": (None, "arith.ori"), "xor": (None, "arith.xori"),
     "shl": (None, "arith.shli"), "shr": (None, "arith.shrsi"),
     "min": ("arith.minimumf", "arith.minsi"), "max": ("arith.maximumf", "arith.maxsi"),
@@ -36,7 +37,8 @@ _CMP = {  # typed op name -> (cmpf predicate, cmpi predicate), MLIR's enum numbe
 _MATH = {"exp": "math.exp", "exp2": "math.exp2", "log": "math.log", "log2": "math.log2", "sqrt": "math.sqrt",
          "rsqrt": "math.rsqrt", "sin": "math.sin", "cos": "math.cos", "tanh": "math.tanh", "erf": "math.erf",
          "floor": "math.floor", "ceil": "math.ceil", "round": "math.roundeven",
-         "trunc": "math.trunc", "log1p": "math.log1p", "expm1": "math.expm1"}
+         "trunc": "math.trunc", "tan": "math.tan", "sinh": "math.sinh", "cosh": "math.cosh", "asin": "math.asin",
+         "acos": "math.acos", "atan": "math.atan", "log1p": "math.log1p", "expm1": "math.expm1"}
 _TLE_SHAPE_OPS = ("splat", "broadcast", "reshape", "expand_dims", "transpose")
 
 

@@ -547,7 +547,7 @@ def _op_reason(op: "ir.Operation", arch: str) -> str | None:
     if name == "tle.tile_gather":
         return ("gather() from a tile has no Tile IR lowering: Tile IR moves values between a tile's elements only "
                 "by reshape, permute and reductions, not by an index (the native path's tt.gather does)")
-    if name in ("math.log1p", "math.expm1"):
+    if name in ("math.log1p", "math.expm1", "math.asin", "math.acos"):
         fn = name[len("math."):]
         return (f"{fn}() has no Tile IR lowering: Tile IR has no {fn}, and libdevice's is not reproduced (the native "
                 f"path calls it)")

@@ -1279,6 +1279,11 @@ class _Kernel:
     def op_math_fma(self, op):
         self.set(op.result, ct.fma(*(self.get(v) for v in op.operands)))
 
+    def op_math_atan(self, op):
+        """Tile IR has atan2 but no atan: atan(x) = atan2(x, 1)."""
+        x = self.get(op.operands[0])
+        self.set(op.result, ct.atan2(x, self.const(1.0, self.shape(x), self.elem(x))))
+
     def op_math_trunc(self, op):
         """Tile IR has no trunc: ceil below zero, floor elsewhere (both exact; -0.5 gives ceil's -0.0)."""
         x = self.get(op.operands[0])

@@ -1131,4 +1131,5 @@ _RULES = {
     "math.roundeven": _libdevice("rint"),  # cvt.rni: half to even (libdevice's round is half away from zero)
     "math.trunc": _libdevice("trunc"),
     "math.powf": _libdevice("pow"),
+    **{f"math.{fn}": _libdevice(fn) for fn in ("tan", "sinh", "cosh", "asin", "acos", "atan", "atan2")},
 }

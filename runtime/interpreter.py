@@ -292,7 +292,7 @@ _FLOAT_BINARY = {
     "arith.remf": torch.fmod,  # C fmod: the sign of the dividend, like MLIR's remf
     "arith.maximumf": _maximum, "arith.minimumf": _minimum,  # NaN-propagating
     "arith.maxnumf": torch.fmax, "arith.minnumf": torch.fmin,  # NaN-ignoring
-    "math.powf": torch.pow,
+    "math.powf": torch.pow, "math.atan2": torch.atan2,
 }
 _FLOAT_UNARY = {
     "arith.negf": torch.neg, "math.exp": torch.exp, "math.exp2": torch.exp2, "math.log": torch.log,
@@ -301,6 +301,8 @@ _FLOAT_UNARY = {
     "math.log1p": torch.log1p, "math.expm1": torch.expm1,
     "math.floor": torch.floor, "math.ceil": torch.ceil,
     "math.roundeven": torch.round, "math.trunc": torch.trunc,  # torch.round: half to even
+    "math.tan": torch.tan, "math.sinh": torch.sinh, "math.cosh": torch.cosh, "math.asin": torch.asin,
+    "math.acos": torch.acos, "math.atan": torch.atan,
 }
 _INT_BINARY = {  # torch integer arithmetic wraps (two's complement), like arith without overflow flags
     "arith.addi": torch.add, "arith.subi": torch.sub, "arith.muli": torch.mul, "arith.andi": torch.bitwise_and,

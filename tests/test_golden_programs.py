@@ -1585,6 +1585,44 @@ entry(file="tile_gather.tle", kernel="permute_rows", make=_perm_make, grid=lambd
       note="N=6: the index tile's padded columns (0) gather column 0 and are not stored, nor are rows past M")
 
 
+# trig.tle -----------------------------------------------------------------------------------------------------------
+_TRIG_DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def _trig_make(c, k, g):
+    dt, n = _TRIG_DT[k.get("T", "f32")], c["N"]
+    return {"x": uniform((n,), g, -1.4, 1.4, dt), "y": uniform((n,), g, -3.0, 3.0, dt), "a": poison((n,), dt),
+            "h": poison((n,), dt)}
+
+
+def _trig_ref(a, c, k):
+    dt = a["x"].dtype
+
+    def r(v):  # each op rounded to the element type, as on every path (docs/numerics.md)
+        return v.to(dt).double()
+    t, u = a["x"].double(), a["y"].double()
+    return {"a": r(r(r(torch.atan2(u, t)) + r(torch.atan(t))) + r(torch.tan(t))),
+            "h": r(r(torch.sinh(t)) + r(torch.cosh(u)))}
+
+
+entry(file="trig.tle", kernel="trig", make=_trig_make, grid=lambda c, k: (cdiv(c["N"], 64),), ref=_trig_ref,
+      tol={"a": chain(8), "h": chain(6)}, cases=[{"N": 150}],
+      note="x in [-1.4, 1.4] keeps tan away from its poles; y in [-3, 3]. Three functions of a few ulps each "
+           "(libdevice: tanf 4, atan2f 3; Tile IR's not measured yet) and two adds: chain(8)")
+
+
+def _arc_make(c, k, g):
+    x = uniform((c["N"],), g, -1.0, 1.0)
+    x[:3] = torch.tensor([1.0, -1.0, 0.0])
+    return {"x": x, "y": poison((c["N"],))}
+
+
+entry(file="trig.tle", kernel="arc", make=_arc_make, grid=lambda c, k: (cdiv(c["N"], 64),),
+      ref=lambda a, c, k: {"y": torch.asin(a["x"].double()) + torch.acos(a["x"].double())},
+      tol={"y": chain(6)}, cases=[{"N": 100}], tileir_blocker=r"asin\(\) has no Tile IR lowering",
+      note="asin(x) + acos(x) = pi/2 for every x in [-1, 1], the ends included")
+
+
 # two_kernels.tle ----------------------------------------------------------------------------------------------------
 for _name, _value in (("first", 0.0), ("second", 1.0)):
     entry(file="two_kernels.tle", kernel=_name, make=lambda c, k, g: {"x": poison((c["N"],))},

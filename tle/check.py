@@ -2117,12 +2117,33 @@ class _KernelChecker:
                  "sqrt": math.sqrt, "rsqrt": lambda v: 1 / math.sqrt(v), "sin": math.sin, "cos": math.cos,
                  "tanh": math.tanh, "sigmoid": lambda v: 1 / (1 + math.exp(-v)), "erf": math.erf,
                  "floor": _integral(math.floor), "ceil": _integral(math.ceil), "round": _integral(round),
-                 "trunc": _integral(math.trunc), "log1p": math.log1p, "expm1": math.expm1}[name]
+                 "trunc": _integral(math.trunc), "log1p": math.log1p, "expm1": math.expm1, "tan": math.tan,
+                 "sinh": math.sinh, "cosh": math.cosh, "asin": math.asin, "acos": math.acos, "atan": math.atan}[name]
             try:
                 return T.Const(e.span, x.type, float(f(x.value)), x.weak)
             except (ValueError, ZeroDivisionError, OverflowError):
                 raise TleError(e.span, f"{name}({x.value}) is undefined") from None
         return T.Op(e.span, x.type, name, [x])
+
+    def b_atan2(self, e):
+        """atan2(y, x): the angle of the point (x, y), in [-pi, pi], quadrant by the signs of both (C's atan2).
+        Floats, promoted and broadcast as for y / x; integer literals become f32."""
+        a = self.args(e, ("y", "x"))
+        y, x = self.expr(a["y"]), self.expr(a["x"])
+        for v, src in ((y, a["y"]), (x, a["x"])):
+            self.require_arithmetic(v, src.span, "atan2()")
+            if not is_float(v.type.dtype) and not (isinstance(v, T.Const) and v.weak):
+                raise TleError(src.span, f"atan2() needs float operands, got {v.type}",
+                               ["convert it: atan2(cast<f32>(y), cast<f32>(x))"])
+        dtype = self.common_dtype(y, x)
+        dtype = dtype if is_float(dtype) else "f32"
+        if isinstance(y, T.Const) and isinstance(x, T.Const):
+            return T.Const(e.span, Scalar(dtype), math.atan2(float(y.value), float(x.value)), y.weak and x.weak)
+        shape = broadcast_shapes(_shape(y), _shape(x))
+        if shape is None:
+            raise TleError(e.span, f"atan2() operands do not broadcast: {list(_shape(y))}, {list(_shape(x))}")
+        ty = Tile(dtype, shape) if shape else Scalar(dtype)
+        return T.Op(e.span, ty, "atan2", [self.coerce(y, ty), self.coerce(x, ty)])
 
     def b_print(self, e):
         """print("message", v1, ...): shows each program's values when it runs (the interpreter, and both GPU paths
@@ -2495,7 +2516,7 @@ BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "rem", "**": 
               "<=": "le", ">": "gt", ">=": "ge", "max": "max", "min": "min"}
 
 UNARY_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "abs",
-              "floor", "ceil", "round", "trunc", "log1p", "expm1")
+              "floor", "ceil", "round", "trunc", "log1p", "expm1", "tan", "sinh", "cosh", "asin", "acos", "atan")
 
 _BUILTIN_KINDS = {"scan": "cumsum(x, axis=1), cumprod, cummax, cummin", "reduce": "sum(x, axis=1), max, min"}
 # What a combine fn may compute with: elementwise arithmetic on its scalars.

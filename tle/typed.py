@@ -100,10 +100,11 @@ class Op(Expr):
 
 
 # Elementwise ops map one-to-one onto upstream arith/math; the rest onto tle ops.
-ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "rem", "pow", "and", "or", "xor", "shl", "shr", "min", "max",
+ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "rem", "pow", "atan2", "and", "or", "xor", "shl", "shr", "min", "max",
                       "eq", "ne", "lt", "le", "gt", "ge")
 ELEMENTWISE_UNARY = ("neg", "not", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
-                     "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "log1p", "expm1")
+                     "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "log1p", "expm1", "tan",
+                     "sinh", "cosh", "asin", "acos", "atan")
 OTHER_OPS = ("where", "cast", "bitcast", "splat", "broadcast", "expand_dims", "reshape", "transpose", "join", "split",
              "arange",
              "program_id", "num_programs", "load", "store", "gather", "scatter", "atomic", "dot", "reduce", "scan",
