@@ -1539,8 +1539,26 @@ class _Kernel:
         self.combined(op, lambda xs, ids, fn: ct.scan(xs, axis, ids, fn, reverse=reverse))
 
     def op_tle_combine_reduce(self, op):
+        """A combine fn need not be commutative (a linear recurrence's is not), and Tile IR's reduce combines in no
+        defined order (wrong results on the H200 for the recurrence, tests/gpu/test_scans_gpu.py). So: the scan,
+        which keeps the order, then each result's last element along the axis (last_along)."""
         axis = ir.IntegerAttr(op.attributes["axis"]).value
-        self.combined(op, lambda xs, ids, fn: ct.reduce(xs, axis, ids, fn))
+        self.combined(op, lambda xs, ids, fn: [self.last_along(r, axis) for r in ct.scan(xs, axis, ids, fn)])
+
+    def last_along(self, x, axis: int):
+        """x's last element along `axis` (that axis dropped): a reduce in which every other element is a value
+        that changes nothing, -0.0 for floats (x + -0.0 is x, -0.0 included), 0 for integers, false for bools."""
+        shape, elem = self.shape(x), self.elem(x)
+        n = shape[axis]
+        index = ct.broadcast(ct.reshape(ct.iota(n, "i32"), tuple(n if d == axis else 1 for d in range(len(shape)))),
+                             shape)
+        last = ct.cmpi("equal", index, self.const(n - 1, shape, "i32"))
+        flt = elem not in INT_ELEMS and elem != "i1"
+        zero = -0.0 if flt else 0
+        kept = ct.select(last, x, self.const(zero, shape, elem))
+        fn = ct.ori if elem == "i1" else ct.addf if flt else ct.addi
+        (r,) = ct.reduce([kept], axis, [zero], lambda a, b: [fn(a, b)])
+        return r
 
     def combined(self, op, build):
         """combine_scan / combine_reduce: Tile IR's scan / reduce over all operands with the combine func's body

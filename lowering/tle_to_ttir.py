@@ -787,6 +787,32 @@ def _combined(tt_name: str, attrs):
     return rule
 
 
+def _combine_reduce(L: _Lowering, op):
+    """tle.combine_reduce. A combine fn need not be commutative (a linear recurrence's is not), and tt.reduce
+    combines lanes in no defined order (wrong results on the H200 for the recurrence, tests/gpu/test_scans_gpu.py),
+    while tt.scan keeps it: so the scan, then each result's last element along the axis, picked by a reduce in which
+    every other element changes nothing (-0.0 for floats, which leaves even -0.0 as it is; 0 for integers; false
+    for bools)."""
+    axis = _attr_int(op, "axis")
+    xs = [L.v(x) for x in op.operands]
+    elems = [_elem(x.type) for x in xs]
+    scan = L.op("tt.scan", [x.type for x in xs], xs, {"axis": _i32_attr(axis), "reverse": ir.BoolAttr.get(False)},
+                regions=1)
+    _combine_region(L, scan, elems + elems, lambda a: _inline_combine(L, op, a), "tt.scan.return")
+    shape = _shape(xs[0])
+    index = L.along(L.arange(shape[axis]), axis, shape)
+    last = L.cmpi(_EQ, index, L.const(index.type, shape[axis] - 1))
+    picked = []
+    for r, res, e in zip(scan.results, op.results, elems):
+        flt, boolean = _is_float(e), str(e) == "i1"
+        kept = L.select(last, r, L.const(r.type, -0.0 if flt else 0))
+        name = "arith.ori" if boolean else "arith.addf" if flt else "arith.addi"
+        red = L.op("tt.reduce", [_ttir_type(res.type)], [kept], {"axis": _i32_attr(axis)}, regions=1)
+        _combine_region(L, red, [e, e], lambda a, name=name: [L.binop(name, a[0], a[1])], "tt.reduce.return")
+        picked.append(red.result)
+    L.bind(op, *picked)
+
+
 def _reduce(L: _Lowering, op):
     if op.result in L.values:  # lowered with its max/argmax partner
         return
@@ -1102,7 +1128,7 @@ _RULES = {
     "tle.print": _print,
     "tle.assert": _assert,
     "tle.combine_scan": _combined("tt.scan", _scan_attrs),
-    "tle.combine_reduce": _combined("tt.reduce", lambda op: {"axis": _i32_attr(_attr_int(op, "axis"))}),
+    "tle.combine_reduce": _combine_reduce,
     "tle.histogram": _histogram,
     "tle.splat": _shape_op("tt.splat"),
     "tle.broadcast": _shape_op("tt.broadcast"),
