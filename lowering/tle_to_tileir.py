@@ -60,9 +60,10 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
   larger (smaller) value, then NaN, then the lower index: commutative, so Tile IR's unspecified order gives the
   first index of the extreme; a max and an argmax of the same tile and axis are one such reduce, carrying the max
   as its value (extreme_partner). tle.scan -> `scan` (sum, prod, max, min; `reverse` is scan's own flag).
-  tle.combine_scan / combine_reduce -> `scan` / `reduce` with the combine func's body lowered into the region
-  (Tile IR interleaves the region's arguments per operand) and the op's identities; without identities the
-  legality check keeps the kernel off this path.
+  tle.combine_scan -> `scan` with the combine func's body lowered into the region (Tile IR interleaves the
+  region's arguments per operand) and the op's identities; without identities the legality check keeps the
+  kernel off this path. tle.combine_reduce -> that `scan`, then each result's last element (`reduce` combines
+  in no defined order, and the fn need not be commutative).
 - scf.for -> `for`, scf.if -> `if`, with results and carried values; tle.num_stages / tle.unroll are dropped
   (tileiras pipelines on its own), and so is tle.nonempty (the native path's reason for it, ptxas serialising
   wgmmas, was not seen here: x @ w^T with 128x256 tiles ran at 0.90-0.96x of cuBLAS on this path, against

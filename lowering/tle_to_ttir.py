@@ -33,9 +33,10 @@ Lowering choices (the semantics are the ones dialects/tle.py states):
   (value, index) whose combine prefers the larger (smaller) value, then NaN, then the lower index. A max and an
   argmax of the same tile and axis are one such reduce, whose carried value is the max (extreme_partner).
 - scan: tt.scan (sum, prod, max, min), reversed by Triton's own `reverse` (flip-scan-flip: its LLIR reverses the
-  lanes, then scans forwards). combine_scan / combine_reduce: tt.scan / tt.reduce over all operands with the
-  combine func's body inlined into the region (Triton's region and the func both take the earlier element's values
-  first); the private funcs themselves are not lowered.
+  lanes, then scans forwards). combine_scan: tt.scan over all operands with the combine func's body inlined into
+  the region (Triton's region and the func both take the earlier element's values first); combine_reduce: that
+  tt.scan, then each result's last element (tt.reduce combines lanes in no defined order, and the fn need not be
+  commutative); the private funcs themselves are not lowered.
 - f32 division is Triton's own `/` (arith.divf: div.full.f32, within 2 ulp; docs/numerics.md), so a tile divided
   by one value per row costs one reciprocal, not a correctly rounded division per element. f16/bf16 division
   (arith.divf of them does not compile) and sqrt are IEEE: tt.precise_divf / tt.precise_sqrt, f16/bf16 through
