@@ -1554,7 +1554,7 @@ class _Kernel:
         index = ct.broadcast(ct.reshape(ct.iota(n, "i32"), tuple(n if d == axis else 1 for d in range(len(shape)))),
                              shape)
         last = ct.cmpi("equal", index, self.const(n - 1, shape, "i32"))
-        flt = elem not in INT_ELEMS and elem != "i1"
+        flt = elem not in INT_ELEMS
         zero = -0.0 if flt else 0
         kept = ct.select(last, x, self.const(zero, shape, elem))
         fn = ct.ori if elem == "i1" else ct.addf if flt else ct.addi
@@ -1841,9 +1841,7 @@ class _Kernel:
         elif kind == "add":
             old, out = ct.atomic_rmw_tko(ptrs, value, "addf" if flt else "add", mask, token,
                                          ordering=self.atomic_ordering)
-        elif kind in ("and", "or", "xor", "xchg"):
-            old, out = ct.atomic_rmw_tko(ptrs, value, kind, mask, token, ordering=self.atomic_ordering)
-        elif kind in ("max", "min") and not flt:
+        elif kind in ("and", "or", "xor", "xchg") or (kind in ("max", "min") and not flt):
             old, out = ct.atomic_rmw_tko(ptrs, value, kind, mask, token, ordering=self.atomic_ordering)
         elif kind in ("max", "min") and elem in ("f32", "f64"):
             old, out = self.float_atomic_extreme(ptrs, value, kind, mask, token)

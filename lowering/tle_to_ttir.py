@@ -777,15 +777,18 @@ def _scan_attrs(op) -> dict:
     return {"axis": _i32_attr(_attr_int(op, "axis")), "reverse": ir.BoolAttr.get("reverse" in op.attributes)}
 
 
-def _combined(tt_name: str, attrs):
-    """tle.combine_scan / combine_reduce -> tt.scan / tt.reduce over all operands, the combine func inlined."""
-    def rule(L: _Lowering, op):
-        xs = [L.v(x) for x in op.operands]
-        elems = [_elem(x.type) for x in xs]
-        new = L.op(tt_name, [_ttir_type(r.type) for r in op.results], xs, attrs(op), regions=1)
-        _combine_region(L, new, elems + elems, lambda a: _inline_combine(L, op, a), tt_name + ".return")
-        L.bind(op, *new.results)
-    return rule
+def _combined_scan(L: _Lowering, op):
+    """tt.scan over a combine_scan's / combine_reduce's operands (a combine_reduce is never reversed), the combine
+    func inlined into its region."""
+    xs = [L.v(x) for x in op.operands]
+    elems = [_elem(x.type) for x in xs]
+    scan = L.op("tt.scan", [x.type for x in xs], xs, _scan_attrs(op), regions=1)
+    _combine_region(L, scan, elems + elems, lambda a: _inline_combine(L, op, a), "tt.scan.return")
+    return scan
+
+
+def _combine_scan(L: _Lowering, op):
+    L.bind(op, *_combined_scan(L, op).results)
 
 
 def _combine_reduce(L: _Lowering, op):
@@ -795,16 +798,13 @@ def _combine_reduce(L: _Lowering, op):
     every other element changes nothing (-0.0 for floats, which leaves even -0.0 as it is; 0 for integers; false
     for bools)."""
     axis = _attr_int(op, "axis")
-    xs = [L.v(x) for x in op.operands]
-    elems = [_elem(x.type) for x in xs]
-    scan = L.op("tt.scan", [x.type for x in xs], xs, {"axis": _i32_attr(axis), "reverse": ir.BoolAttr.get(False)},
-                regions=1)
-    _combine_region(L, scan, elems + elems, lambda a: _inline_combine(L, op, a), "tt.scan.return")
-    shape = _shape(xs[0])
+    scan = _combined_scan(L, op)
+    shape = _shape(scan.results[0])
     index = L.along(L.arange(shape[axis]), axis, shape)
     last = L.cmpi(_EQ, index, L.const(index.type, shape[axis] - 1))
     picked = []
-    for r, res, e in zip(scan.results, op.results, elems):
+    for r, res in zip(scan.results, op.results):
+        e = _elem(r.type)
         flt, boolean = _is_float(e), str(e) == "i1"
         kept = L.select(last, r, L.const(r.type, -0.0 if flt else 0))
         name = "arith.ori" if boolean else "arith.addf" if flt else "arith.addi"
@@ -1128,7 +1128,7 @@ _RULES = {
     "tle.scan": _scan,
     "tle.print": _print,
     "tle.assert": _assert,
-    "tle.combine_scan": _combined("tt.scan", _scan_attrs),
+    "tle.combine_scan": _combine_scan,
     "tle.combine_reduce": _combine_reduce,
     "tle.histogram": _histogram,
     "tle.splat": _shape_op("tt.splat"),

@@ -1501,13 +1501,11 @@ def _atomic(storage: torch.Tensor, flat: torch.Tensor, value: torch.Tensor, kind
     order-dependent rounding of the GPU is not reproduced)."""
     if flat.numel() == 0:
         return value[:0]
+    order, a, first = _by_element(flat)
     if kind in ("xchg", "cas"):
-        return _atomic_in_rounds(storage, flat, value, compare)
+        return _atomic_in_rounds(storage, flat, value, compare, order, a, first)
     combine = _ATOMIC_COMBINE[kind]
-    order = torch.argsort(flat, stable=True)
-    a, v = flat[order], value[order]
-    first = torch.ones_like(a, dtype=torch.bool)
-    first[1:] = a[1:] != a[:-1]
+    v = value[order]
     if bool(first.all()):  # every lane its own element
         old = storage[flat]
         storage[flat] = _in_f32(combine, elem)(old, value)
@@ -1540,15 +1538,22 @@ def _atomic(storage: torch.Tensor, flat: torch.Tensor, value: torch.Tensor, kind
     return old
 
 
-def _atomic_in_rounds(storage: torch.Tensor, flat: torch.Tensor, value: torch.Tensor,
-                      compare: torch.Tensor | None) -> torch.Tensor:
-    """Exchange (compare None) or compare-and-swap, lane by lane in order. An exchange's lane sees the value of
-    the element's previous lane (the first sees memory) and the last one's value stays. Compare-and-swap goes in
-    rounds: round r applies the r-th lane of every element at once (no two lanes of a round share an element)."""
+def _by_element(flat: torch.Tensor):
+    """The lanes sorted by element, in lane order within an element: (order, the sorted elements, whether each
+    sorted lane is its element's first)."""
     order = torch.argsort(flat, stable=True)
     a = flat[order]
     first = torch.ones_like(a, dtype=torch.bool)
     first[1:] = a[1:] != a[:-1]
+    return order, a, first
+
+
+def _atomic_in_rounds(storage: torch.Tensor, flat: torch.Tensor, value: torch.Tensor,
+                      compare: torch.Tensor | None, order, a, first) -> torch.Tensor:
+    """Exchange (compare None) or compare-and-swap, lane by lane in order (order, a, first: _by_element). An
+    exchange's lane sees the value of the element's previous lane (the first sees memory) and the last one's value
+    stays. Compare-and-swap goes in rounds: round r applies the r-th lane of every element at once (no two lanes of
+    a round share an element)."""
     if compare is None:
         v = value[order]
         old_sorted = torch.where(first, storage[a], torch.cat([v[:1], v[:-1]]))

@@ -313,10 +313,7 @@ class Kernel:
             from .tuning import configure
             kwargs = configure(self, grid, args, kwargs)
         values, constants, options = self._bind(args, dict(kwargs))
-        ckey = tuple(sorted(constants.items()))
-        kernel = self._checked.get(ckey)
-        if kernel is None:
-            kernel = self._checked[ckey] = check_kernel(self.program, self.name, constants)
+        kernel = self._checked_kernel(constants)
         flat, device, dims = self._check_args(kernel, values)
         on_gpu = device is not None and device.type == "cuda"
         backend = self._choose_backend(options.get("backend", self.backend), on_gpu)
@@ -332,16 +329,7 @@ class Kernel:
         if from_callable:
             planned = self._grid(grid, meta)
         spec = self._spec(kernel, flat, planned, sms)
-        # None: the kernel's default, which the compiler works out (tle.compiler.default_num_warps) and may double
-        # where ptxas spills a full-precision f32 dot; a binary's key names the default as None, not as its count
-        num_warps = options.get("num_warps")
-        num_warps = int(num_warps) if num_warps is not None else None
-        num_stages = options.get("num_stages")  # None: the kernel's own (tle.compiler.default_num_stages)
-        num_stages = int(num_stages) if num_stages is not None else None
-        occupancy = _occupancy_option(options.get("occupancy"), self.name)
-        asserts = options.get("asserts", self.asserts)
-        if not isinstance(asserts, bool):
-            raise LaunchError(f"{self.name}: asserts must be True or False, got {asserts!r}")
+        num_warps, num_stages, occupancy, asserts = self._compile_options(options)
         entry = self._entry(kernel, constants, spec, backend, device, num_warps, num_stages, occupancy, asserts)
         self.last_backend = entry.compiled.backend
         # Where each ABI argument comes from: the caller's argument (pointers, scalars) or a fixed value.
@@ -406,6 +394,26 @@ class Kernel:
         checked.fast = None
         return checked
 
+    def _checked_kernel(self, constants: dict):
+        """The kernel checked with these constants (once per set of constants)."""
+        ckey = tuple(sorted(constants.items()))
+        kernel = self._checked.get(ckey)
+        if kernel is None:
+            kernel = self._checked[ckey] = check_kernel(self.program, self.name, constants)
+        return kernel
+
+    def _compile_options(self, options: dict) -> tuple:
+        """(num_warps, num_stages, occupancy, asserts) from a launch's options, checked. num_warps None: the
+        kernel's default, which the compiler works out (tle.compiler.default_num_warps) and may double where ptxas
+        spills a full-precision f32 dot; a binary's key names the default as None, not as its count. num_stages
+        None: the kernel's own (tle.compiler.default_num_stages)."""
+        num_warps, num_stages = options.get("num_warps"), options.get("num_stages")
+        asserts = options.get("asserts", self.asserts)
+        if not isinstance(asserts, bool):
+            raise LaunchError(f"{self.name}: asserts must be True or False, got {asserts!r}")
+        return (int(num_warps) if num_warps is not None else None, int(num_stages) if num_stages is not None else None,
+                _occupancy_option(options.get("occupancy"), self.name), asserts)
+
     # ---- reading the code a launch runs -------------------------------------------------------------------------
     def ir(self, grid, *args, stage: str = "ttir", arch: str | None = None, sms: int | None = None, **kwargs) -> str:
         """The text of `stage` for the launch kernel[grid](*args, **kwargs) on a GPU, compiled and not launched:
@@ -415,7 +423,7 @@ class Kernel:
         may be CPU tensors: then give `arch` (default sm_90) and `sms` (default 132, the H200's) for the GPU meant;
         CUDA tensors name their own. A tuned kernel shows the configuration given, not the tuned one."""
         values, constants, options = self._bind(args, dict(kwargs))
-        kernel = check_kernel(self.program, self.name, constants)
+        kernel = self._checked_kernel(constants)
         flat, device, dims = self._check_args(kernel, values)
         on_gpu = device is not None and device.type == "cuda"
         backend = options.get("backend", self.backend)
@@ -426,12 +434,10 @@ class Kernel:
         meta = {**kernel.constants, **dims}
         planned = self._concrete_grid(grid) if not callable(grid) else self._grid(grid, meta)
         spec = self._spec(kernel, flat, planned, sms if backend in ("tileir", "auto") else None)
-        asserts = options.get("asserts", self.asserts)
+        num_warps, num_stages, occupancy, asserts = self._compile_options(options)
         from ..compiler import compile_kernel
         compiled = compile_kernel(self.program, self.name, constants, spec, backend=backend, arch=arch, stop=stage,
-                                  num_warps=options.get("num_warps"), num_stages=options.get("num_stages"),
-                                  occupancy=_occupancy_option(options.get("occupancy"), self.name),
-                                  asserts=asserts is True)
+                                  num_warps=num_warps, num_stages=num_stages, occupancy=occupancy, asserts=asserts)
         text = compiled.stages.get(stage)
         if not isinstance(text, str):
             raise LaunchError(f"{self.name}.ir(): stage {stage!r} is not text; stages: tle, ttir, ttgir, llir, ptx, "

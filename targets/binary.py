@@ -259,9 +259,6 @@ def sass(cubin: bytes) -> str:
     """The SASS of a cubin, each run of instructions under the .tle file and line it came from (`//## File
     "softmax.tle", line 7`): both backends write line tables (Triton through ptxas -lineinfo, tileiras with
     --lineinfo), so the machine code reads against the kernel's source."""
-    import os
-    import subprocess
-    import tempfile
     tool = find_nvdisasm()
     with tempfile.TemporaryDirectory(prefix="tle-sass-") as tmp:
         path = os.path.join(tmp, "kernel.cubin")
@@ -282,4 +279,3 @@ def _with_source(m: "re.Match") -> str:
     known: a path on disk, or source text the API registered)."""
     text = source_line(m.group(2), int(m.group(3)))
     return f"{m.group(1)}//## {m.group(2)}:{m.group(3)}" + (f"    {text.strip()}" if text and text.strip() else "")
-

@@ -267,7 +267,6 @@ _TRITON_CALLS = {
     "softmax": ["write it out: exp(x - max(x, axis=1, keepdims=true)) over its sum (examples/softmax.tle)"],
     "associative_scan": ["write scan(x, ..., axis=A, combine=f): f a fn of the earlier and the later element's "
                          "values (docs/language.md, \"Reductions and scans\")"],
-    "flip": ["a scan runs from the end with reverse=true; there is no flip of a tile"],
     "softplus": ["write where(x > 20.0, x, log1p(exp(x)))"],
 }
 
@@ -1374,8 +1373,7 @@ class _KernelChecker:
         for i, p in enumerate(fn.params):
             a = bound[i]
             if p.name == DISCARD:  # an unused parameter: its argument is not bound (an atomic in it still runs)
-                if not (isinstance(a, ast.Name) and isinstance(self.scope.lookup(a.id), T.TensorParam)) and \
-                        not _is_slice(a):
+                if not self.names_tensor(a):
                     self.discard(a.span, self.expr(a))
                 continue
             tensor = self.scope.lookup(a.id) if isinstance(a, ast.Name) else \
@@ -1480,6 +1478,10 @@ class _KernelChecker:
 
     def b_num_programs(self, e):
         return self.b_program_id(e, "num_programs")
+
+    def names_tensor(self, x: ast.Expr) -> bool:
+        """Whether x is a tensor where it is written: a tensor parameter, a let bound to a slice, or a slice call."""
+        return _is_slice(x) or (isinstance(x, ast.Name) and isinstance(self.scope.lookup(x.id), T.TensorParam))
 
     def tensor_arg(self, x: ast.Expr, fn: str) -> T.TensorParam:
         if _is_slice(x):
@@ -1625,8 +1627,7 @@ class _KernelChecker:
 
     def b_gather(self, e):
         first = e.args[0] if e.args else next((k.value for k in e.kwargs if k.name in ("tensor", "x")), None)
-        if first is not None and not (_is_slice(first) or isinstance(first, ast.Name) and isinstance(
-                self.scope.lookup(first.id), T.TensorParam)):
+        if first is not None and not self.names_tensor(first):
             return self.tile_gather(e)
         a = self.args(e, ("tensor", "indices"), (), ("mask", "other"))
         t = self.tensor_arg(a["tensor"], "gather")
@@ -1703,27 +1704,6 @@ class _KernelChecker:
 
     def b_scatter(self, e):
         return self._scatter_like(e, "scatter")
-
-    def b_atomic_add(self, e):
-        return self._scatter_like(e, "atomic", "add")
-
-    def b_atomic_max(self, e):
-        return self._scatter_like(e, "atomic", "max")
-
-    def b_atomic_min(self, e):
-        return self._scatter_like(e, "atomic", "min")
-
-    def b_atomic_and(self, e):
-        return self._scatter_like(e, "atomic", "and")
-
-    def b_atomic_or(self, e):
-        return self._scatter_like(e, "atomic", "or")
-
-    def b_atomic_xor(self, e):
-        return self._scatter_like(e, "atomic", "xor")
-
-    def b_atomic_xchg(self, e):
-        return self._scatter_like(e, "atomic", "xchg")
 
     def b_atomic_cas(self, e):
         for k in e.kwargs:
@@ -2168,7 +2148,7 @@ class _KernelChecker:
 
     def b_assert(self, e):
         """assert(cond, "message"): the interpreter stops with a located error where cond (a bool scalar or tile) is
-        false; the GPU paths compile it away, as Triton does outside its debug mode."""
+        false; the GPU paths compile it away unless the launch asks for asserts=True (dialects/tle.py)."""
         if e.kwargs:
             raise TleError(e.kwargs[0].span, "assert() takes no keyword arguments", ['assert(x > 0.0, "x positive")'])
         if not e.args or len(e.args) > 2 or (len(e.args) == 2 and not isinstance(e.args[1], ast.StrLit)):
@@ -2536,6 +2516,8 @@ def _is_slice(e: ast.Expr) -> bool:
 
 
 BUILTINS = {name[2:]: getattr(_KernelChecker, name) for name in dir(_KernelChecker) if name.startswith("b_")}
+for _k in ATOMIC_DTYPES:  # atomic_add(...) .. atomic_xchg(...); atomic_cas has a method of its own
+    BUILTINS.setdefault(f"atomic_{_k}", (lambda k: lambda self, e: self._scatter_like(e, "atomic", k))(_k))
 for _n in UNARY_MATH:
     BUILTINS[_n] = (lambda n: lambda self, e: self._unary_math(e, n))(_n)
 BUILTIN_NAMES = tuple(BUILTINS) + ("range", "zeros", "ones", "full", "cast", "bitcast")
