@@ -120,6 +120,15 @@ OPS: tuple[OpDef, ...] = (
           "result[..., j, ...] = source[..., indices[..., j, ...], ...] along axis: a gather within a tile (no "
           "memory). indices (i32) has source's rank and its sizes on every other axis.",
           '%r = "tle.tile_gather"(%t, %i) {axis = 0 : i32} : (tensor<16xf32>, tensor<128xi32>) -> tensor<128xf32>'),
+    OpDef("inline_asm", (("arg0", "tensor"),) + tuple((f"arg{i}", "optional tensor") for i in range(1, MAX_COMBINED))
+          + (("ref", "optional tensor"),), (("result", "tensor"),), ("asm", "constraints", "pack", "pure"),
+          "Inline PTX run elementwise (tt.elementwise_inline_asm): up to 8 arguments of the result's shape, each an "
+          "operand group of its own (they may differ in type), then optionally `ref`, the same computation in tle "
+          "ops, which only the interpreter reads. asm and constraints are LLVM inline-asm strings; pack elements per "
+          "run; pure false keeps an unused or repeated run.",
+          '%r = "tle.inline_asm"(%x) {asm = "tanh.approx.f32 $0, $1;", constraints = "=f,f", pack = 1 : i32, '
+          'pure = true, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0>} : '
+          '(tensor<128xf32>) -> tensor<128xf32>'),
     # ---- tile computation ------------------------------------------------------------------------------------
     OpDef("dot", (("a", "tensor"), ("b", "tensor"), ("acc", "tensor")), (("result", "tensor"),), ("precision",),
           "Matrix product a[M,K] @ b[K,N] + acc[M,N], products accumulated in acc's element type. precision is "

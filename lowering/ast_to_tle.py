@@ -433,6 +433,16 @@ class _KernelBuilder:
         x, idx = (self.expr(a) for a in e.args)
         return self.value("tle.tile_gather", ir_type(e.type), [x, idx], {"axis": _i32(e.attrs["axis"])}, e.span)
 
+    def x_asm(self, e):
+        """The arguments one operand group each (they may differ in type), then `ref` in a group of its own."""
+        args = [self.expr(a) for a in e.args]
+        n = len(args) - int(e.attrs["ref"])
+        groups = [1] * n + [0] * (MAX_COMBINED - n) + [int(e.attrs["ref"])]
+        return self.value("tle.inline_asm", ir_type(e.type), args, {
+            "asm": ir.StringAttr.get(e.attrs["asm"]), "constraints": ir.StringAttr.get(e.attrs["constraints"]),
+            "pack": _i32(e.attrs["pack"]), "pure": ir.BoolAttr.get(e.attrs["pure"]),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get(groups)}, e.span)
+
     def once_per_block(self, key: tuple, build):
         """The op built for `key` in the current block, built by build() the first time: an op with several results
         that the checker wrote as one typed Op per result. A loop the launch facts split in two (s_For) lowers its

@@ -544,6 +544,9 @@ def _op_reason(op: "ir.Operation", arch: str) -> str | None:
     if name == "tle.histogram":
         return ("histogram() has no Tile IR lowering: Tile IR has no histogram operation, and counting by "
                 "comparing each value with every bin would hold values x bins elements")
+    if name == "tle.inline_asm":
+        return ("asm() inlines PTX, and Tile IR has no way to carry native code: tileiras compiles Tile IR "
+                "operations only")
     if name == "tle.tile_gather":
         return ("gather() from a tile has no Tile IR lowering: Tile IR moves values between a tile's elements only "
                 "by reshape, permute and reductions, not by an index (the native path's tt.gather does)")

@@ -707,6 +707,15 @@ def _atomic(L: _Lowering, op):
         L.bind(op, _float_atomic_minmax(L, kind, ptrs, value, mask))
 
 
+def _inline_asm(L: _Lowering, op):
+    """tt.elementwise_inline_asm on the arguments; the `ref` group is the interpreter's, left for Triton's dead code
+    elimination (a ref is computed only, never stored: tle/check.py)."""
+    args = [L.v(g[0]) for g in operand_groups(op)[:-1] if g]
+    L.bind(op, L.val("tt.elementwise_inline_asm", op.result.type, args, {
+        "asm_string": op.attributes["asm"], "constraints": op.attributes["constraints"],
+        "packed_element": op.attributes["pack"], "pure": op.attributes["pure"]}))
+
+
 def _float_atomic_minmax(L: _Lowering, kind, ptrs, value, mask):
     """max/min of floats through integer atomics on the bits. Non-negative floats (sign bit clear) order like
     their bits as signed integers, negative ones in reverse as unsigned integers: so max is a signed max when the
@@ -1137,6 +1146,7 @@ _RULES = {
     "tle.reshape": _reshape,
     "tle.transpose": _shape_op("tt.trans", lambda op: {
         "order": ir.DenseI32ArrayAttr.get(list(ir.DenseI32ArrayAttr(op.attributes["perm"])))}),
+    "tle.inline_asm": _inline_asm,
     "tle.tile_gather": lambda L, op: L.bind(op, L.val("tt.gather", op.result.type, [L.v(x) for x in op.operands],
                                                       {"axis": op.attributes["axis"]})),
     "tle.join": lambda L, op: L.bind(op, L.val("tt.join", op.result.type, [L.v(x) for x in op.operands])),

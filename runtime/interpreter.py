@@ -801,6 +801,19 @@ class CompiledKernel:
             env[out] = torch.gather(src.expand(shape), axis, i.to(torch.int64).expand(ishape))
         return step
 
+    def op_tle_inline_asm(self, op, span):
+        """The interpreter cannot run PTX: it runs the kernel's `ref=`, the same computation in tle."""
+        ref = operand_groups(op)[-1]
+        if not ref:
+            raise TleError(span, "the interpreter cannot run asm(): it runs PTX", [
+                "give asm() a ref= with the same computation in tle, which the interpreter runs instead",
+                "or run the kernel on a GPU"])
+        src, (out,) = self._slot(ref[0]), self._io(op)[1]
+
+        def step(env):
+            env[out] = env[src]
+        return step
+
     def op_tle_transpose(self, op, span):
         perm = [0] + [p + 1 for p in ir.DenseI32ArrayAttr(op.attributes["perm"])]
         return self._apply(op, lambda x: x.permute(perm))

@@ -1585,6 +1585,41 @@ entry(file="tile_gather.tle", kernel="permute_rows", make=_perm_make, grid=lambd
       note="N=6: the index tile's padded columns (0) gather column 0 and are not stored, nor are rows past M")
 
 
+# inline_asm.tle -----------------------------------------------------------------------------------------------------
+_NO_ASM = r"asm\(\) inlines PTX"
+
+
+def _gelu(t):
+    return 0.5 * t * (1.0 + torch.tanh(0.7978845608 * (t + 0.044715 * t ** 3)))
+
+
+entry(file="inline_asm.tle", kernel="gelu_fast", make=lambda c, k, g: {"x": randn((c["N"],), g, scale=2.0),
+                                                                       "y": poison((c["N"],))},
+      grid=lambda c, k: (cdiv(c["N"], 128),), ref=lambda a, c, k: {"y": _gelu(a["x"].double())},
+      tol={"y": Tol(1e-3, 2e-3)}, interp_tol={"y": chain(8)}, cases=[{"N": 1000}], tileir_blocker=_NO_ASM,
+      note="tanh.approx.f32's relative error is at most 2^-10.987 (PTX ISA); near y = 0 (x very negative) that is "
+           "an absolute error of 0.5|x| 2^-11. The interpreter runs ref=tanh(u): libm's tanh, chain(8)")
+entry(file="inline_asm.tle", kernel="exp2_f16x2",
+      make=lambda c, k, g: {"x": uniform((c["N"],), g, -8.0, 8.0, torch.float16), "y": poison((c["N"],), torch.float16)},
+      grid=lambda c, k: (cdiv(c["N"], 256),), ref=lambda a, c, k: {"y": torch.exp2(a["x"].double())},
+      tol={"y": Tol(2.0 ** -8, 0.0)}, interp_tol={"y": chain(1, torch.float16)}, cases=[{"N": 1001}],
+      tileir_blocker=_NO_ASM, note="ex2.approx.f16x2, two halves a run; N odd: the last run has a padded half")
+
+
+def _mixed_make(c, k, g):
+    n = c["N"]
+    return {"a": randint((n,), g, -(1 << 24), 1 << 24), "b": randint((n,), g, -128, 128, torch.int8),
+            "s": int(torch.randint(-1000, 1000, (1,), generator=g)), "y": poison((n,), torch.int32),
+            "z": poison((n,), torch.int8)}
+
+
+entry(file="inline_asm.tle", kernel="mixed", make=_mixed_make, grid=lambda c, k: (cdiv(c["N"], 128),),
+      ref=lambda a, c, k: {"y": (a["a"].long() * a["b"].long() + a["s"]).to(torch.int32).double(),
+                           "z": (~a["b"]).double()},
+      tol={"y": EXACT, "z": EXACT}, cases=[{"N": 300}, {"N": 130}], tileir_blocker=_NO_ASM,
+      note="a * b + s wraps in i32 on both sides (|a b| < 2^31 here, so it never does); not.b32 on four bytes a run")
+
+
 # trig.tle -----------------------------------------------------------------------------------------------------------
 _TRIG_DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 

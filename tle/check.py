@@ -17,6 +17,7 @@ import difflib
 import math
 import numbers
 import os
+import re
 from dataclasses import dataclass, field, replace
 
 from . import ast
@@ -1422,6 +1423,8 @@ class _KernelChecker:
 
     def expr_GenericCall(self, e: ast.GenericCall):
         dtype = self._dtype(e.dtype, e.dtype_span)
+        if e.func == "asm":
+            return self.inline_asm(e, dtype)
         if e.func in ("zeros", "ones", "full"):
             if e.shape is None:
                 raise TleError(e.span, f"{e.func}<{e.dtype}> needs a shape: {e.func}<{e.dtype}>[A, B]")
@@ -1454,6 +1457,74 @@ class _KernelChecker:
                                    f"{dtype} has {BITS[dtype]}",
                            ["cast<T>(x) converts the value; bitcast<T>(x) reinterprets the bits"])
         return T.Op(e.span, _with_dtype(x.type, dtype), "bitcast", [x])
+
+    def inline_asm(self, e: ast.GenericCall, dtype: str) -> T.Expr:
+        """asm<T>("ptx", "constraints", args..., pack=1, pure=true, ref=expr): inline PTX run on every element
+        (Triton's inline_asm_elementwise). The arguments broadcast to one tile shape, the result's. Each run of the
+        PTX sees `pack` elements of each argument; values narrower than 32 bits are packed into 32-bit registers
+        (pack=2 for f16x2 instructions, 4 for bytes), so one run has regs(T) outputs, then regs(arg) inputs per
+        argument, in that order, $0 first. Everything LLVM would abort the process on (counts, $N past the last
+        operand) is checked here; a PTX mistake comes back from ptxas at this call. `ref` is the same computation
+        in tle: what the interpreter runs (it cannot run PTX). Tile IR has no inline PTX (the legality check)."""
+        if e.shape is not None:
+            raise TleError(e.span, "asm<T>(...) takes no shape: the result has its arguments' shape")
+        usage = [f'asm<{e.dtype}>("tanh.approx.f32 $0, $1;", "=f,f", x, ref=tanh(x))']
+        kwargs = {k.name: k for k in e.kwargs}
+        for k in e.kwargs:
+            if k.name not in ("pack", "pure", "ref"):
+                raise TleError(k.span, f"asm() has no argument '{k.name}'",
+                               _suggest_keyword(k.name, ("pack", "pure", "ref")) or ["its keyword arguments: pack, "
+                                                                                     "pure, ref"])
+        if len(e.args) < 2 or not all(isinstance(a, ast.StrLit) for a in e.args[:2]):
+            raise TleError(e.span, "asm() takes the PTX and its constraints as two strings, then its arguments",
+                           usage)
+        code, constraints = e.args[0].value, e.args[1].value
+        if dtype == "i1":
+            raise TleError(e.dtype_span, "asm() cannot return bool: return an i8 or i32 and compare it",
+                           [f'asm<i32>(...) != 0'])
+        if not e.args[2:]:
+            raise TleError(e.span, "asm() needs at least one tile argument: the result takes its shape", usage)
+        if len(e.args) - 2 > MAX_COMBINED:
+            raise TleError(e.args[2 + MAX_COMBINED].span, f"asm() takes at most {MAX_COMBINED} arguments, got "
+                                                          f"{len(e.args) - 2}")
+        args = []
+        for a in e.args[2:]:
+            v = self.materialize(self.expr(a))
+            if v.type.dtype == "i1":
+                raise TleError(a.span, "asm() takes numbers, not bools: pass cast<i32>(b) or cast<i8>(b)")
+            args.append(v)
+        shape: tuple[int, ...] | None = None
+        for a, v in zip(e.args[2:], args):
+            if isinstance(v.type, Tile):
+                joined = v.type.shape if shape is None else broadcast_shapes(shape, v.type.shape)
+                if joined is None:
+                    raise TleError(a.span, f"the arguments of asm() must broadcast to one shape: {list(shape)} and "
+                                           f"{list(v.type.shape)}")
+                shape = joined
+        if shape is None:
+            raise TleError(e.span, "asm() needs at least one tile argument: the result takes its shape",
+                           ["a scalar s becomes a tile with full<f32>[1](s)"])
+        pack = self.const_int(kwargs["pack"].value, "pack") if "pack" in kwargs else 1
+        if pack < 1 or pack & (pack - 1) or pack > 16:
+            raise TleError(kwargs["pack"].value.span, f"pack must be 1, 2, 4, 8 or 16, got {pack}")
+        pure = self.const_bool(kwargs["pure"].value, "pure") if "pure" in kwargs else True
+        _check_asm_operands(e, code, constraints, dtype, [v.type.dtype for v in args], pack)
+        operands = [self.broadcast_to(v, shape) for v in args]
+        result = Tile(dtype, shape)
+        if "ref" in kwargs:
+            ref = self.expr(kwargs["ref"].value)
+            if ref.type.dtype != dtype and not (isinstance(ref, T.Const) and ref.weak):
+                raise TleError(kwargs["ref"].value.span, f"ref= must be {dtype}, the type asm<{dtype}> returns; got "
+                                                         f"{ref.type.dtype}", [f"cast<{dtype}>(...)"])
+            if isinstance(ref.type, Tile) and broadcast_shapes(ref.type.shape, shape) != shape:
+                raise TleError(kwargs["ref"].value.span, f"ref= has shape {list(ref.type.shape)}, the result "
+                                                         f"{list(shape)}")
+            if (effect := _first_effect(ref)) is not None:
+                raise TleError(effect.span, f"ref= must compute a value only; atomic_{effect.attrs.get('kind')}() here "
+                                            f"writes memory")
+            operands.append(self.coerce(ref, result))
+        return T.Op(e.span, result, "asm", operands, {"asm": code, "constraints": constraints, "pack": pack,
+                                                       "pure": pure, "ref": "ref" in kwargs})
 
     def convert(self, x: T.Expr, dtype: str, span: Span | None = None) -> T.Expr:
         """An explicit conversion (cast<T>, full<T>): constants fold with the run-time meaning; the result is
@@ -2515,12 +2586,66 @@ def _is_slice(e: ast.Expr) -> bool:
     return isinstance(e, ast.Call) and e.func == "slice"
 
 
+# The register constraints of inline PTX (LLVM's NVPTX letters) by register width; `c` is a byte in a 16-bit register.
+_ASM_LETTERS = {8: "ch", 16: "h", 32: "rf", 64: "ld"}
+
+
+def _asm_registers(dtype: str, pack: int) -> tuple[int, int]:
+    """(registers, bits each) that `pack` elements of dtype take in one run of inline PTX: as Triton's lowering
+    packs them, elements narrower than 32 bits share a 32-bit register, up to `pack` of them."""
+    bits = BITS[dtype]
+    per_reg = min(max(32 // bits, 1), pack)
+    return pack // per_reg, bits * per_reg
+
+
+def _check_asm_operands(e, code: str, constraints: str, result: str, args: list[str], pack: int) -> None:
+    """The constraints of asm() against its operands: LLVM aborts the whole process on a wrong count or a $N past
+    the last operand, so these are errors here, each naming what one run of the PTX sees."""
+    span = e.args[1].span
+    slots = [("the result", result)] + [(f"argument {i + 1}", d) for i, d in enumerate(args)]
+    want = []  # (what, bits) per register, outputs first
+    for what, d in slots:
+        n, bits = _asm_registers(d, pack)
+        want += [(f"{what} ({d}{f' x{pack // n}' if pack // n > 1 else ''})", bits)] * n
+    n_out = _asm_registers(result, pack)[0]
+    layout = ", ".join(f"${i}: {w} in {b} bits" for i, (w, b) in enumerate(want))
+    parts = [c.strip() for c in constraints.split(",")] if constraints.strip() else []
+    if len(parts) != len(want):
+        raise TleError(span, f"the constraints name {len(parts)} operand{'s' if len(parts) != 1 else ''}; with "
+                             f"pack={pack} one run of this PTX has {len(want)}: {n_out} output{'s' if n_out > 1 else ''}"
+                             f" then {len(want) - n_out} input{'s' if len(want) - n_out != 1 else ''}",
+                       [layout, 'outputs are written "=r" (or =h, =l, =f, =d), inputs "r"'])
+    for i, (c, (what, bits)) in enumerate(zip(parts, want)):
+        output = i < n_out
+        letter = c[1:].lstrip("&") if c.startswith("=") else c
+        if output != c.startswith("=") or len(letter) != 1 or letter not in _ASM_LETTERS[bits]:
+            ok = " or ".join(("=" if output else "") + x for x in _ASM_LETTERS[bits])
+            role = "an output" if output else "an input"
+            raise TleError(span, f"constraint {i + 1} ('{c}') is for ${i}, {what}, {role} in a {bits}-bit register: "
+                                 f"write {ok}", [layout])
+    for m in re.finditer(r"\$(\$|\d+)", code):
+        if m.group(1) != "$" and int(m.group(1)) >= len(want):
+            raise TleError(e.args[0].span, f"the PTX uses ${m.group(1)}, but one run has operands $0 to "
+                                           f"${len(want) - 1}", [layout])
+
+
+def _first_effect(x: T.Expr) -> T.Op | None:
+    """The first op in x's tree that writes memory (an atomic), or None."""
+    if isinstance(x, T.Op):
+        if x.name == "atomic":
+            return x
+        for a in x.args:
+            if (found := _first_effect(a)) is not None:
+                return found
+    return None
+
+
 BUILTINS = {name[2:]: getattr(_KernelChecker, name) for name in dir(_KernelChecker) if name.startswith("b_")}
 for _k in ATOMIC_DTYPES:  # atomic_add(...) .. atomic_xchg(...); atomic_cas has a method of its own
     BUILTINS.setdefault(f"atomic_{_k}", (lambda k: lambda self, e: self._scatter_like(e, "atomic", k))(_k))
 for _n in UNARY_MATH:
     BUILTINS[_n] = (lambda n: lambda self, e: self._unary_math(e, n))(_n)
-BUILTIN_NAMES = tuple(BUILTINS) + ("range", "zeros", "ones", "full", "cast", "bitcast")
+BUILTIN_NAMES = tuple(BUILTINS) + ("range", "zeros", "ones", "full", "cast", "bitcast", "asm")
 EFFECT_BUILTINS = ("store", "scatter", *(f"atomic_{k}" for k in ATOMIC_DTYPES), "print", "assert")
 FLOAT_DTYPES = FLOATS
 # Names that no declaration may take besides the builtin functions: range, the constants, the element types.

@@ -207,7 +207,8 @@ class _ToAst(Transformer):
         return ast.FloatLit(self.sp(meta), float(str(items[0])))
 
     def str_lit(self, meta, items):
-        return ast.StrLit(self.sp(meta), str(items[0])[1:-1])
+        # adjacent strings join, as in C and Python: a long asm() body spread over lines
+        return ast.StrLit(self.sp(meta), "".join(str(s)[1:-1] for s in items))
 
     def true_lit(self, meta, items):
         return ast.BoolLit(self.sp(meta), True)
@@ -518,9 +519,10 @@ def _python_habit_label(text: str, tok: Token, prev: Token | None) -> str | None
                 "max, ...)")
     if str(tok) == "else" and re.search(r"=.*\bif\b", line):
         return "'if' starts a statement: a value chosen by a condition is where(cond, a, b)"
-    if str(tok) == "(" and prev is not None and str(prev) in ("zeros", "ones", "full", "cast", "bitcast"):
+    if str(tok) == "(" and prev is not None and str(prev) in ("zeros", "ones", "full", "cast", "bitcast", "asm"):
         form = {"zeros": "zeros<f32>[16, 16]", "ones": "ones<f32>[16, 16]", "full": "full<f32>[16, 16](value)",
-                "cast": "cast<f32>(x)", "bitcast": "bitcast<i32>(x)"}[str(prev)]
+                "cast": "cast<f32>(x)", "bitcast": "bitcast<i32>(x)",
+                "asm": 'asm<f32>("tanh.approx.f32 $0, $1;", "=f,f", x)'}[str(prev)]
         return f"{prev} takes its element type in <...>: {form}"
     if str(tok) == ":" and re.match(r"\s*(for|if|else|while)\b", line):
         return "a block is in braces, not after a colon: for i in range(n) { ... }, if c { ... } else { ... }"

@@ -108,7 +108,7 @@ ELEMENTWISE_UNARY = ("neg", "not", "exp", "exp2", "log", "log2", "sqrt", "rsqrt"
 OTHER_OPS = ("where", "cast", "bitcast", "splat", "broadcast", "expand_dims", "reshape", "transpose", "join", "split",
              "arange",
              "program_id", "num_programs", "load", "store", "gather", "scatter", "atomic", "dot", "reduce", "scan",
-             "histogram", "undef", "cdiv", "umulhi", "slice", "print", "assert", "tile_gather")
+             "histogram", "undef", "cdiv", "umulhi", "slice", "print", "assert", "tile_gather", "asm")
 OP_NAMES = ELEMENTWISE_BINARY + ELEMENTWISE_UNARY + OTHER_OPS
 
 
