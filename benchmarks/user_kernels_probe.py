@@ -9,7 +9,8 @@ on fresh random inputs before anything is timed (dropout, whose mask torch draws
 tl.rand: tle's rand is the same Philox, bit for bit). Columns:
 tle on the native path with no launch options (tle.compiler.default_num_warps: 4 unless its dots or tiles are big),
 tle native with the reference's options, tle on Tile IR, the Triton reference, torch (and, for some kernels,
-`tle:tuned` through the tuning database, or bmm's `tle:persistent`: examples/matmul_batched.tle). The kernels
+`tle:tuned` through the tuning database, or bmm's `tle:persistent`: examples/matmul_batched.tle; the configuration
+linear_recurrence's and selective_scan's `tle:tuned` chose is printed under the case's line). The kernels
 launched on both paths are also launched once with no backend named, checked, and the path `auto` took is named
 on the case's line ("auto took tileir"); it is not timed, being one of the two. Timing:
 bench.time_events (a spin kernel, then events around one launch), inputs rotated through enough copies to keep them
@@ -30,7 +31,7 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     spmv_csr,lora,maxpool2x2,upsample_nearest2x,
                                                     upsample_bilinear2x,row_max,chunk_linear_attn,
                                                     qk_norm_rope,varlen_attention,col_cumsum,
-                                                    cast_transpose,linear_recurrence,selective_scan]
+                                                    cast_transpose,linear_recurrence,selective_scan,welford]
                                                     [--rounds 3]
                                                     [--occupancy 4]
 """
@@ -1015,6 +1016,36 @@ kernel cast_transpose<BM: int = 64, BN: int = 64>(x: tensor<bf16>[M, N], scale: 
     store(qt, transpose(c), at=[program_id(1), program_id(0)])
     atomic_max(amax, 0, max(abs(t)))
 }
+
+// Each row's mean and biased variance (torch.var_mean(x, dim=1, correction=0)) in f32, BM rows a program, the
+// whole row in one [BM, BN] tile (BN >= N). welford_moments reduces (count, mean, sum of squared deviations)
+// triples with a combine fn, as tests/filecheck/reduce_combine.tle does: the columns past N count 0, the identity's
+// count, and change nothing. Both GPU paths lower such a reduce as a scan and its last element (the order a
+// non-commutative fn needs); two_pass_moments is the plain way, a sum and then the sum of squared deviations.
+fn welford(n1, m1, q1, n2, m2, q2) {
+    let n = n1 + n2
+    let d = m2 - m1
+    let w = where(n > 0.0, n2 / n, 0.0)
+    return n, m1 + d * w, q1 + q2 + d * d * n1 * w
+}
+
+kernel welford_moments<BM: int = 1, BN: int = 1024, T: dtype = f32>(x: tensor<T>[M, N], mean: tensor<f32>[M],
+        variance: tensor<f32>[M]) {
+    let t = cast<f32>(load(x, tile=[BM, BN], at=[program_id(0), 0]))
+    let count = where(arange(BN) < N, 1.0, 0.0)
+    let n, m, q = reduce(count, t, 0.0, axis=1, combine=welford, identity=[0.0, 0.0, 0.0])
+    store(mean, m, at=program_id(0))
+    store(variance, q / n, at=program_id(0))
+}
+
+kernel two_pass_moments<BM: int = 1, BN: int = 1024, T: dtype = f32>(x: tensor<T>[M, N], mean: tensor<f32>[M],
+        variance: tensor<f32>[M]) {
+    let t = cast<f32>(load(x, tile=[BM, BN], at=[program_id(0), 0]))
+    let m = sum(t, axis=1) / N
+    let d = where(arange(BN) < N, t - expand_dims(m, 1), 0.0)
+    store(mean, m, at=program_id(0))
+    store(variance, sum(d * d, axis=1) / N, at=program_id(0))
+}
 """
 
 
@@ -1606,6 +1637,43 @@ def cast_transpose_ref(x_ptr, scale_ptr, q_ptr, qt_ptr, amax_ptr, M, N, BM: tl.c
     tl.store(q_ptr + rm[:, None] * N + rn[None, :], c, mask=inside)
     tl.store(qt_ptr + rn[:, None] * M + rm[None, :], tl.trans(c), mask=inside.T)
     tl.atomic_max(amax_ptr, tl.max(tl.abs(t)))
+
+
+@triton.jit
+def _welford_step(n1, m1, q1, n2, m2, q2):
+    n = n1 + n2
+    d = m2 - m1
+    w = tl.where(n > 0.0, n2 / n, 0.0)
+    return n, m1 + d * w, q1 + q2 + d * d * n1 * w
+
+
+@triton.jit
+def _moments_tile(x_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.arange(0, BN)
+    inside = (rows[:, None] < M) & (cols[None, :] < N)
+    return rows, cols, tl.load(x_ptr + rows[:, None] * N + cols[None, :], mask=inside, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def welford_moments_ref(x_ptr, mean_ptr, var_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    """The probe's welford_moments: (count, mean, M2) triples combined by tl.reduce. tl.reduce combines lanes in no
+    defined order, which would be wrong for a non-commutative fn; Welford's combine is commutative (up to rounding),
+    so this is a fair twin, and what a Triton user writes (tle's reduce(combine=) is a scan and its last element)."""
+    rows, cols, t = _moments_tile(x_ptr, M, N, BM, BN)
+    count = tl.broadcast_to(tl.where(cols < N, 1.0, 0.0)[None, :], (BM, BN))
+    n, m, q = tl.reduce((count, t, tl.zeros((BM, BN), dtype=tl.float32)), 1, _welford_step)
+    tl.store(mean_ptr + rows, m, mask=rows < M)
+    tl.store(var_ptr + rows, q / n, mask=rows < M)
+
+
+@triton.jit
+def two_pass_moments_ref(x_ptr, mean_ptr, var_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    rows, cols, t = _moments_tile(x_ptr, M, N, BM, BN)
+    m = tl.sum(t, 1) / N
+    d = tl.where(cols[None, :] < N, t - m[:, None], 0.0)
+    tl.store(mean_ptr + rows, m, mask=rows < M)
+    tl.store(var_ptr + rows, tl.sum(d * d, 1) / N, mask=rows < M)
 
 
 @triton.jit
@@ -2239,7 +2307,7 @@ def _both_paths(kernel, grid, ref, **consts) -> dict:
 def cases(dev, only):
     """(title, work (bytes, flops), sets, torch fn, {name: fn(set)}, output index in a set[, expected outputs of a
     set, where they are not the torch fn's (None: they are)[, {name: fn(set)} to time where the checked launch has
-    setup the timing leaves out]])."""
+    setup the timing leaves out[, fn(set) after the case is timed: a line printed below the case's]]])."""
     attention = tle.compile(os.path.join(HERE, "..", "examples", "attention.tle"))
     fp8 = tle.compile(os.path.join(HERE, "..", "examples", "linear_fp8.tle"))
     small = tle.compile(SMALL_TLE)
@@ -3378,9 +3446,11 @@ def cases(dev, only):
                     state = t[0][:, i].float() * state + t[1][:, i].float()
                     t[2][:, i] = state.to(t[2].dtype)
             impls = _both_paths(lr, g, lambda t, g=g, n=n, d=d: linear_recurrence_ref[g](*t, n, d, BT=32, BD=32))
-            if dt == torch.bfloat16:  # tuned once per shape: 2 x 25 s at most
+            title, after = f"linear_recurrence {b}x{n}x{d} {str(dt)[6:]}", ()
+            if dt == torch.bfloat16:  # tuned once per shape: 2 x 25 s at most; the choice printed after the case
                 impls["tle:tuned"] = lambda t: lr_tuned[lambda m: (triton.cdiv(m["D"], m["BD"]), m["B"])](*t)
-            out.append((f"linear_recurrence {b}x{n}x{d} {str(dt)[6:]}", (nb, 0), sets, torch_recurrence, impls, 2))
+                after = (None, impls, _tuned_config(lr_tuned, title))
+            out.append((title, (nb, 0), sets, torch_recurrence, impls, 2, *after))
     if "selective_scan" in only:
         # Mamba's selective scan forward (mamba-130m's inner width 1536 and state 16; 2.8b's 5120), f32 and bf16, dt
         # through softplus and A negative as Mamba keeps them. torch: mamba_ssm's reference loop over time steps
@@ -3404,11 +3474,12 @@ def cases(dev, only):
                     y[:, i] = ((h * cs[:, i, None, :].float()).sum(2) + ds * u[:, i].float()).to(y.dtype)
             impls = _both_paths(small.selective_scan, g, lambda t, g=g, n=n, d=d: selective_scan_ref[g](
                 *t, n, d, BT=16, BD=16, N=16))
-            if dt_ == torch.bfloat16:  # tuned once per shape: 2 x 25 s at most
+            title, after = f"selective_scan {b}x{n}x{d} state 16 {str(dt_)[6:]}", ()
+            if dt_ == torch.bfloat16:  # tuned once per shape: 2 x 25 s at most; the choice printed after the case
                 impls["tle:tuned"] = lambda t: ss_tuned.selective_scan[
                     lambda m: (triton.cdiv(m["D"], m["BD"]), m["B"])](*t)
-            out.append((f"selective_scan {b}x{n}x{d} state 16 {str(dt_)[6:]}", (nb, 0), sets, torch_selective_scan,
-                        impls, 6))
+                after = (None, impls, _tuned_config(ss_tuned.selective_scan, title))
+            out.append((title, (nb, 0), sets, torch_selective_scan, impls, 6, *after))
     if "cast_transpose" in only:
         # FP8 training's cast + transpose + amax of an activation or weight, bf16 -> e4m3, scale 1 (randn stays far
         # below e4m3's 448): 8192x4096 and 16384x14336 (Llama-3 8B's MLP). amax is an atomic max: zeroed for the
@@ -3431,7 +3502,46 @@ def cases(dev, only):
             checked = {k: _zeroed(f, 4) for k, f in impls.items()}
             out.append((f"cast_transpose {m}x{n} bf16 -> e4m3", (nb, 0), sets, torch_cast_transpose, checked,
                         (2, 3, 4), None, impls))
+    if "welford" in only:
+        # Each row's mean and biased variance in f32, the whole row in one tile (BM rows a program: 4 of 1024, else
+        # 1): what Welford's reduce with a combine fn costs now that both GPU paths scan it and take the last element,
+        # against the two-pass way (tle two_pass) and against the twins (Triton's unordered tl.reduce of the same fn,
+        # and `triton two_pass`, not a triton_ref: the ratio column compares the Welford kernels).
+        # torch: torch.var_mean(x.float(), dim=1, correction=0)
+        for dt, (m, n) in itertools.product((torch.float32, torch.bfloat16),
+                                            ((16384, 1024), (4096, 4096), (2048, 8192))):
+            bn = triton.next_power_of_2(n)
+            bm = max(1, 4096 // bn)
+            nb = m * n * dt.itemsize + 2 * m * 4
+            sets = _sets(lambda: [r(m, n, dt=dt), torch.empty(m, device=dev), torch.empty(m, device=dev)], nb)
+            g = (triton.cdiv(m, bm),)
+
+            def torch_moments(t):
+                var, mean = torch.var_mean(t[0].float(), dim=1, correction=0)
+                t[1].copy_(mean)
+                t[2].copy_(var)
+            impls = _both_paths(small.welford_moments, g, lambda t, g=g, m=m, n=n, bm=bm, bn=bn: welford_moments_ref[g](
+                *t, m, n, BM=bm, BN=bn), BM=bm, BN=bn)
+            for path in ("triton", "tileir"):
+                impls[f"tle two_pass:{path}"] = lambda t, g=g, bm=bm, bn=bn, path=path: small.two_pass_moments[g](
+                    *t, BM=bm, BN=bn, backend=path)
+            impls["triton two_pass"] = lambda t, g=g, m=m, n=n, bm=bm, bn=bn: two_pass_moments_ref[g](
+                *t, m, n, BM=bm, BN=bn)
+            out.append((f"welford {m}x{n} {str(dt)[6:]}", (nb, 0), sets, torch_moments, impls, (1, 2)))
     return out
+
+
+def _tuned_config(kernel, title: str):
+    """A case's `after` (see cases()): the configuration the tuning database holds for the tuned kernel's launch on
+    a set, in one line (read only: tle.tuning.lookup, the bucket's stored row)."""
+    def show(t):
+        row = tle.tuning.lookup(kernel, *t)
+        if row is None:
+            return f"  {title} tle:tuned: no stored configuration"
+        default = f", default {row['default_time_s'] * 1e6:.1f} us" if row.get("default_time_s") else ""
+        return (f"  {title} tle:tuned chose " + ",".join(f"{k}={v}" for k, v in row["config"].items())
+                + f" ({row['time_s'] * 1e6:.1f} us when tuned{default})")
+    return show
 
 
 def output_error(got: list, wants: list) -> float:
@@ -3454,7 +3564,7 @@ DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_rel
                 "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,embedding_bag,"
                 "dwconv3x3,heads_first,router_top1,spmv_csr,lora,maxpool2x2,upsample_nearest2x,upsample_bilinear2x,"
                 "row_max,chunk_linear_attn,qk_norm_rope,varlen_attention,col_cumsum,cast_transpose,"
-                "linear_recurrence,selective_scan")
+                "linear_recurrence,selective_scan,welford")
 
 
 def main() -> int:
@@ -3485,6 +3595,7 @@ def main() -> int:
                                                                           for _, view in outs]
         runs = {"torch": lambda i, base=base, sets=sets: base(sets[i])}
         timed_impls = expected[1] if len(expected) > 1 else impls  # a case may check one launch, time another
+        after = expected[2] if len(expected) > 2 else None  # e.g. the configuration a tuned kernel chose
         notes = []
         for name, fn in impls.items():
             try:
@@ -3513,6 +3624,11 @@ def main() -> int:
             for n in sorted(med, key=med.get)) + (f"  | best ref / tle:triton {ref / med['tle:triton']:.3f}"
                                                   if ref and "tle:triton" in med else "")
             + ("  [" + "; ".join(notes) + "]" if notes else ""))
+        if after is not None:
+            try:
+                lines[-1] += "\n" + after(sets[0])
+            except Exception as exc:  # noqa: BLE001
+                lines[-1] += f"\n  {title}: after the case: {bench.first_line(exc)}"
         print(lines[-1], flush=True)
         if log:
             with open(log, "a") as f:
