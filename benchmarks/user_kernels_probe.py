@@ -31,7 +31,8 @@ out of L2, implementations in a rotating order over --rounds rounds, median of t
                                                     spmv_csr,lora,maxpool2x2,upsample_nearest2x,
                                                     upsample_bilinear2x,row_max,chunk_linear_attn,
                                                     qk_norm_rope,varlen_attention,col_cumsum,
-                                                    cast_transpose,linear_recurrence,selective_scan,welford]
+                                                    cast_transpose,linear_recurrence,selective_scan,welford,
+                                                    gelu_tanh]
                                                     [--rounds 3]
                                                     [--occupancy 4]
 """
@@ -1017,6 +1018,21 @@ kernel cast_transpose<BM: int = 64, BN: int = 64>(x: tensor<bf16>[M, N], scale: 
     atomic_max(amax, 0, max(abs(t)))
 }
 
+// GELU's tanh form (torch's approximate="tanh"), its tanh two ways: libdevice's tanhf, and the SFU's tanh.approx.f32
+// through inline PTX (asm; the interpreter runs ref=). 1D over a flat tensor, 2048 elements a program.
+kernel gelu_tanh<B: int = 2048, T: dtype = bf16>(x: tensor<T>[N], y: tensor<T>[N]) {
+    let t = cast<f32>(load(x, tile=[B], at=program_id(0)))
+    let u = 0.7978845608028654 * (t + 0.044715 * t * t * t)
+    store(y, cast<T>(0.5 * t * (1.0 + tanh(u))), at=program_id(0))
+}
+
+kernel gelu_tanh_asm<B: int = 2048, T: dtype = bf16>(x: tensor<T>[N], y: tensor<T>[N]) {
+    let t = cast<f32>(load(x, tile=[B], at=program_id(0)))
+    let u = 0.7978845608028654 * (t + 0.044715 * t * t * t)
+    store(y, cast<T>(0.5 * t * (1.0 + asm<f32>("tanh.approx.f32 $0, $1;", "=f,f", u, ref=tanh(u)))),
+          at=program_id(0))
+}
+
 // Each row's mean and biased variance (torch.var_mean(x, dim=1, correction=0)) in f32, BM rows a program, the
 // whole row in one [BM, BN] tile (BN >= N). welford_moments reduces (count, mean, sum of squared deviations)
 // triples with a combine fn, as tests/filecheck/reduce_combine.tle does: the columns past N count 0, the identity's
@@ -1637,6 +1653,20 @@ def cast_transpose_ref(x_ptr, scale_ptr, q_ptr, qt_ptr, amax_ptr, M, N, BM: tl.c
     tl.store(q_ptr + rm[:, None] * N + rn[None, :], c, mask=inside)
     tl.store(qt_ptr + rn[:, None] * M + rm[None, :], tl.trans(c), mask=inside.T)
     tl.atomic_max(amax_ptr, tl.max(tl.abs(t)))
+
+
+@triton.jit
+def gelu_tanh_ref(x_ptr, y_ptr, N, B: tl.constexpr, FAST: tl.constexpr):
+    """The probe's gelu_tanh (FAST: its gelu_tanh_asm, tanh.approx.f32 by tl.inline_asm_elementwise)."""
+    o = tl.program_id(0) * B + tl.arange(0, B)
+    t = tl.load(x_ptr + o, mask=o < N, other=0.0).to(tl.float32)
+    u = 0.7978845608028654 * (t + 0.044715 * t * t * t)
+    if FAST:
+        th = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [u], dtype=tl.float32, is_pure=True,
+                                       pack=1)
+    else:
+        th = tl.extra.cuda.libdevice.tanh(u)
+    tl.store(y_ptr + o, (0.5 * t * (1.0 + th)).to(y_ptr.dtype.element_ty), mask=o < N)
 
 
 @triton.jit
@@ -3502,6 +3532,20 @@ def cases(dev, only):
             checked = {k: _zeroed(f, 4) for k, f in impls.items()}
             out.append((f"cast_transpose {m}x{n} bf16 -> e4m3", (nb, 0), sets, torch_cast_transpose, checked,
                         (2, 3, 4), None, impls))
+    if "gelu_tanh" in only:
+        # torch.nn.functional.gelu(x, approximate="tanh") over 64M and 256M elements, bf16 and f32: the tanh by
+        # libdevice (tle, triton_ref) and by the SFU through inline PTX (tle asm, triton asm). Memory-bound, so the
+        # question is whether libdevice's longer tanhf costs anything at all at HBM speed.
+        for dt, n in itertools.product((torch.bfloat16, torch.float32), (1 << 26, 1 << 28)):
+            nb = 2 * n * dt.itemsize
+            sets = _sets(lambda: [r(n, dt=dt), torch.empty(n, device=dev, dtype=dt)], nb)
+            g = (triton.cdiv(n, 2048),)
+            impls = _both_paths(small.gelu_tanh, g, lambda t, g=g, n=n: gelu_tanh_ref[g](*t, n, B=2048, FAST=False))
+            # the asm kernel takes the native path only (Tile IR cannot carry PTX)
+            impls["tle asm:triton"] = lambda t, g=g: small.gelu_tanh_asm[g](*t, backend="triton")
+            impls["triton asm"] = lambda t, g=g, n=n: gelu_tanh_ref[g](*t, n, B=2048, FAST=True)
+            out.append((f"gelu_tanh {n} {str(dt)[6:]}", (nb, 0), sets,
+                        lambda t: t[1].copy_(torch.nn.functional.gelu(t[0], approximate="tanh")), impls, 1))
     if "welford" in only:
         # Each row's mean and biased variance in f32, the whole row in one tile (BM rows a program: 4 of 1024, else
         # 1): what Welford's reduce with a combine fn costs now that both GPU paths scan it and take the last element,
@@ -3564,7 +3608,7 @@ DEFAULT_ONLY = ("attention,attention_train,transpose,colsum,bias_gelu,linear_rel
                 "row_cumsum,group_norm,kv_cache_write,gemv,mean_pool,ssm_update,causal_conv1d,embedding_bag,"
                 "dwconv3x3,heads_first,router_top1,spmv_csr,lora,maxpool2x2,upsample_nearest2x,upsample_bilinear2x,"
                 "row_max,chunk_linear_attn,qk_norm_rope,varlen_attention,col_cumsum,cast_transpose,"
-                "linear_recurrence,selective_scan,welford")
+                "linear_recurrence,selective_scan,welford,gelu_tanh")
 
 
 def main() -> int:
