@@ -62,3 +62,15 @@ def test_the_interpreter_without_a_ref_says_what_to_add():
         k[(1,)](torch.randn(128), torch.empty(128), backend="interp")
     assert info.value.span.line == 3
     assert any("ref=" in n.message for n in info.value.notes)
+
+
+def test_a_tied_input_and_a_clobber_are_not_operands_to_count():
+    text = KERNEL.replace("f32", "i32").replace('asm<i32>("PTX", "=f,f", t, ref=REF)',
+                                                 'asm<i32>("add.s32 $0, $0, 1;", "=r,0,~{memory}", t, ref=t + 1)')
+    ptx = compile_kernel(load_program(text, "tied.tle"), "k", {}, backend="triton", stop="ptx").stages["ptx"]
+    assert "add.s32" in ptx
+    k = tle.compile(text).k
+    x = torch.randint(-100, 100, (128,), dtype=torch.int32)
+    y = torch.empty_like(x)
+    k[(1,)](x, y, backend="interp")
+    assert torch.equal(y, x + 1)

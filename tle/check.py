@@ -2610,6 +2610,11 @@ def _check_asm_operands(e, code: str, constraints: str, result: str, args: list[
     n_out = _asm_registers(result, pack)[0]
     layout = ", ".join(f"${i}: {w} in {b} bits" for i, (w, b) in enumerate(want))
     parts = [c.strip() for c in constraints.split(",")] if constraints.strip() else []
+    clobbers = [c for c in parts if c.startswith("~")]  # ~{memory}: not an operand
+    for c in clobbers:
+        if not re.fullmatch(r"~\{[a-z0-9]+\}", c):
+            raise TleError(span, f"'{c}' is not a clobber: write ~{{memory}}")
+    parts = [c for c in parts if not c.startswith("~")]
     if len(parts) != len(want):
         raise TleError(span, f"the constraints name {len(parts)} operand{'s' if len(parts) != 1 else ''}; with "
                              f"pack={pack} one run of this PTX has {len(want)}: {n_out} output{'s' if n_out > 1 else ''}"
@@ -2618,6 +2623,11 @@ def _check_asm_operands(e, code: str, constraints: str, result: str, args: list[
     for i, (c, (what, bits)) in enumerate(zip(parts, want)):
         output = i < n_out
         letter = c[1:].lstrip("&") if c.startswith("=") else c
+        if not output and letter.isdigit():  # tied: this input in the register of output `letter`
+            if int(letter) >= n_out or want[int(letter)][1] != bits:
+                raise TleError(span, f"constraint {i + 1} ('{c}') ties ${i}, {what}, to ${letter}, which is not an "
+                                     f"output of {bits} bits", [layout])
+            continue
         if output != c.startswith("=") or len(letter) != 1 or letter not in _ASM_LETTERS[bits]:
             ok = " or ".join(("=" if output else "") + x for x in _ASM_LETTERS[bits])
             role = "an output" if output else "an input"
