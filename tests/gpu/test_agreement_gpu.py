@@ -39,7 +39,7 @@ def test_examples_agree_across_backends(name):
         want = ref(args)
         for w, i in zip(want, interp):
             _record(f"{name} {str(dtype)[6:]}", "interp", relative_error(i, w))
-        for backend in GPU_BACKENDS:
+        for backend in (b for b in GPU_BACKENDS if b in case.backends):
             gargs = [a.cuda() if hasattr(a, "cuda") else a for a in args]
             for o in outputs(gargs):
                 o.fill_(float("nan"))
