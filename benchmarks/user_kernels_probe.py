@@ -1045,11 +1045,11 @@ fn welford(n1, m1, q1, n2, m2, q2) {
     return n, m1 + d * w, q1 + q2 + d * d * n1 * w
 }
 
-kernel welford_moments<BM: int = 1, BN: int = 1024, T: dtype = f32>(x: tensor<T>[M, N], mean: tensor<f32>[M],
-        variance: tensor<f32>[M]) {
+kernel welford_moments<BM: int = 1, BN: int = 1024, T: dtype = f32, C: bool = false>(x: tensor<T>[M, N],
+        mean: tensor<f32>[M], variance: tensor<f32>[M]) {
     let t = cast<f32>(load(x, tile=[BM, BN], at=[program_id(0), 0]))
     let count = where(arange(BN) < N, 1.0, 0.0)
-    let n, m, q = reduce(count, t, 0.0, axis=1, combine=welford, identity=[0.0, 0.0, 0.0])
+    let n, m, q = reduce(count, t, 0.0, axis=1, combine=welford, identity=[0.0, 0.0, 0.0], commutative=C)
     store(mean, m, at=program_id(0))
     store(variance, q / n, at=program_id(0))
 }
@@ -3566,7 +3566,9 @@ def cases(dev, only):
                 t[2].copy_(var)
             impls = _both_paths(small.welford_moments, g, lambda t, g=g, m=m, n=n, bm=bm, bn=bn: welford_moments_ref[g](
                 *t, m, n, BM=bm, BN=bn), BM=bm, BN=bn)
-            for path in ("triton", "tileir"):
+            for path in ("triton", "tileir"):  # C: the reduce says its fn commutes, a tree as tl.reduce's
+                impls[f"tle commutative:{path}"] = lambda t, g=g, bm=bm, bn=bn, path=path: small.welford_moments[g](
+                    *t, BM=bm, BN=bn, C=True, backend=path)
                 impls[f"tle two_pass:{path}"] = lambda t, g=g, bm=bm, bn=bn, path=path: small.two_pass_moments[g](
                     *t, BM=bm, BN=bn, backend=path)
             impls["triton two_pass"] = lambda t, g=g, m=m, n=n, bm=bm, bn=bn: two_pass_moments_ref[g](

@@ -149,7 +149,8 @@ OPS: tuple[OpDef, ...] = (
           "Reduce 1 to 8 inputs of one shape together along `axis` into one result per input (the axis removed, a "
           "1-D input gives scalars), with the private func.func that `combine` names: (earlier element's values..., "
           "later element's values...) -> (combined values...), on scalars, applied in any association (it must be "
-          "associative). The optional `identities` array holds a value per input that the func leaves the other "
+          "associative) and in the elements' order, unless the unit attribute `commutative` says the func commutes "
+          "as well (then in any order). The optional `identities` array holds a value per input that the func leaves the other "
           "operand as it is with (Tile IR pads with them). The inputs may differ in element type: each is an "
           "optional operand group of its own (IRDL's variadic operands share one type).",
           '%n, %m = "tle.combine_reduce"(%a, %b) {axis = 1 : i32, combine = @k.welford.0, operandSegmentSizes = '

@@ -598,6 +598,8 @@ class _KernelBuilder:
                  "operandSegmentSizes": groups, "resultSegmentSizes": groups}
         if e.attrs.get("reverse"):
             attrs["reverse"] = ir.UnitAttr.get()
+        if e.attrs.get("commutative"):
+            attrs["commutative"] = ir.UnitAttr.get()
         if comb.identity is not None:
             attrs["identities"] = ir.ArrayAttr.get([scalar_attr(r.type.dtype, v)
                                                     for r, v in zip(comb.results, comb.identity)])

@@ -1544,6 +1544,9 @@ class _Kernel:
         defined order (wrong results on the H200 for the recurrence, tests/gpu/test_scans_gpu.py). So: the scan,
         which keeps the order, then each result's last element along the axis (last_along)."""
         axis = ir.IntegerAttr(op.attributes["axis"]).value
+        if "commutative" in op.attributes:  # the kernel says the fn commutes (Welford's): any order will do
+            self.combined(op, lambda xs, ids, fn: ct.reduce(xs, axis, ids, fn))
+            return
         self.combined(op, lambda xs, ids, fn: [self.last_along(r, axis) for r in ct.scan(xs, axis, ids, fn)])
 
     def last_along(self, x, axis: int):

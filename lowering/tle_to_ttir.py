@@ -36,7 +36,7 @@ Lowering choices (the semantics are the ones dialects/tle.py states):
   lanes, then scans forwards). combine_scan: tt.scan over all operands with the combine func's body inlined into
   the region (Triton's region and the func both take the earlier element's values first); combine_reduce: that
   tt.scan, then each result's last element (tt.reduce combines lanes in no defined order, and the fn need not be
-  commutative); the private funcs themselves are not lowered.
+  commutative), or tt.reduce itself where the kernel says the fn commutes; the private funcs are not lowered.
 - f32 division is Triton's own `/` (arith.divf: div.full.f32, within 2 ulp; docs/numerics.md), so a tile divided
   by one value per row costs one reciprocal, not a correctly rounded division per element. f16/bf16 division
   (arith.divf of them does not compile) and sqrt are IEEE: tt.precise_divf / tt.precise_sqrt, f16/bf16 through
@@ -805,8 +805,15 @@ def _combine_reduce(L: _Lowering, op):
     combines lanes in no defined order (wrong results on the H200 for the recurrence, tests/gpu/test_scans_gpu.py),
     while tt.scan keeps it: so the scan, then each result's last element along the axis, picked by a reduce in which
     every other element changes nothing (-0.0 for floats, which leaves even -0.0 as it is; 0 for integers; false
-    for bools)."""
+    for bools). A fn the kernel declares commutative (Welford's) takes tt.reduce itself (Welford: a third of the SASS)."""
     axis = _attr_int(op, "axis")
+    if "commutative" in op.attributes:
+        xs = [L.v(x) for x in op.operands]
+        elems = [_elem(x.type) for x in xs]
+        red = L.op("tt.reduce", [_ttir_type(r.type) for r in op.results], xs, {"axis": _i32_attr(axis)}, regions=1)
+        _combine_region(L, red, elems + elems, lambda a: _inline_combine(L, op, a), "tt.reduce.return")
+        L.bind(op, *red.results)
+        return
     scan = _combined_scan(L, op)
     shape = _shape(scan.results[0])
     index = L.along(L.arange(shape[axis]), axis, shape)

@@ -958,6 +958,27 @@ class CompiledKernel:
                             ["the GPU may combine the identity with any element (Tile IR pads its scans and "
                              "reductions with it), so a wrong one changes results there"])
 
+        commutative = "commutative" in op.attributes
+
+        def check_commutes(env, earlier, later, swapped, i):
+            """reduce(..., commutative=true) lets the GPU combine in any order: each fold step also runs the fn with
+            its two sides swapped, which must give the same values (up to a few roundings for floats)."""
+            straight = combine(env, earlier, later)
+            for j, (g, h) in enumerate(zip(straight, swapped)):
+                if g.is_floating_point():
+                    rtol = 2e-2 if g.dtype in (torch.float16, torch.bfloat16) else 1e-5
+                    scale = g.abs() + h.abs() + earlier[j].abs() + later[j].abs()
+                    bad = ~((g == h) | (torch.isnan(g) & torch.isnan(h)) | ((g - h).abs() <= rtol * scale))
+                else:
+                    bad = g != h
+                if bad.any():
+                    _fail(env, span, bad, lambda w: (
+                        f"combine fn '{fn_name}' does not commute, but this reduce() says commutative=true: with the "
+                        f"fold of elements 0..{i - 1} as a and element {i} as b, {fn_name}(a, b) gives {_at(g, w)} "
+                        f"and {fn_name}(b, a) gives {_at(h, w)} for result {j + 1}{_tile_pos(w)}"),
+                        ["drop commutative=true: the GPU then keeps the elements' order (a scan and its last "
+                         "element), as the interpreter does"])
+
         def step(env):
             xs = [env[s] for s in ins]
             lead = max(x.shape[0] for x in xs)
@@ -970,7 +991,10 @@ class CompiledKernel:
             acc = [c[0] for c in columns]
             done = [[a] for a in acc]
             for i in range(1, xs[0].shape[axis]):
-                acc = combine(env, acc, [c[i] for c in columns])
+                later = [c[i] for c in columns]
+                if commutative:
+                    check_commutes(env, acc, later, combine(env, later, acc), i)
+                acc = combine(env, acc, later)
                 if scan:
                     for d, a in zip(done, acc):
                         d.append(a)

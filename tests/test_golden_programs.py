@@ -1106,6 +1106,13 @@ entry(file="reduce_combine.tle", kernel="moments", make=_mom_make, grid=lambda c
            "of count 0 per row")
 
 
+entry(file="reduce_combine.tle", kernel="moments_any_order", make=_mom_make, grid=lambda c, k: (cdiv(c["M"], 4),),
+      ref=_mom_ref, tol={"mean": reduction(64, 4), "variance": reduction(64, 6)},
+      cases=[{"M": 6, "N": 50}, {"M": 4, "N": 64}],
+      note="moments with commutative=true: a tree on the GPU, the same tolerance (the fn commutes up to rounding, "
+           "which the interpreter checks at every step)")
+
+
 def _seg_make(c, k, g):
     m, n = c["M"], c["N"]
     return {"x": randn((m, n), g), "starts": (uniform((m, n), g, 0, 1) < 0.2).to(torch.int8), "y": poison((m, n))}

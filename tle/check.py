@@ -1942,7 +1942,7 @@ class _KernelChecker:
         combine=f, identity=[...], keepdims=K): N tiles (of one shape after broadcasting) scanned or reduced together
         along A with the fn f, which takes an earlier element's N values and a later one's and returns their
         combination. One value per operand: a tile (scan), or a tile without axis A (reduce)."""
-        kw_names = ("axis", "combine", "identity") + (("reverse",) if what == "scan" else ("keepdims",))
+        kw_names = ("axis", "combine", "identity") + (("reverse",) if what == "scan" else ("keepdims", "commutative"))
         kws = {}
         for kw in e.kwargs:
             if kw.name not in kw_names:
@@ -1991,6 +1991,9 @@ class _KernelChecker:
         attrs = {"kind": "combine", "axis": axis, "combine": comb}
         if what == "scan":
             attrs["reverse"] = self.const_bool(kws["reverse"], "reverse=") if "reverse" in kws else False
+        else:  # the fn commutes too: the GPU may combine in any order (a tree), not only in the elements' order
+            attrs["commutative"] = self.const_bool(kws["commutative"], "commutative=") if "commutative" in kws \
+                else False
         keep = what == "reduce" and "keepdims" in kws and self.const_bool(kws["keepdims"], "keepdims=")
         if len(xs) > 1:  # one operation, N results: each operand is read once
             xs = [self.temp(what, x, x.span) for x in xs]

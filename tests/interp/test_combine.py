@@ -216,3 +216,40 @@ def test_an_identity_the_fn_cannot_combine_with_itself_is_reported():
     y = torch.empty(64)
     run(guarded, "k", (1,), {"x": x, "y": y})
     torch.testing.assert_close(y, torch.logcumsumexp(x, 0), rtol=1e-5, atol=1e-5)
+
+
+LINEAR_REDUCE = """
+fn linear(a1, b1, a2, b2) {
+    return a1 * a2, a2 * b1 + b2
+}
+kernel k(a: tensor<f32>[N], b: tensor<f32>[N], h: tensor<f32>[1]) {
+    let ta = load(a, tile=[32])
+    let tb = load(b, tile=[32])
+    let _, last = reduce(ta, tb, axis=0, combine=linear, identity=[1.0, 0.0], commutative=true)
+    store(h, full<f32>[1](last))
+}
+"""
+
+
+def test_commutative_true_on_a_fn_that_does_not_commute_is_reported_at_the_reduce():
+    a, b = torch.rand(32) + 0.5, torch.randn(32)
+    with pytest.raises(TleError) as err:
+        run(LINEAR_REDUCE, "k", (1,), {"a": a, "b": b, "h": torch.empty(1)})
+    e = err.value
+    assert (e.span.line, e.span.col) == (8, 19)
+    assert e.message.startswith("combine fn 'linear' does not commute, but this reduce() says commutative=true: "
+                                "with the fold of elements 0..0 as a and element 1 as b, linear(a, b) gives ")
+    assert "for result 2" in e.message
+    assert any("drop commutative=true" in n.message for n in e.notes)
+
+
+def test_commutative_true_holds_where_the_data_makes_the_fn_commute():
+    """The check is on the values the reduce meets: with every decay 1 the recurrence is a plain sum, which
+    commutes; the result is the sequential fold either way."""
+    b = torch.randn(32)
+    h = torch.empty(1)
+    run(LINEAR_REDUCE, "k", (1,), {"a": torch.ones(32), "b": b, "h": h})
+    want = torch.zeros(())
+    for v in b:
+        want = want + v
+    assert torch.equal(h[0], want)
