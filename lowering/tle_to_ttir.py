@@ -805,7 +805,8 @@ def _combine_reduce(L: _Lowering, op):
     combines lanes in no defined order (wrong results on the H200 for the recurrence, tests/gpu/test_scans_gpu.py),
     while tt.scan keeps it: so the scan, then each result's last element along the axis, picked by a reduce in which
     every other element changes nothing (-0.0 for floats, which leaves even -0.0 as it is; 0 for integers; false
-    for bools). A fn the kernel declares commutative (Welford's) takes tt.reduce itself (Welford: a third of the SASS)."""
+    for bools). A fn the kernel declares commutative (Welford's) takes tt.reduce itself (Welford: a third of the
+    SASS)."""
     axis = _attr_int(op, "axis")
     if "commutative" in op.attributes:
         xs = [L.v(x) for x in op.operands]

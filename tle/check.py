@@ -2619,9 +2619,10 @@ def _check_asm_operands(e, code: str, constraints: str, result: str, args: list[
             raise TleError(span, f"'{c}' is not a clobber: write ~{{memory}}")
     parts = [c for c in parts if not c.startswith("~")]
     if len(parts) != len(want):
+        n_in = len(want) - n_out
         raise TleError(span, f"the constraints name {len(parts)} operand{'s' if len(parts) != 1 else ''}; with "
-                             f"pack={pack} one run of this PTX has {len(want)}: {n_out} output{'s' if n_out > 1 else ''}"
-                             f" then {len(want) - n_out} input{'s' if len(want) - n_out != 1 else ''}",
+                             f"pack={pack} one run of this PTX has {len(want)}: {n_out} "
+                             f"output{'s' if n_out > 1 else ''} then {n_in} input{'s' if n_in != 1 else ''}",
                        [layout, 'outputs are written "=r" (or =h, =l, =f, =d), inputs "r"'])
     for i, (c, (what, bits)) in enumerate(zip(parts, want)):
         output = i < n_out
