@@ -150,8 +150,8 @@ OPS: tuple[OpDef, ...] = (
           "1-D input gives scalars), with the private func.func that `combine` names: (earlier element's values..., "
           "later element's values...) -> (combined values...), on scalars, applied in any association (it must be "
           "associative) and in the elements' order, unless the unit attribute `commutative` says the func commutes "
-          "as well (then in any order). The optional `identities` array holds a value per input that the func leaves the other "
-          "operand as it is with (Tile IR pads with them). The inputs may differ in element type: each is an "
+          "as well (then in any order). The optional `identities` array holds a value per input that the func "
+          "leaves the other operand as it is with (Tile IR pads with them). The inputs may differ in element type: each is an "
           "optional operand group of its own (IRDL's variadic operands share one type).",
           '%n, %m = "tle.combine_reduce"(%a, %b) {axis = 1 : i32, combine = @k.welford.0, operandSegmentSizes = '
           'array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : '
@@ -378,6 +378,34 @@ def combine_func(op) -> "ir.Operation":
         if f.name == "func.func" and ir.StringAttr(f.attributes["sym_name"]).value == name:
             return f
     raise ValueError(f"no func.func @{name} for the {op.name} at {op.location}")
+
+
+def scan_to_reuse(reduce_op) -> "ir.Operation | None":
+    """The tle.combine_scan earlier in a tle.combine_reduce's block that scans the same values along the same axis
+    with the same fn and identities, not reversed, or None. The reduce is that scan's last element along the axis,
+    so a lowering that keeps the order (a scan, then the last element) takes it from there instead of scanning
+    twice: a chunked linear recurrence scans a chunk for its steps and reduces it for its carry."""
+    op = reduce_op.operation
+    if "commutative" in op.attributes:
+        return None
+    fn = _func_body(combine_func(op))
+    for other in op.block.operations:
+        other = other.operation
+        if other == op:
+            return None
+        if other.name != "tle.combine_scan" or "reverse" in other.attributes:
+            continue
+        same = [str(other.attributes[a]) if a in other.attributes else None for a in ("axis", "identities")] == \
+            [str(op.attributes[a]) if a in op.attributes else None for a in ("axis", "identities")]
+        if same and list(other.operands) == list(op.operands) and _func_body(combine_func(other)) == fn:
+            return other
+    return None
+
+
+def _func_body(func) -> str:
+    """A combine func's text without its name: two funcs built from one fn for the same types read the same."""
+    name = ir.StringAttr(func.attributes["sym_name"]).value
+    return str(func).replace(f"@{name}(", "@(", 1)
 
 
 def print_label(message: str) -> str:

@@ -128,7 +128,7 @@ from ..diagnostics import TleError, span_of_location
 from ..dialects import cuda_tile as ct
 from ..dialects.mlir import has_uses, ir, nested_ops, operand_groups
 from ..dialects.tle import (SCANS, combine_func, constant_int, extreme_partner, inside_axes, keeps_asserts,
-                            print_label, relaxed_atomics, unbroadcast, unit_insertion)
+                            print_label, relaxed_atomics, scan_to_reuse, unbroadcast, unit_insertion)
 from ..types import BYTES, MLIR_F8
 
 __all__ = ["tle_to_tileir", "TileirOptions", "LOWERED_OPS"]
@@ -1546,6 +1546,11 @@ class _Kernel:
         axis = ir.IntegerAttr(op.attributes["axis"]).value
         if "commutative" in op.attributes:  # the kernel says the fn commutes (Welford's): any order will do
             self.combined(op, lambda xs, ids, fn: ct.reduce(xs, axis, ids, fn))
+            return
+        reused = scan_to_reuse(op)  # the same scan, already lowered earlier in the block
+        if reused is not None:
+            for r, scanned in zip(op.results, reused.results):
+                self.set(r, self.last_along(self.get(scanned), axis))
             return
         self.combined(op, lambda xs, ids, fn: [self.last_along(r, axis) for r in ct.scan(xs, axis, ids, fn)])
 

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 
 from ..dialects.mlir import has_uses, ir, isa, nested_ops, operand_groups
 from ..dialects.tle import (SCANS, combine_func, constant_int, extreme_partner, inside_axes, is_kernel, keeps_asserts,
-                            print_label, relaxed_atomics, unbroadcast, unit_insertion)
+                            print_label, relaxed_atomics, scan_to_reuse, unbroadcast, unit_insertion)
 from ..types import BITS, MLIR_F8, wrap
 
 # Triton 3.6 enums (I32EnumAttr: written as plain i32 in the generic form). Values from triton._C.libtriton.ir.
@@ -815,12 +815,13 @@ def _combine_reduce(L: _Lowering, op):
         _combine_region(L, red, elems + elems, lambda a: _inline_combine(L, op, a), "tt.reduce.return")
         L.bind(op, *red.results)
         return
-    scan = _combined_scan(L, op)
-    shape = _shape(scan.results[0])
+    reused = scan_to_reuse(op)  # the same scan, already lowered earlier in the block
+    scanned = [L.v(r) for r in reused.results] if reused is not None else list(_combined_scan(L, op).results)
+    shape = _shape(scanned[0])
     index = L.along(L.arange(shape[axis]), axis, shape)
     last = L.cmpi(_EQ, index, L.const(index.type, shape[axis] - 1))
     picked = []
-    for r, res in zip(scan.results, op.results):
+    for r, res in zip(scanned, op.results):
         e = _elem(r.type)
         flt, boolean = _is_float(e), str(e) == "i1"
         kept = L.select(last, r, L.const(r.type, -0.0 if flt else 0))

@@ -1113,6 +1113,28 @@ entry(file="reduce_combine.tle", kernel="moments_any_order", make=_mom_make, gri
            "which the interpreter checks at every step)")
 
 
+def _sl_make(c, k, g):
+    m, n = c["M"], c["N"]
+    return {"a": uniform((m, n), g, 0.5, 1.0), "x": randn((m, n), g), "h": poison((m, n)), "last": poison((m,))}
+
+
+def _sl_ref(a, c, k):
+    av, xv = a["a"].double(), a["x"].double()
+    h = a["h"].double().clone()
+    acc = torch.zeros(av.shape[0], dtype=torch.float64)
+    for i in range(av.shape[1]):
+        acc = av[:, i] * acc + xv[:, i]
+        h[:, i] = acc
+    return {"h": h, "last": acc}
+
+
+entry(file="reduce_combine.tle", kernel="steps_and_last", make=_sl_make, grid=lambda c, k: (cdiv(c["M"], 2),),
+      ref=_sl_ref, tol={"h": reduction(64, 2), "last": reduction(64, 2)},
+      cases=[{"M": 5, "N": 64}, {"M": 4, "N": 50}],
+      note="the reduce takes the scan's last element (one scan on both paths); N=50: the padding is the identity "
+           "(a = 1 by pad=, x = 0), so the last element is step 49's h")
+
+
 def _seg_make(c, k, g):
     m, n = c["M"], c["N"]
     return {"x": randn((m, n), g), "starts": (uniform((m, n), g, 0, 1) < 0.2).to(torch.int8), "y": poison((m, n))}
