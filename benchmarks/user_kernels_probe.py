@@ -3456,7 +3456,8 @@ def cases(dev, only):
                             *t, m, n, BT=64, BD=32)), 1))
     if "linear_recurrence" in only:
         # A gated linear RNN's recurrence along time, [B, L, D] with decays in (0, 1): examples/linear_recurrence.tle
-        # (a scan with a combine fn, 32 x 32 tiles) against its Triton twin (tl.associative_scan and tl.reduce).
+        # (a scan with a combine fn, 64 x 64 tiles) against its Triton twin (tl.associative_scan, the carry from its
+        # last row).
         # torch has no such op: its time loop (L small kernels a step) is what a user without a kernel runs.
         lr = tle.compile(os.path.join(HERE, "..", "examples", "linear_recurrence.tle")).linear_recurrence
         # tle:tuned: the tiles (untimed when written), warps and path through the tuning database
@@ -3468,14 +3469,14 @@ def cases(dev, only):
             nb = 3 * b * n * d * dt.itemsize
             sets = _sets(lambda: [torch.sigmoid(r(b, n, d, dt=torch.float32)).to(dt), r(b, n, d, dt=dt),
                                   torch.empty(b, n, d, device=dev, dtype=dt)], nb)
-            g = (triton.cdiv(d, 32), b)
+            g = (triton.cdiv(d, 64), b)  # the example's default tiles, 64 x 64, and the twin's
 
             def torch_recurrence(t):
                 state = torch.zeros_like(t[0][:, 0], dtype=torch.float32)
                 for i in range(t[0].shape[1]):
                     state = t[0][:, i].float() * state + t[1][:, i].float()
                     t[2][:, i] = state.to(t[2].dtype)
-            impls = _both_paths(lr, g, lambda t, g=g, n=n, d=d: linear_recurrence_ref[g](*t, n, d, BT=32, BD=32))
+            impls = _both_paths(lr, g, lambda t, g=g, n=n, d=d: linear_recurrence_ref[g](*t, n, d, BT=64, BD=64))
             title, after = f"linear_recurrence {b}x{n}x{d} {str(dt)[6:]}", ()
             if dt == torch.bfloat16:  # tuned once per shape: 2 x 25 s at most; the choice printed after the case
                 impls["tle:tuned"] = lambda t: lr_tuned[lambda m: (triton.cdiv(m["D"], m["BD"]), m["B"])](*t)

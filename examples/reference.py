@@ -175,7 +175,7 @@ def _linear_recurrence(device, dtype, shape=(2, 100, 70), noncontig=False):
             state = a[:, t] * state + x[:, t]
             out[:, t] = state
         return [out]
-    return [a, x, h], (cdiv(d, 32), b), {"BT": 32, "BD": 32}, reference, lambda args: [args[2]]
+    return [a, x, h], (cdiv(d, 64), b), {"BT": 64, "BD": 64}, reference, lambda args: [args[2]]
 
 
 def attention_scores(q, k, scale: float, causal: bool):
