@@ -170,7 +170,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
         check_kernel(program, args.kernel)  # raises the "no kernel named" error with suggestions
     from .abi import WideDim, WideTensor, generic_spec, launch_spec
     from .check import check_kernel
-    from .compiler import compile_kernel, num_warps_choice, split_dot_loops
+    from .compiler import compile_kernel, num_warps_choice, ordered_reduces, split_dot_loops
     # Each kernel's own -D constants; one that no kernel has is an error before anything compiles.
     own_of = {n: {k: v for k, v in constants.items() if any(c.name == k for c in program.kernels[n].const_params)}
               for n in names}
@@ -218,6 +218,11 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
                 print(f"tlec: kernel '{name}': the loop at {loop.span} runs as two, its last tile alone checked: its "
                       "dot's K is not a multiple of 16 bytes, so a check on every tile would load them element by "
                       "element (docs/language.md, \"Rows of 16 bytes\")", file=sys.stderr)
+            for span, fn in ordered_reduces(out):
+                print(f"tlec: kernel '{name}': the reduce() at {span} keeps the elements' order, as a scan and its "
+                      f"last element, because '{fn}' need not commute; if it does (Welford's merge does), "
+                      "commutative=true reduces it as a tree, several times less work (docs/language.md, "
+                      "\"Reductions and scans\")", file=sys.stderr)
             if out.backend == "triton" and "ptx" in out.stages:
                 if args.num_warps is None:
                     warps, why = num_warps_choice(out.kernel)

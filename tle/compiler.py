@@ -407,6 +407,21 @@ def split_dot_loops(out: Compiled) -> list:
             and (ordinal := described[id(n)][0].ordinal) in reads and LoopSplit(ordinal) in lowered.inside]
 
 
+def ordered_reduces(out: Compiled) -> list:
+    """(span, fn name) of each reduce() with combine= in out's tle module that keeps the elements' order as a scan
+    of its own (not commutative=true, and no scan of the same values before it to take the last element from), for
+    `tlec -v`: Welford's moments ran 0.42-0.79x their Triton twin that way on the H200 (benchmarks/RESULTS.md)."""
+    from .dialects.mlir import ir, nested_ops
+    from .dialects.tle import combine_func, scan_to_reuse
+    from .diagnostics import span_of_location
+    found = []
+    for op in nested_ops(out.module.operation):
+        if op.name == "tle.combine_reduce" and "commutative" not in op.attributes and scan_to_reuse(op) is None:
+            fn = ir.StringAttr(combine_func(op).attributes["sym_name"]).value.split(".")[1]
+            found.append((span_of_location(op.location), fn))
+    return found
+
+
 def _to_tle(out: Compiled):
     """Lower out.kernel under the facts of out.spec that out.backend takes (_spec_for) to the tle dialect:
     out.module and its text, out.stages["tle"]."""

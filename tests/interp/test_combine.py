@@ -253,3 +253,16 @@ def test_commutative_true_holds_where_the_data_makes_the_fn_commute():
     for v in b:
         want = want + v
     assert torch.equal(h[0], want)
+
+
+def test_tlec_v_names_each_order_keeping_reduce_and_the_way_out(capsys):
+    """Only `moments` in reduce_combine.tle: moments_any_order says commutative=true, and steps_and_last's reduce
+    takes the last element of the scan before it."""
+    import os
+    from tle.cli import main
+    path = os.path.join(os.path.dirname(__file__), "..", "filecheck", "reduce_combine.tle")
+    assert main([path, "--emit=ttir", "-v", "-o", os.devnull]) == 0
+    lines = [l for l in capsys.readouterr().err.splitlines() if "keeps the elements' order" in l]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("tlec: kernel 'moments': the reduce() at ") and "reduce_combine.tle:21:19" in lines[0]
+    assert "'welford' need not commute" in lines[0] and "commutative=true" in lines[0]
