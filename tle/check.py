@@ -2624,6 +2624,7 @@ def _check_asm_operands(e, code: str, constraints: str, result: str, args: list[
                              f"pack={pack} one run of this PTX has {len(want)}: {n_out} "
                              f"output{'s' if n_out > 1 else ''} then {n_in} input{'s' if n_in != 1 else ''}",
                        [layout, 'outputs are written "=r" (or =h, =l, =f, =d), inputs "r"'])
+    tied: dict[int, int] = {}  # output -> the input tied to its register
     for i, (c, (what, bits)) in enumerate(zip(parts, want)):
         output = i < n_out
         letter = c[1:].lstrip("&") if c.startswith("=") else c
@@ -2631,6 +2632,10 @@ def _check_asm_operands(e, code: str, constraints: str, result: str, args: list[
             if int(letter) >= n_out or want[int(letter)][1] != bits:
                 raise TleError(span, f"constraint {i + 1} ('{c}') ties ${i}, {what}, to ${letter}, which is not an "
                                      f"output of {bits} bits", [layout])
+            if int(letter) in tied:  # LLVM aborts on a second input tied to one output
+                raise TleError(span, f"constraint {i + 1} ('{c}') ties ${i} to ${letter}, which ${tied[int(letter)]} "
+                                     f"is already tied to: one input per output", [layout])
+            tied[int(letter)] = i
             continue
         if output != c.startswith("=") or len(letter) != 1 or letter not in _ASM_LETTERS[bits]:
             ok = " or ".join(("=" if output else "") + x for x in _ASM_LETTERS[bits])
