@@ -74,3 +74,11 @@ def test_a_tied_input_and_a_clobber_are_not_operands_to_count():
     y = torch.empty_like(x)
     k[(1,)](x, y, backend="interp")
     assert torch.equal(y, x + 1)
+
+
+@pytest.mark.parametrize("pure", ["true", "false"])
+def test_a_discarded_asm_runs_only_where_it_is_not_pure(pure):
+    text = ("kernel k(x: tensor<i32>[N]) {\n    let t = load(x, tile=[128], at=program_id(0))\n"
+            f'    let _ = asm<i32>("add.s32 $0, $1, 7;", "=r,r", t, pure={pure})\n}}\n')
+    ptx = compile_kernel(load_program(text, "d.tle"), "k", {}, backend="triton", stop="ptx").stages["ptx"]
+    assert ("add.s32" in ptx and ", 7;" in ptx) == (pure == "false")

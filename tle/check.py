@@ -798,9 +798,9 @@ class _KernelChecker:
             self.let(name, span, s.span, value)
 
     def discard(self, span: Span, value) -> None:
-        """`let _ = e` / `let a, _ = e`: the value is not bound. An atomic in it still runs (its effect is kept); the
-        rest is dropped."""
-        if any(op.name == "atomic" for op in _ops_of(value)):
+        """`let _ = e` / `let a, _ = e`: the value is not bound. An atomic or an asm(pure=false) in it still runs (its
+        effect is kept); the rest is dropped."""
+        if any(op.name == "atomic" or (op.name == "asm" and not op.attrs["pure"]) for op in _ops_of(value)):
             self.out.append(T.Eval(span, value))
 
     def let(self, name: str, name_span: Span, span: Span, value):
