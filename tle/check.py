@@ -2602,8 +2602,10 @@ def _asm_registers(dtype: str, pack: int) -> tuple[int, int]:
 
 
 def _check_asm_operands(e, code: str, constraints: str, result: str, args: list[str], pack: int) -> None:
-    """The constraints of asm() against its operands: LLVM aborts the whole process on a wrong count or a $N past
-    the last operand, so these are errors here, each naming what one run of the PTX sees."""
+    """The constraints of asm() against its operands: LLVM aborts the whole process (no exception) on a wrong count,
+    a $N past the last operand, a tie to what is not an output of the same width, or two inputs tied to one
+    output, so these are errors here, each naming what one run of the PTX sees. A letter that does not fit its
+    register's width is one too (ptxas would report it, less clearly)."""
     span = e.args[1].span
     slots = [("the result", result)] + [(f"argument {i + 1}", d) for i, d in enumerate(args)]
     want = []  # (what, bits) per register, outputs first
