@@ -437,7 +437,7 @@ class _KernelBuilder:
         """The arguments one operand group each (they may differ in type), then `ref` in a group of its own."""
         args = [self.expr(a) for a in e.args]
         n = len(args) - int(e.attrs["ref"])
-        groups = [1] * n + [0] * (MAX_COMBINED - n) + [int(e.attrs["ref"])]
+        groups = list(_one_group_each(n)) + [int(e.attrs["ref"])]
         return self.value("tle.inline_asm", ir_type(e.type), args, {
             "asm": ir.StringAttr.get(e.attrs["asm"]), "constraints": ir.StringAttr.get(e.attrs["constraints"]),
             "pack": _i32(e.attrs["pack"]), "pure": ir.BoolAttr.get(e.attrs["pure"]),

@@ -63,7 +63,8 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
   tle.combine_scan -> `scan` with the combine func's body lowered into the region (Tile IR interleaves the
   region's arguments per operand) and the op's identities; without identities the legality check keeps the
   kernel off this path. tle.combine_reduce -> that `scan`, then each result's last element (`reduce` combines
-  in no defined order, and the fn need not be commutative).
+  in no defined order, and the fn need not be commutative), or the last elements of an earlier identical
+  combine_scan (scan_to_reuse), or `reduce` itself where the kernel says the fn commutes.
 - scf.for -> `for`, scf.if -> `if`, with results and carried values; tle.num_stages / tle.unroll are dropped
   (tileiras pipelines on its own), and so is tle.nonempty (the native path's reason for it, ptxas serialising
   wgmmas, was not seen here: x @ w^T with 128x256 tiles ran at 0.90-0.96x of cuBLAS on this path, against

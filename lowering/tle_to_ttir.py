@@ -36,7 +36,8 @@ Lowering choices (the semantics are the ones dialects/tle.py states):
   lanes, then scans forwards). combine_scan: tt.scan over all operands with the combine func's body inlined into
   the region (Triton's region and the func both take the earlier element's values first); combine_reduce: that
   tt.scan, then each result's last element (tt.reduce combines lanes in no defined order, and the fn need not be
-  commutative), or tt.reduce itself where the kernel says the fn commutes; the private funcs are not lowered.
+  commutative), the last elements of an earlier identical combine_scan where there is one (scan_to_reuse), or
+  tt.reduce itself where the kernel says the fn commutes; the private funcs are not lowered.
 - f32 division is Triton's own `/` (arith.divf: div.full.f32, within 2 ulp; docs/numerics.md), so a tile divided
   by one value per row costs one reciprocal, not a correctly rounded division per element. f16/bf16 division
   (arith.divf of them does not compile) and sqrt are IEEE: tt.precise_divf / tt.precise_sqrt, f16/bf16 through
@@ -786,14 +787,19 @@ def _scan_attrs(op) -> dict:
     return {"axis": _i32_attr(_attr_int(op, "axis")), "reverse": ir.BoolAttr.get("reverse" in op.attributes)}
 
 
-def _combined_scan(L: _Lowering, op):
-    """tt.scan over a combine_scan's / combine_reduce's operands (a combine_reduce is never reversed), the combine
-    func inlined into its region."""
+def _with_combine_fn(L: _Lowering, op, tt_name: str, attrs: dict, result_types=None):
+    """tt.scan or tt.reduce (tt_name) over a combine_scan's / combine_reduce's operands, the combine func inlined
+    into its region; a scan's results have the operands' types."""
     xs = [L.v(x) for x in op.operands]
     elems = [_elem(x.type) for x in xs]
-    scan = L.op("tt.scan", [x.type for x in xs], xs, _scan_attrs(op), regions=1)
-    _combine_region(L, scan, elems + elems, lambda a: _inline_combine(L, op, a), "tt.scan.return")
-    return scan
+    new = L.op(tt_name, result_types or [x.type for x in xs], xs, attrs, regions=1)
+    _combine_region(L, new, elems + elems, lambda a: _inline_combine(L, op, a), f"{tt_name}.return")
+    return new
+
+
+def _combined_scan(L: _Lowering, op):
+    """tt.scan over a combine_scan's / combine_reduce's operands (a combine_reduce is never reversed)."""
+    return _with_combine_fn(L, op, "tt.scan", _scan_attrs(op))
 
 
 def _combine_scan(L: _Lowering, op):
@@ -809,11 +815,8 @@ def _combine_reduce(L: _Lowering, op):
     SASS)."""
     axis = _attr_int(op, "axis")
     if "commutative" in op.attributes:
-        xs = [L.v(x) for x in op.operands]
-        elems = [_elem(x.type) for x in xs]
-        red = L.op("tt.reduce", [_ttir_type(r.type) for r in op.results], xs, {"axis": _i32_attr(axis)}, regions=1)
-        _combine_region(L, red, elems + elems, lambda a: _inline_combine(L, op, a), "tt.reduce.return")
-        L.bind(op, *red.results)
+        L.bind(op, *_with_combine_fn(L, op, "tt.reduce", {"axis": _i32_attr(axis)},
+                                     [_ttir_type(r.type) for r in op.results]).results)
         return
     reused = scan_to_reuse(op)  # the same scan, already lowered earlier in the block
     scanned = [L.v(r) for r in reused.results] if reused is not None else list(_combined_scan(L, op).results)

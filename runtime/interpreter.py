@@ -960,10 +960,9 @@ class CompiledKernel:
 
         commutative = "commutative" in op.attributes
 
-        def check_commutes(env, earlier, later, swapped, i):
+        def check_commutes(env, earlier, later, straight, swapped, i):
             """reduce(..., commutative=true) lets the GPU combine in any order: each fold step also runs the fn with
             its two sides swapped, which must give the same values (up to a few roundings for floats)."""
-            straight = combine(env, earlier, later)
             for j, (g, h) in enumerate(zip(straight, swapped)):
                 if g.is_floating_point():
                     rtol = 2e-2 if g.dtype in (torch.float16, torch.bfloat16) else 1e-5
@@ -992,9 +991,10 @@ class CompiledKernel:
             done = [[a] for a in acc]
             for i in range(1, xs[0].shape[axis]):
                 later = [c[i] for c in columns]
-                if commutative:
-                    check_commutes(env, acc, later, combine(env, later, acc), i)
-                acc = combine(env, acc, later)
+                straight = combine(env, acc, later)
+                if commutative:  # (combine's values are new tensors: a second run leaves these as they are)
+                    check_commutes(env, acc, later, straight, combine(env, later, acc), i)
+                acc = straight
                 if scan:
                     for d, a in zip(done, acc):
                         d.append(a)

@@ -1099,18 +1099,14 @@ def _mom_ref(a, c, k):
     return {"mean": x.mean(1), "variance": x.var(1, unbiased=False)}
 
 
-entry(file="reduce_combine.tle", kernel="moments", make=_mom_make, grid=lambda c, k: (cdiv(c["M"], 4),),
-      ref=_mom_ref, tol={"mean": reduction(64, 4), "variance": reduction(64, 6)},
-      cases=[{"M": 6, "N": 50}, {"M": 4, "N": 64}],
-      note="Welford over rows offset by 5 (a two-pass-free variance that does not cancel); N=50: 14 padded elements "
-           "of count 0 per row")
-
-
-entry(file="reduce_combine.tle", kernel="moments_any_order", make=_mom_make, grid=lambda c, k: (cdiv(c["M"], 4),),
-      ref=_mom_ref, tol={"mean": reduction(64, 4), "variance": reduction(64, 6)},
-      cases=[{"M": 6, "N": 50}, {"M": 4, "N": 64}],
-      note="moments with commutative=true: a tree on the GPU, the same tolerance (the fn commutes up to rounding, "
-           "which the interpreter checks at every step)")
+for _kernel, _note in (
+        ("moments", "Welford over rows offset by 5 (a two-pass-free variance that does not cancel); N=50: 14 padded "
+                    "elements of count 0 per row"),
+        ("moments_any_order", "moments with commutative=true: a tree on the GPU, the same tolerance (the fn commutes "
+                              "up to rounding, which the interpreter checks at every step)")):
+    entry(file="reduce_combine.tle", kernel=_kernel, make=_mom_make, grid=lambda c, k: (cdiv(c["M"], 4),),
+          ref=_mom_ref, tol={"mean": reduction(64, 4), "variance": reduction(64, 6)},
+          cases=[{"M": 6, "N": 50}, {"M": 4, "N": 64}], note=_note)
 
 
 def _sl_make(c, k, g):

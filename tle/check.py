@@ -1519,7 +1519,7 @@ class _KernelChecker:
             if isinstance(ref.type, Tile) and broadcast_shapes(ref.type.shape, shape) != shape:
                 raise TleError(kwargs["ref"].value.span, f"ref= has shape {list(ref.type.shape)}, the result "
                                                          f"{list(shape)}")
-            if (effect := _first_effect(ref)) is not None:
+            if (effect := next((o for o in _ops_of(ref) if o.name == "atomic"), None)) is not None:
                 raise TleError(effect.span, f"ref= must compute a value only; atomic_{effect.attrs.get('kind')}() here "
                                             f"writes memory")
             operands.append(self.coerce(ref, result))
@@ -2648,17 +2648,6 @@ def _check_asm_operands(e, code: str, constraints: str, result: str, args: list[
         if m.group(1) != "$" and int(m.group(1)) >= len(want):
             raise TleError(e.args[0].span, f"the PTX uses ${m.group(1)}, but one run has operands $0 to "
                                            f"${len(want) - 1}", [layout])
-
-
-def _first_effect(x: T.Expr) -> T.Op | None:
-    """The first op in x's tree that writes memory (an atomic), or None."""
-    if isinstance(x, T.Op):
-        if x.name == "atomic":
-            return x
-        for a in x.args:
-            if (found := _first_effect(a)) is not None:
-                return found
-    return None
 
 
 BUILTINS = {name[2:]: getattr(_KernelChecker, name) for name in dir(_KernelChecker) if name.startswith("b_")}
