@@ -2316,13 +2316,14 @@ def _zeroed(f, out: int = 1):
 
 
 OCCUPANCY: list = []  # --occupancy: Tile IR occupancy hints to time beside the lowering's own choice
+WARPS: list = []  # --warps: native num_warps to time beside the default (tle/compiler.py default_num_warps)
 AUTO = "tle:auto"  # an impl checked but not timed: it returns the path backend="auto" took
 
 
 def _both_paths(kernel, grid, ref, **consts) -> dict:
     """tle's kernel on both GPU paths (Triton's default launch options; `consts` are its constants) and the
     hand-written reference's launch; with --occupancy, Tile IR again with each of those hints (the `occupancy=`
-    launch option)."""
+    launch option); with --warps, the native path again on each of those num_warps."""
     impls = {"tle:triton": lambda t: kernel[grid](*t, **consts, backend="triton"),
              "tle:tileir": lambda t: kernel[grid](*t, **consts, backend="tileir"),
              # what a user who names no backend gets: checked, and its path named on the case's line, not timed
@@ -2331,6 +2332,8 @@ def _both_paths(kernel, grid, ref, **consts) -> dict:
              "triton_ref": ref}
     for n in OCCUPANCY:
         impls[f"tle:tileir occ{n}"] = lambda t, n=n: kernel[grid](*t, **consts, backend="tileir", occupancy=n)
+    for n in WARPS:
+        impls[f"tle:triton w{n}"] = lambda t, n=n: kernel[grid](*t, **consts, backend="triton", num_warps=n)
     return impls
 
 
@@ -3624,8 +3627,12 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", ""),
                     help="also append each case's line to DIR/user_kernels.txt as it is measured (default: $OUT "
                          "where set, as on the device machine, whose reply keeps only the output's tail)")
+    ap.add_argument("--warps", default="",
+                    help="comma-separated num_warps to time the native path on as extra columns, e.g. 1,2,8 (kernels "
+                         "launched through _both_paths; the plain tle:triton column has the default)")
     args = ap.parse_args()
     OCCUPANCY[:] = [int(x) for x in args.occupancy.split(",") if x.strip()]
+    WARPS[:] = [int(x) for x in args.warps.split(",") if x.strip()]
     dev = "cuda"
     lines = []
     log = os.path.join(args.out, "user_kernels.txt") if args.out else None
