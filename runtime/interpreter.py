@@ -19,7 +19,8 @@ How it runs:
   thousand elements costs more than the ops.
 
 Checks the GPU cannot make raise TleError at the op's .tle location: out-of-bounds gather/scatter/atomic
-indices, scatters whose result depends on the order of writes, reads of uninitialised vars, integer division by
+indices, scatters and stores whose result depends on the order of writes (programs whose last writes to an
+element differ: _StoreClaims, _check_scatters_across_programs), reads of uninitialised vars, integer division by
 zero, out-of-range shift amounts and float->int casts, NaN in atomic max/min, views that reach outside their
 tensor's storage, and a scan's or reduction's `identity=` that its combine fn does not leave elements unchanged
 with (Tile IR pads with it).
@@ -126,15 +127,175 @@ class View:
 
 
 class _Launch:
-    """Per-launch state: the grid, and every scatter write (checked for cross-program conflicts at the end)."""
+    """Per-launch state: the grid, every scatter write (checked for cross-program conflicts at the end), and which
+    program last stored each element of each tensor (_StoreClaims)."""
 
     def __init__(self, grid: tuple[int, int, int]):
         self.grid = grid
         self.scatters: list[tuple] = []
+        self.stores = _StoreClaims(self)
+        # Linear ids [first, end) of the programs running now (one chunk in lockstep, or one program): programs
+        # below `first` have finished.
+        self.first, self.end = 0, 1
 
     def program(self, linear: int) -> tuple[int, int, int]:
         gx, gy, _ = self.grid
         return linear % gx, linear // gx % gy, linear // (gx * gy)
+
+
+class _StoreClaims:
+    """Races between stores: two programs whose last stores to one element write different values. On the GPU the
+    programs run in no set order, so which value stays depends on which runs last (a partial result stored at the
+    same `at=` by every program is the usual way to get one).
+
+    Per tensor storage it keeps the linear id of the program that last stored each element (-1: none yet). A store
+    over an element another program stored: with the same bits nothing is wrong; with other bits, if that program is
+    still running (the same lockstep chunk) the two race now; if it has finished, its value was its last, and the
+    race stands unless the overwriting program puts the same bits back before it finishes (`pending`, settled at
+    the end of each chunk). Stores through the strided windows are checked through the same windows of the map."""
+
+    NOTE = ("programs run in no set order on the GPU: give each program its own tile (an at= that depends on "
+            "program_id), or add the programs' values with atomic_add")
+
+    def __init__(self, launch: _Launch):
+        self.launch = launch
+        self.writers: dict[tuple, torch.Tensor] = {}
+        self.pending: list[tuple] = []
+
+    def map_of(self, view: View) -> torch.Tensor:
+        key = (view.storage.data_ptr(), view.storage.element_size(), view.storage.numel())
+        if key not in self.writers:
+            self.writers[key] = torch.full((view.storage.numel(),), -1, dtype=torch.int32)
+        return self.writers[key]
+
+    def window(self, span, view: View, offset: int, shape, strides, new: torch.Tensor, programs=None) -> None:
+        """Store through one strided window of the storage at `offset`. With `programs` (linear ids [n]) the
+        window has a leading program axis (shape [n, *tile], its stride the step between their tiles, which do
+        not overlap) and `new` is [n or 1, *tile]. Without, every running program stores this one window and
+        `new` is [1 or chunk, *tile]: one row each, which must agree."""
+        storage, owners = view.storage, self.map_of(view)
+        data = torch.as_strided(storage, shape, strides, offset)
+        owner = torch.as_strided(owners, shape, strides, offset)
+        if programs is None:
+            new = self._agreed(span, view, new, offset + _window_offsets(shape, strides))[0]
+            mine = self.launch.end - 1
+        else:
+            mine = programs.reshape([-1] + [1] * (len(shape) - 1))
+        self._check(span, view, data, owner, new, mine, programs is None,
+                    lambda mask: offset + _window_offsets(shape, strides)[mask])
+        data.copy_(new.expand(data.shape))
+        owner.copy_(torch.as_tensor(mine).expand(owner.shape))
+
+    def lanes(self, span, view: View, flat: torch.Tensor, new: torch.Tensor, valid) -> None:
+        """Store through storage offsets `flat` ([n or 1, *tile], n programs' tiles; 1: every running program's)
+        where `valid` (None: everywhere)."""
+        storage, owners = view.storage, self.map_of(view)
+        shape = _broadcast(flat.shape, new.shape)
+        uniform = flat.shape[0] == 1
+        if uniform:
+            new = self._agreed(span, view, new, flat[0], None if valid is None else valid[0])
+            shape = (1, *shape[1:])
+            program = torch.full(shape, self.launch.end - 1, dtype=torch.int64)
+        else:
+            program = (self.launch.first + torch.arange(shape[0])).reshape([-1] + [1] * (len(shape) - 1))
+            program = program.expand(shape)
+        flat, new = flat.expand(shape), new.expand(shape)
+        if valid is not None:
+            valid = valid.expand(shape)
+            flat, new, program = flat[valid], new[valid], program[valid]
+        flat, new, program = flat.reshape(-1), new.reshape(-1), program.reshape(-1)
+        if not uniform:
+            self._clash_within(span, view, flat, new, program)
+        owner = owners[flat]
+        self._check(span, view, storage[flat], owner, new, program, uniform, lambda mask: flat[mask])
+        storage[flat] = new
+        owners[flat] = program.to(torch.int32)
+
+    def settle(self) -> None:
+        """At the end of a chunk: a finished program's value overwritten with other bits is a race unless the
+        overwriting program put the same bits back."""
+        for span, view, flat, old, earlier in self.pending:
+            now = view.storage[flat]
+            differ = _bits(now) != _bits(old)
+            if bool(differ.any()):
+                k = int(differ.nonzero()[0])
+                later = int(self.map_of(view)[flat[k]])
+                self._race(span, view, int(earlier[k]), later, old[k], now[k], int(flat[k]))
+        self.pending.clear()
+
+    def _agreed(self, span, view: View, new: torch.Tensor, offsets: torch.Tensor, valid=None) -> torch.Tensor:
+        """The rows ([chunk, *tile]) of a tile every running program stores at the same place (storage `offsets`,
+        a tile; where `valid`): they must hold the same bits. The row every program stores."""
+        if new.shape[0] > 1:
+            bits = _bits(new)
+            differ = bits != bits[-1:]
+            if valid is not None:
+                differ = differ & valid
+            if bool(differ.any()):
+                p, *e = differ.nonzero()[0].tolist()
+                last = new.shape[0] - 1
+                self._race(span, view, self.launch.first + p, self.launch.first + last, new[(p, *e)],
+                           new[(last, *e)], int(offsets.expand(new.shape[1:])[tuple(e)]))
+        return new[-1:]
+
+    def _check(self, span, view: View, old, owner, new, mine, uniform: bool, offsets_of) -> None:
+        """Elements another program stored (for a store of every running program: one that has finished) whose
+        bits this store changes: a race now if that program is running, else pending until this chunk ends."""
+        foreign = (owner >= 0) & ((owner < self.launch.first) if uniform else (owner != mine))
+        if not bool(foreign.any()):
+            return
+        new = new.expand(old.shape)
+        changed = foreign & (_bits(old) != _bits(new))
+        if not bool(changed.any()):
+            return
+        running = changed & (owner >= self.launch.first)
+        if bool(running.any()):
+            k = tuple(running.nonzero()[0].tolist())
+            mine_k = int(torch.as_tensor(mine).expand(old.shape)[k])
+            self._race(span, view, int(owner[k]), mine_k, old[k], new[k], int(offsets_of(running)[0]))
+        self.pending.append((span, view, offsets_of(changed).reshape(-1), old[changed].clone(), owner[changed]))
+
+    def _clash_within(self, span, view: View, flat, new, program) -> None:
+        """Two programs' lanes of one store on one element with different bits."""
+        if flat.numel() < 2:
+            return
+        order = torch.argsort(flat, stable=True)
+        f, b, p = flat[order], _bits(new)[order], program[order]
+        clash = (f[1:] == f[:-1]) & (p[1:] != p[:-1]) & (b[1:] != b[:-1])
+        if bool(clash.any()):
+            k = int(clash.nonzero()[0])
+            i, j = int(order[k]), int(order[k + 1])
+            self._race(span, view, int(program[i]), int(program[j]), new[i], new[j], int(flat[i]))
+
+    def _race(self, span, view: View, a: int, b: int, x, y, offset: int):
+        first, second = sorted((a, b))
+        va, vb = (x, y) if a == first else (y, x)
+        raise TleError(span, f"store to '{view.name}': programs {self.launch.program(first)} and "
+                             f"{self.launch.program(second)} write {_scalar_text(va)} and {_scalar_text(vb)} to "
+                             f"element {_element_of(view, offset)}; the result depends on which runs last",
+                       [self.NOTE])
+
+
+def _window_offsets(shape, strides) -> torch.Tensor:
+    """The storage offsets of a strided window's elements, relative to its first, in its shape."""
+    out = torch.zeros(shape, dtype=torch.int64)
+    for a, (n, st) in enumerate(zip(shape, strides)):
+        out = out + torch.arange(n, dtype=torch.int64).reshape([n if i == a else 1 for i in range(len(shape))]) * st
+    return out
+
+
+def _element_of(view: View, offset: int) -> list[int]:
+    """The index in `view` of the element at storage `offset` (its strides do not overlap: a store's view)."""
+    rest, index = offset - view.base, [0] * len(view.sizes)
+    for axis in sorted(range(len(view.sizes)), key=lambda a: -view.strides[a]):
+        if view.strides[axis] > 0:
+            index[axis], rest = divmod(rest, view.strides[axis])
+    return index
+
+
+def _scalar_text(x) -> str:
+    v = x.item() if isinstance(x, torch.Tensor) else x
+    return repr(v) if isinstance(v, float) else str(v)
 
 
 # ---- MLIR access (generic API only) -------------------------------------------------------------------------------
@@ -1090,7 +1251,7 @@ class CompiledKernel:
         aranges = _axis_aranges(tile)
 
         def step(env):
-            _store(env[v], [env[s] for s in idx], tile, env[val], aranges)
+            _store(env[LAUNCH].stores, span, env[v], [env[s] for s in idx], tile, env[val], aranges)
         return step
 
     def _indexed(self, op, with_value: bool):
@@ -1238,6 +1399,7 @@ class CompiledKernel:
             linear = torch.arange(total, dtype=torch.int64)
             for start in range(0, total, self.programs_per_chunk):
                 lin = linear[start:start + self.programs_per_chunk]
+                launch.first, launch.end = start, start + len(lin)
                 e = env.copy()
                 # An axis of size 1 stays a size-1 (uniform) value, so that it does not widen what it touches.
                 ids = (lin % gx, lin // gx % gy, lin // (gx * gy))
@@ -1245,6 +1407,7 @@ class CompiledKernel:
                     e[s] = zero if n == 1 else i.to(torch.int32)
                 for f in body:
                     f(e)
+                launch.stores.settle()
         else:
             xs, ys, zs = (torch.arange(n, dtype=torch.int32).split(1) for n in (gx, gy, gz))
             for z in zs:
@@ -1252,8 +1415,11 @@ class CompiledKernel:
                     for x in xs:
                         e = env.copy()
                         e[PID[0]], e[PID[1]], e[PID[2]] = x, y, z
+                        launch.first = int(x) + gx * (int(y) + gy * int(z))
+                        launch.end = launch.first + 1
                         for f in body:
                             f(e)
+                        launch.stores.settle()
 
 
 def _find_kernel(module):
@@ -1312,26 +1478,25 @@ def _load(view: View, starts: list[torch.Tensor], tile, pad, aranges) -> torch.T
     return torch.where(valid, got, torch.tensor(pad, dtype=view.dtype))
 
 
-def _store(view: View, starts: list[torch.Tensor], tile, value: torch.Tensor, aranges) -> None:
-    if all(s.shape[0] == 1 for s in starts) and _store_strided(view, [int(s) * t for s, t in zip(starts, tile)],
-                                                              tile, value):
+def _store(claims: _StoreClaims, span, view: View, starts: list[torch.Tensor], tile, value: torch.Tensor,
+           aranges) -> None:
+    """Store a tile per program (value [programs or 1, *tile]), each element through claims (races)."""
+    if all(s.shape[0] == 1 for s in starts) and _store_strided(
+            claims, span, view, [int(s) * t for s, t in zip(starts, tile)], tile, value, None):
         return
     plan = _window_plan(view, starts, tile, store=True)
     if plan is not None:
         runs, partial = plan
         for first, end, step, offset in runs:
-            window = torch.as_strided(view.storage, (end - first, *tile), (step, *view.strides), offset)
-            window.copy_(value[first:end] if value.shape[0] > 1 else value.expand(end - first, *tile))
+            claims.window(span, view, offset, (end - first, *tile), (step, *view.strides),
+                          value[first:end] if value.shape[0] > 1 else value,
+                          claims.launch.first + torch.arange(first, end))
         for p, origin in partial:
-            _store_strided(view, origin, tile, value[p:p + 1] if value.shape[0] > 1 else value)
+            _store_strided(claims, span, view, origin, tile, value[p:p + 1] if value.shape[0] > 1 else value,
+                           torch.tensor([claims.launch.first + p]))
         return
     flat, valid = _tile_offsets(view, starts, tile, aranges)
-    shape = _broadcast(flat.shape, value.shape)
-    flat, value = flat.expand(shape), value.expand(shape)
-    if valid is not None:
-        valid = valid.expand(shape)
-        flat, value = flat[valid], value[valid]
-    view.storage[flat.reshape(-1)] = value.reshape(-1)
+    claims.lanes(span, view, flat, value, valid)
 
 
 def _window_plan(view: View, starts: list[torch.Tensor], tile, store: bool):
@@ -1416,8 +1581,10 @@ def _load_strided(view: View, start: list[int], tile, pad) -> torch.Tensor:
     return out.unsqueeze(0)
 
 
-def _store_strided(view: View, start: list[int], tile, value: torch.Tensor) -> bool:
-    """Store one tile through a strided window; False when the view's strides make that unsafe (negative, or
+def _store_strided(claims: _StoreClaims, span, view: View, start: list[int], tile, value: torch.Tensor,
+                   programs) -> bool:
+    """Store one tile through a strided window: every running program's (programs None; value one row each) or
+    one program's (programs: its linear id, [1]). False when the view's strides make that unsafe (negative, or
     axes that overlap in memory), and the caller goes through index tensors."""
     parts = _clip(view, start, tile)
     if parts is None:
@@ -1426,9 +1593,11 @@ def _store_strided(view: View, start: list[int], tile, value: torch.Tensor) -> b
     if not _non_overlapping(sizes, view.strides):
         return False
     offset = view.base + sum((s + lo) * st for s, (lo, _), st in zip(start, parts, view.strides))
-    window = torch.as_strided(view.storage, sizes, view.strides, offset)
-    # Programs that store the same tile race; in lockstep the last program's tile lands.
-    window.copy_(value[-1][tuple(slice(lo, hi) for lo, hi in parts)])
+    part = value[(slice(None), *(slice(lo, hi) for lo, hi in parts))]
+    if programs is None:
+        claims.window(span, view, offset, sizes, view.strides, part)
+    else:
+        claims.window(span, view, offset, (1, *sizes), (0, *view.strides), part, programs)
     return True
 
 

@@ -8,6 +8,7 @@ import torch
 import tle.runtime.interpreter as interp
 from interp_harness import abi_args, build, cdiv, run, transposed
 from program_gen import generate
+from tle.diagnostics import TleError
 from tle.runtime.interpreter import compile_kernel
 
 
@@ -82,27 +83,40 @@ def test_2d_tiles_over_a_2d_grid(shape, layout):
 
 
 def test_store_through_a_self_overlapping_view_uses_index_tensors():
-    # y's rows overlap in memory (row stride 1): the windowed path would overlap itself; the result is that of
-    # writing the elements in order, with the last program's tile landing last where tiles overlap.
+    # y's rows overlap in memory (row stride 1): element (r, c) is buf[r + c], and the windowed path would overlap
+    # itself. Each program writes r + c there, so programs whose tiles overlap agree on every element (no race).
+    src = """
+    kernel w<BM: int = 1>(y: tensor<f32>[M, N]) {
+        let i = program_id(0)
+        let r = i * BM + expand_dims(arange(BM), 1)
+        store(y, cast<f32>(r + expand_dims(arange(4), 0)), at=[i, 0])
+    }
+    """
+    buf = torch.full((8,), -1.0)
+    y = buf.as_strided((5, 4), (1, 1))
+    run(src, "w", (5, 1, 1), {"y": y}, spec="generic")
+    assert buf.tolist() == list(range(8))
+    # Two rows per tile: the last program's tile is partly outside the view.
+    buf.fill_(-1.0)
+    run(src, "w", (3, 1, 1), {"y": y}, spec="generic", consts={"BM": 2})
+    assert buf.tolist() == list(range(8))
+    # Eight rows per tile: no program's tile is inside the view; program 0 writes all of it.
+    buf.fill_(-1.0)
+    run(src, "w", (2, 1, 1), {"y": y}, spec="generic", consts={"BM": 8})
+    assert buf.tolist() == list(range(8))
+
+
+def test_programs_storing_different_values_through_overlapping_rows_race():
     src = """
     kernel w(y: tensor<f32>[M, N]) {
         let i = program_id(0)
         store(y, full<f32>[1, 4](cast<f32>(i)), at=[i, 0])
     }
     """
-    buf = torch.zeros(8)
-    y = buf.as_strided((5, 4), (1, 1))
-    run(src, "w", (5, 1, 1), {"y": y}, spec="generic")
-    assert buf.tolist() == [0, 1, 2, 3, 4, 4, 4, 4]
-    # Two rows per tile: the last program's tile is partly outside the view.
-    buf.zero_()
-    run(src.replace("[1, 4]", "[2, 4]"), "w", (3, 1, 1), {"y": y}, spec="generic")
-    assert buf.tolist() == [0, 0, 1, 1, 2, 2, 2, 2]
-    # Eight rows per tile: no program's tile is inside the view; program 0 writes all of it.
-    buf.zero_()
-    run(src.replace("[1, 4]", "[8, 4]").replace("cast<f32>(i)", "cast<f32>(i + 1)"), "w", (2, 1, 1), {"y": y},
-        spec="generic")
-    assert buf.tolist() == [1] * 8
+    y = torch.zeros(8).as_strided((5, 4), (1, 1))
+    with pytest.raises(TleError, match=r"store to 'y': programs \(0, 0, 0\) and \(1, 0, 0\) write 0.0 and 1.0 "
+                                       r"to element \[1, 0\]; the result depends on which runs last"):
+        run(src, "w", (5, 1, 1), {"y": y}, spec="generic")
 
 
 def test_uniform_scatter_in_a_batched_kernel():
