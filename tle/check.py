@@ -309,7 +309,7 @@ def _const_value(e: ast.Expr, consts: dict, kernel_consts: dict):
             if e.id in table:
                 return table[e.id]
         raise TleError(e.span, f"unknown name '{e.id}' in a constant expression",
-                       _suggest(e.id, [*kernel_consts, *consts, *BUILTIN_CONSTS]))
+                       _PYTHON_NAMES.get(e.id) or _suggest(e.id, [*kernel_consts, *consts, *BUILTIN_CONSTS]))
     if isinstance(e, ast.UnaryOp) and e.op in ("-", "~"):
         v = _const_value(e.operand, consts, kernel_consts)
         if isinstance(v, bool) or (e.op == "~" and not isinstance(v, int)) or isinstance(v, str):

@@ -404,6 +404,9 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
             return TleError(one, "unexpected character '.': tle has no attributes, methods or modules",
                             [_DOT_NOTE.get(_word_before(text, e.pos_in_stream)) or _DOT_NOTE.get(
                                 "." + _word_after(text, e.pos_in_stream)) or _DOT_NOTE[None]])
+        if ch == "!":
+            return TleError(one, "unexpected character '!': tle writes logical not as 'not'",
+                            ["not (n > 0); '!=' compares, and '~' inverts the bits of an integer"])
         if ch == "@":
             return TleError(one, "unexpected character '@': tle has no matrix-product operator",
                             ["a matrix product is dot(a, b), or dot(a, b, acc) to add it into acc; '*' multiplies "
@@ -438,7 +441,10 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
         # clang-style: a missing closer belongs just after the previous token, not at the next line's first word
         if prev.end_line < tok.line:
             span = Span(filename, prev.end_line, prev.end_column, prev.end_line, prev.end_column + 1)
-    if prev is not None and str(prev) in ("elif", "while") and label:  # the mistake is the word before the token
+    if label and label.startswith("'if' starts a statement"):  # Python's `a if c else b`: point at its `if`
+        ifs = list(re.finditer(r"\bif\b", text[:tok.start_pos].rsplit("\n", 1)[-1]))
+        span = Span(filename, line, ifs[-1].start() + 1, line, ifs[-1].start() + 3) if ifs else span
+    if prev is not None and str(prev) in ("elif", "while", "break", "continue") and label:  # the word before
         return TleError(Span(filename, prev.line, prev.column, prev.end_line, prev.end_column),
                         f"syntax error: {label}")
     if label:
@@ -515,8 +521,22 @@ def _python_habit_label(text: str, tok: Token, prev: Token | None) -> str | None
     line = text[:tok.start_pos].rsplit("\n", 1)[-1]
     if str(tok) == "[" and prev is not None and prev.type in _OPERAND_ENDS and prev.line == tok.line and \
             line[:prev.column - 1].strip():  # inside an expression; `a[0] = 1` as a statement is _EXAMPLES'
+        inside = text[tok.start_pos + 1:].split("]", 1)[0]
+        if "None" in inside:  # Triton's x[:, None] / x[None, :]
+            axis = [p.strip() for p in inside.split(",")].index("None") if "," in inside else 0
+            return (f"a tile is not indexed with [...]: Triton's x[{inside.strip()}] adds an axis, which tle writes "
+                    f"expand_dims(x, {axis})")
+        if ":" in inside:
+            return ("a tile is not sliced with [...]: load the part you need (load(x, tile=..., at=...)), or "
+                    "reshape / split the tile")
         return ("a tile is not indexed with [...]: read one element with load(x, at=i), or reduce the tile (sum, "
                 "max, ...)")
+    if str(tok) in ("&", "|") and prev is not None and str(prev) == str(tok) and prev.end_pos == tok.start_pos:
+        word = {"&": "and", "|": "or"}[str(tok)]
+        return f"tle writes '{tok}{tok}' as '{word}': (a > 0) {word} (b < 5)"
+    if str(tok) == "=" and re.search(r"\bfn\s+\w+\s*\([^()]*$", line):
+        return ("a fn parameter has no default value: pass every argument at the call (a kernel's compile-time "
+                "constants take defaults: kernel k<EPS: float = 1e-6>)")
     if str(tok) == "else" and re.search(r"=.*\bif\b", line):
         return "'if' starts a statement: a value chosen by a condition is where(cond, a, b)"
     if str(tok) == "(" and prev is not None and str(prev) in ("zeros", "ones", "full", "cast", "bitcast", "asm"):
@@ -531,6 +551,10 @@ def _python_habit_label(text: str, tok: Token, prev: Token | None) -> str | None
     if prev is not None and str(prev) == "while" and not line[:prev.column - 1].strip():
         return ("tle has no while loop: write for i in range(n) { ... } with a bound known when the loop starts "
                 "(a program cannot wait for another, so there is nothing to spin on)")
+    if prev is not None and str(prev) in ("break", "continue") and \
+            line[:prev.column - 1].rstrip()[-1:] in ("", "{", "}", ";"):  # where a statement starts
+        return (f"tle has no {prev}: a for loop runs its whole range. Put the rest of the body under an if, or "
+                "keep a var flag (var done = false ... done = true) and test it; a bare return ends the program")
     if str(tok) == "," and re.search(r"\b(zeros|ones|full)\s*<[^<>]*>\s*\(\s*\([^()]*$", line):
         return "a shape is a list in brackets: zeros<f32>[16, 16], full<f32>[16, 16](value)"
     return None
