@@ -277,6 +277,21 @@ class Module(Node):
     kernels: tuple[Kernel, ...]
 
 
+def walk(node):
+    """node and every node under it, parents first."""
+    if isinstance(node, tuple):
+        for n in node:
+            yield from walk(n)
+        return
+    if not isinstance(node, Node):
+        return
+    yield node
+    for f in fields(node):
+        v = getattr(node, f.name)
+        if isinstance(v, (Node, tuple)):
+            yield from walk(v)
+
+
 def dump(node, indent: int = 0) -> str:
     """A readable tree: one node per line, with its position, children indented."""
     pad = "  " * indent

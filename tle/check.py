@@ -555,6 +555,8 @@ class _KernelChecker:
         self.frames: list[_Frame] = []
         self.fn_stack: list[str] = []
         self.what: dict[T.Variable, str] = {}  # how immutable variables were declared, for assignment errors
+        # each loop variable's range(): (its step if a constant, the stop as written), for tile_indices' check
+        self.loop_ranges: dict[T.Variable, tuple] = {}
         # argtopk(t, k) of a let t leaves its network's packed result here, so that a later topk(t, k) in the same
         # block reads its values from it instead of building a second network: (t's Variable, k) -> (block, Read)
         self.top_networks: dict = {}
@@ -976,6 +978,9 @@ class _KernelChecker:
         self.out, self.scope = body, _Scope(self.scope)
         var = T.Variable(s.var, ity, s.span, depth=frame.depth)
         self.what[var] = "a loop variable"
+        self.loop_ranges[var] = (step.value if isinstance(step, T.Const) else None,
+                                 it.args[1] if len(it.args) > 1 else it.args[0],
+                                 it.args[2].id if len(it.args) == 3 and isinstance(it.args[2], ast.Name) else None)
         try:
             self.declare(s.var, s.name_span or s.span, var)
             self.block(s.body)
@@ -1624,8 +1629,7 @@ class _KernelChecker:
             raise TleError(e.span, f"load() without tile= reads a scalar, and a scalar cannot be {shown}",
                            [f"load a tile of one: load({t.name}, tile=[{', '.join(['1'] * rank)}], at=...)"])
         tile = (1,) * rank if one else self.shape(self.index_list(a["tile"], rank, "tile=", t.name), a["tile"].span)
-        at = [self.scalar_int(i, "a tile index in at=") for i in self.index_list(a["at"], rank, "at=", t.name)] \
-            if "at" in a else [T.Const(e.span, Scalar("i32"), 0)] * rank
+        at = self.tile_indices(a, t, tile, e.span, "reads")
         pad = self.fill_value(a["pad"], t, "pad=") if "pad" in a else _cast_const(0, t.type.dtype, e.span)
         attrs = {"tile": tile, "padding": pad, **self.tma_hint(a)}
         r = T.Op(e.span, Tile(t.type.dtype, tile), "load", at, attrs, tensor=t)
@@ -1673,9 +1677,32 @@ class _KernelChecker:
         if v.type.dtype != t.type.dtype:
             raise TleError(a["value"].span, f"cannot store a {v.type} into {t.type} '{t.name}'",
                            [f"convert it: cast<{t.type.dtype}>(...)"])
-        at = [self.scalar_int(i, "a tile index in at=") for i in self.index_list(a["at"], rank, "at=", t.name)] \
-            if "at" in a else [T.Const(e.span, Scalar("i32"), 0)] * rank
+        at = self.tile_indices(a, t, v.type.shape, e.span, "writes")
         return T.Op(e.span, None, "store", [v, *at], self.tma_hint(a), tensor=t)
+
+    def tile_indices(self, a: dict, t: T.TensorParam, tile: tuple, span, verb: str) -> list:
+        """A load's or store's at= (all 0 without one). An index that is a loop variable stepping by the tile's size
+        on its axis up to a bound written with that axis' dim (`for i in range(0, N, BLOCK)`, Triton's element
+        offsets) is an error: at= counts tiles, so that loop would read every BLOCK-th tile."""
+        rank = len(t.type.dims)
+        if "at" not in a:
+            return [T.Const(span, Scalar("i32"), 0)] * rank
+        written = self.index_list(a["at"], rank, "at=", t.name)
+        at = [self.scalar_int(i, "a tile index in at=") for i in written]
+        for axis, src in enumerate(written):
+            var = self.scope.lookup(src.id) if isinstance(src, ast.Name) else None
+            step, stop, named = self.loop_ranges.get(var, (None,) * 3) if isinstance(var, T.Variable) else (None,) * 3
+            dim = t.type.dims[axis] if isinstance(t.param, T.TensorParam) and t.param is t else None
+            if step is None or step < 2 or step != tile[axis] or not isinstance(dim, str) or \
+                    not any(isinstance(n, ast.Name) and n.id == dim for n in ast.walk(stop)):
+                continue
+            by = f"{named} = {step}" if named else str(step)
+            raise TleError(src.span, f"at= counts tiles, not elements: '{src.id}' steps by {by}, the tile's size on "
+                                     f"axis {axis}, up to {dim} elements, so this {verb} tiles 0, {step}, {2 * step}, "
+                                     f"... and skips the {step - 1} between",
+                           [f"loop over tile indices: for {src.id} in range(cdiv({dim}, {named or step})) {{ ... }} "
+                            f"(element offsets go to slice(x, start=...), gather and scatter)"])
+        return at
 
     def index_tiles(self, t: T.TensorParam, x: ast.Expr, extra: list, what: str):
         """Indices (one per dim) and extra operands broadcast to one shape; returns (indices, extras, shape)."""
