@@ -236,6 +236,21 @@ def test_keepdims_reduce_is_a_reduce_then_a_reshape():
     assert v.args[0].attrs == {"kind": "max", "axis": 1} and v.args[0].type == Tile("f32", (32,))
 
 
+@pytest.mark.parametrize("expr, want", [
+    ("t ** 2", ["mul"]),
+    ("t ** 3.0", ["mul", "mul"]),
+    ("t ** 4", ["mul"]),                  # (t * t) * (t * t), the square bound once
+    ("h ** 3", ["cast", "mul", "mul"]),   # f16 multiplies in f32 and rounds once, as pow does
+    ("n ** 2", ["mul"]),                  # an int base becomes f32 first (bound with the cast)
+    ("t ** 2.5", ["pow", "splat"]),       # other exponents stay pow
+    ("t ** 5", ["pow", "splat"]),
+])
+def test_small_integer_powers_are_multiplies(expr, want):
+    (v,) = values(expr, prelude="    let t = load(x, tile=[16])\n    let h = load(y, tile=[16])\n",
+                  params="x: tensor<f32>[N], y: tensor<f16>[N], n: i32")
+    assert ops(v) == want
+
+
 def test_broadcasts_and_casts_are_explicit_ops():
     (v,) = values("t + n", prelude="    let t = load(x, tile=[16, 8])\n", params="x: tensor<f16>[M, N], n: i32")
     assert ops(v) == ["add", "splat", "cast"]  # n is cast to f16, then splat to the tile

@@ -226,3 +226,19 @@ def test_f32_bits_of_constants_and_padding():
     run(src, "c", (1, 1, 1), {"x": torch.zeros(3), "y": y})
     tenth = struct.unpack("<f", struct.pack("<f", 0.1))[0]
     assert y.tolist() == [tenth] * 3 + [-INF] * 5
+
+
+def test_small_integer_powers_of_half_floats_round_once():
+    """x ** 2 and x ** 3 multiply in f32 and round once (tle/check.py integer_power): for bf16's 8-bit and f16's
+    11-bit significands these products are exact in f32, so the result is x^n correctly rounded, as pow gives."""
+    import tle
+    src = """kernel k<T: dtype = bf16, P: int = 3>(x: tensor<T>[N], y: tensor<T>[N]) {
+        store(y, load(x, tile=[256]) ** P)
+    }"""
+    k = tle.compile(src).k
+    g = torch.Generator().manual_seed(0)
+    for dtype, p in ((torch.bfloat16, 3), (torch.bfloat16, 2), (torch.float16, 2)):
+        x = (torch.randn(256, generator=g) * 4).to(dtype)
+        y = torch.empty_like(x)
+        k[(1,)](x, y, P=p, backend="interp")
+        assert torch.equal(y, (x.double() ** p).to(dtype)), (dtype, p)
