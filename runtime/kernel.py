@@ -187,6 +187,16 @@ class Kernel:
                 constants[k] = d
         return values, constants, options
 
+    def _read_off(self, name: str, dtype: str) -> str:
+        """For a tensor parameter declared with a dtype constant, which earlier tensor has it (checked already: _bind
+        reads T off the first tensor declared with it unless given): " (T = bf16, as 'x' is)". Empty otherwise."""
+        params = {p.name: p for p in self.decl.params}
+        dname = getattr(params[name].type, "dtype", None)
+        if dname not in {c.name for c in self.decl.const_params}:
+            return ""
+        first = next(p.name for p in self.decl.params if getattr(p.type, "dtype", None) == dname)
+        return f" ({dname} = {dtype}, as '{first}' is)" if first != name else ""
+
     def _check_args(self, kernel, values):
         """Check the arguments against the checked kernel; return (flat values by ABI key, device)."""
         import torch
@@ -199,8 +209,8 @@ class Kernel:
                     raise LaunchError(f"{self.name}: parameter '{p.name}' is a {p.type}; got {type(v).__name__}")
                 want = p.type.dtype
                 if tle_dtype(v.dtype) != want:
-                    raise LaunchError(f"{self.name}: parameter '{p.name}' is a {p.type}; got a tensor of "
-                                      f"{v.dtype} (convert it with .to({torch_dtype(want)}))")
+                    raise LaunchError(f"{self.name}: parameter '{p.name}' is a {p.type}{self._read_off(p.name, want)}; "
+                                      f"got a tensor of {v.dtype} (convert it with .to({torch_dtype(want)}))")
                 if want == "i1":
                     raise LaunchError(f"{self.name}: parameter '{p.name}': bool tensors are not supported; "
                                       "pass x.to(torch.int8) and declare tensor<i8>")
@@ -240,7 +250,8 @@ class Kernel:
                 else:
                     ok = isinstance(v, (int, float)) and not isinstance(v, bool)
                 if not ok:
-                    raise LaunchError(f"{self.name}: parameter '{p.name}' is a {d} scalar; got {v!r}")
+                    article = "an" if d[0] in "aeiou" else "a"
+                    raise LaunchError(f"{self.name}: parameter '{p.name}' is {article} {d} scalar; got {v!r}")
                 flat[p.name] = v
         for d, (size, _) in dims.items():
             flat[d] = size
@@ -435,7 +446,11 @@ class Kernel:
         planned = self._concrete_grid(grid) if not callable(grid) else self._grid(grid, meta)
         spec = self._spec(kernel, flat, planned, sms if backend in ("tileir", "auto") else None)
         num_warps, num_stages, occupancy, asserts = self._compile_options(options)
-        from ..compiler import compile_kernel
+        from ..compiler import STAGES, compile_kernel
+        owner = [b for b, stages in STAGES.items() if stage in stages and stage not in ("ast", "tle", "cubin", "sass")]
+        if owner and backend != "auto" and owner[0] != backend:
+            raise LaunchError(f"{self.name}.ir(): stage {stage!r} comes from the {owner[0]} backend; this asks for "
+                              f"backend={backend!r} (leave backend out, or give backend={owner[0]!r})")
         compiled = compile_kernel(self.program, self.name, constants, spec, backend=backend, arch=arch, stop=stage,
                                   num_warps=num_warps, num_stages=num_stages, occupancy=occupancy, asserts=asserts)
         text = compiled.stages.get(stage)

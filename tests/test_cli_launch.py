@@ -103,3 +103,13 @@ def test_auto_names_the_small_dots_of_attention_backward_it_leaves_tile_ir_for(c
         assert "attention_bwd.tle:87:18" in err
     else:
         assert "compiled for sm_90 on the CUDA Tile IR path" in err
+
+
+def test_an_output_in_a_missing_folder_is_a_command_line_error(rows, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([rows, "-o", str(tmp_path / "no" / "such" / "rows.cubin")])
+    assert exit_.value.code == 2
+    assert f"the folder {tmp_path / 'no' / 'such'} does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main([rows, "-o", str(tmp_path)])
+    assert exit_.value.code == 2 and "is a folder; give a file name" in capsys.readouterr().err

@@ -115,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     arch = args.arch
     if not (arch.startswith("sm_") and arch[3:].isdigit()):
         parser.error(f"--arch {arch}: expected sm_NN, e.g. sm_90")
+    if args.output and not os.path.isdir(os.path.dirname(os.path.abspath(args.output))):
+        parser.error(f"-o {args.output}: the folder {os.path.dirname(os.path.abspath(args.output))} does not exist")
+    if args.output and os.path.isdir(args.output):
+        parser.error(f"-o {args.output}: is a folder; give a file name")
     try:
         if args.file == "-":
             text, filename = sys.stdin.read(), "<stdin>"

@@ -51,3 +51,12 @@ def test_ir_refuses_the_interpreter_and_binary_stages():
         k.ir((8,), x, torch.empty_like(x), backend="interp")
     with pytest.raises(LaunchError, match="is not text"):
         k.ir((8,), x, torch.empty_like(x), stage="cubin")
+
+
+@pytest.mark.parametrize("stage,backend,owner", [("tileir", "triton", "tileir"), ("ttgir", "tileir", "triton")])
+def test_ir_of_a_stage_the_backend_has_not_names_its_backend(stage, backend, owner):
+    k = tle.compile(SOFTMAX).softmax
+    x = torch.randn(8, 1024)
+    with pytest.raises(LaunchError, match=f"stage '{stage}' comes from the {owner} backend; this asks for "
+                                          f"backend='{backend}' \\(leave backend out, or give backend='{owner}'\\)"):
+        k.ir((8,), x, torch.empty_like(x), stage=stage, backend=backend)
