@@ -214,6 +214,8 @@ class Kernel:
                 if want == "i1":
                     raise LaunchError(f"{self.name}: parameter '{p.name}': bool tensors are not supported; "
                                       "pass x.to(torch.int8) and declare tensor<i8>")
+                if v.dim() == 0 and len(p.type.dims) == 1:  # torch.tensor(0.5): the one-element tensor it holds
+                    v = values[p.name] = v.reshape(1)
                 if v.dim() != len(p.type.dims):
                     raise LaunchError(f"{self.name}: parameter '{p.name}' is a {p.type} ({len(p.type.dims)} dims); "
                                       f"got a tensor of shape {tuple(v.shape)}")

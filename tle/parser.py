@@ -531,6 +531,9 @@ def _python_habit_label(text: str, tok: Token, prev: Token | None) -> str | None
                     "reshape / split the tile")
         return ("a tile is not indexed with [...]: read one element with load(x, at=i), or reduce the tile (sum, "
                 "max, ...)")
+    if str(tok) == "]" and prev is not None and str(prev) == "[" and re.search(r"\btensor\s*<[^<>]*>\s*\[$", line):
+        return ("a tensor has at least one dim: declare a scalar's tensor as tensor<f32>[1] (a 0-dim torch tensor "
+                "passes as one), or take the value as a scalar parameter (alpha: f32)")
     if str(tok) in ("&", "|") and prev is not None and str(prev) == str(tok) and prev.end_pos == tok.start_pos:
         word = {"&": "and", "|": "or"}[str(tok)]
         return f"tle writes '{tok}{tok}' as '{word}': (a > 0) {word} (b < 5)"
