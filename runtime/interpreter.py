@@ -1217,6 +1217,9 @@ class CompiledKernel:
         elem, _ = _view_type(op.result.type)
 
         def step(env):
+            if env[ins[0]] is None:  # a tensor passed as None: the launch checked that no op addresses it
+                env[out] = None
+                return
             sizes = [int(env[s]) for s in ins[1:1 + rank]]
             strides = [int(env[s]) for s in ins[1 + rank:]]
             env[out] = View(env[ins[0]], name, elem, sizes, strides, span)

@@ -200,11 +200,14 @@ class Kernel:
     def _check_args(self, kernel, values):
         """Check the arguments against the checked kernel; return (flat values by ABI key, device)."""
         import torch
-        from ..typed import TensorParam
-        flat, dims, device = {}, {}, None
+        from ..typed import TensorParam, uses
+        flat, dims, device, absent = {}, {}, None, []
         for p in kernel.params:
             v = values[p.name]
             if isinstance(p, TensorParam):
+                if v is None:  # a tensor these constants never read (Liger's `HAS_LABEL=False` with no labels)
+                    absent.append(p)
+                    continue
                 if not isinstance(v, torch.Tensor):
                     raise LaunchError(f"{self.name}: parameter '{p.name}' is a {p.type}; got {type(v).__name__}")
                 want = p.type.dtype
@@ -255,9 +258,38 @@ class Kernel:
                     article = "an" if d[0] in "aeiou" else "a"
                     raise LaunchError(f"{self.name}: parameter '{p.name}' is {article} {d} scalar; got {v!r}")
                 flat[p.name] = v
+        if absent:
+            self._absent_tensors(kernel, absent, flat, dims, uses(kernel))
         for d, (size, _) in dims.items():
             flat[d] = size
         return flat, device, {d: s for d, (s, _) in dims.items()}
+
+    def _absent_tensors(self, kernel, absent, flat, dims, used) -> None:
+        """Tensors passed as None: allowed where no operation of the kernel (under these constants) addresses them.
+        Their pointers are null and their strides contiguous over the sizes the other tensors give; a dim that only
+        they give is 1, unless the kernel reads its value."""
+        tensors, dims_read = used
+        for p in absent:
+            if p.name in tensors:
+                raise LaunchError(f"{self.name}: parameter '{p.name}' is None, but the kernel reads or writes it "
+                                  f"with these constants; pass a {p.type}")
+            sizes = []
+            for d in p.type.dims:
+                if isinstance(d, int):
+                    sizes.append(d)
+                elif d in dims:
+                    sizes.append(dims[d][0])
+                elif d in dims_read:
+                    raise LaunchError(f"{self.name}: dim '{d}' comes only from '{p.name}', which is None, and the "
+                                      f"kernel reads its value; pass a {p.type}")
+                else:
+                    sizes.append(1)
+                    dims[d] = (1, p.name)
+            flat[p.name] = _NULL_TENSOR
+            stride = 1
+            for axis in reversed(range(len(sizes))):
+                flat[f"{p.name}.stride{axis}"] = stride
+                stride *= max(1, sizes[axis])
 
     @staticmethod
     def _spec(kernel, flat, grid=None, sms=None) -> Spec:
@@ -564,6 +596,17 @@ def _occupancy_option(value, name: str):
     if type(value) is not int or value not in OCCUPANCIES:
         raise LaunchError(f"{name}: occupancy must be an int from 1 to 32 (programs per SM), got {value!r}")
     return value
+
+
+class _NullTensor:
+    """What an absent tensor parameter (passed as None) stands for in a plan's values: a null, aligned pointer."""
+
+    @staticmethod
+    def data_ptr() -> int:
+        return 0
+
+
+_NULL_TENSOR = _NullTensor()
 
 
 def _signature(args, kwargs):

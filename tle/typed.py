@@ -189,6 +189,36 @@ def nodes(stmts: list[Stmt]) -> Iterator[Stmt | Op]:
             yield from nodes(s.orelse)
 
 
+def uses(kernel: "Kernel") -> tuple[set, set]:
+    """(names of the tensor parameters some operation addresses, names of the dims read as values): what a launch
+    must give. A tensor that no operation reads or writes under the kernel's constants (its only use in a branch
+    of an if on a constant that is not taken) may be passed as None."""
+    tensors, dims = set(), set()
+
+    def leaves(e):
+        if isinstance(e, Dim):
+            dims.add(e.name)
+        elif isinstance(e, Op):
+            for a in e.args:
+                leaves(a)
+    for n in nodes(kernel.body):
+        if isinstance(n, Op):
+            if n.tensor is not None:
+                tensors.add(n.tensor.param.name)
+            for a in n.args:
+                leaves(a)
+        elif isinstance(n, For):
+            for x in (n.start, n.stop, n.step):
+                leaves(x)
+        elif isinstance(n, If):
+            leaves(n.cond)
+        elif isinstance(n, Bind):
+            leaves(n.value)
+        elif isinstance(n, Eval):
+            leaves(n.expr)
+    return tensors, dims
+
+
 def dots(stmts: list[Stmt]) -> Iterator[Op]:
     """The `dot` operations of a body, in program order (nodes)."""
     return (n for n in nodes(stmts) if isinstance(n, Op) and n.name == "dot")

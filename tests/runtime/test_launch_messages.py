@@ -41,3 +41,39 @@ def test_a_zero_dim_tensor_passes_as_a_one_element_tensor():
     with pytest.raises(LaunchError, match=r"parameter 'x' is a tensor<f32>\[M, N\] \(2 dims\); got a tensor of "
                                           r"shape \(\)"):
         k[(3,)](torch.tensor(1.0), torch.tensor(0.5), y, backend="interp")
+
+
+OPTIONAL = """kernel scale_rows<HAS_LABEL: bool = false>(x: tensor<f32>[M, N], label: tensor<i64>[M]) {
+    let row = program_id(0)
+    if HAS_LABEL {
+        if load(label, at=row) == -100 { return }
+    }
+    store(x, load(x, tile=[1, 16], at=[row, 0]) * 2.0, at=[row, 0])
+}
+"""
+
+
+def test_a_tensor_the_constants_leave_unread_may_be_none():
+    k = tle.compile(OPTIONAL).scale_rows
+    x = torch.randn(4, 16)
+    want = x * 2
+    k[(4,)](x, None, backend="interp")
+    assert torch.equal(x, want)
+    for backend in ("triton", "tileir"):  # compiled for a null pointer there, on both paths
+        assert "EXIT" in k.ir((4,), x, None, stage="sass", backend=backend)
+    with pytest.raises(LaunchError, match=r"parameter 'label' is None, but the kernel reads or writes it with these "
+                                          r"constants; pass a tensor<i64>\[M\]"):
+        k[(4,)](x, None, HAS_LABEL=True, backend="interp")
+    x, labels = torch.randn(4, 16), torch.tensor([1, -100, 2, 3])
+    want = torch.where((labels == -100)[:, None], x, x * 2)
+    k[(4,)](x, labels, HAS_LABEL=True, backend="interp")
+    assert torch.equal(x, want)
+
+
+def test_a_dim_only_a_none_tensor_gives_is_refused_where_the_kernel_reads_it():
+    src = """kernel k(x: tensor<f32>[N], extra: tensor<f32>[L]) {
+        store(x, load(x, tile=[16]) * cast<f32>(L))
+    }"""
+    with pytest.raises(LaunchError, match=r"dim 'L' comes only from 'extra', which is None, and the kernel reads its "
+                                          r"value; pass a tensor<f32>\[L\]"):
+        tle.compile(src).k[(1,)](torch.randn(16), None, backend="interp")
