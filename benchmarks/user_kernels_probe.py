@@ -3165,12 +3165,14 @@ def cases(dev, only):
             # output_error compares it exactly), and the values are checked against torch's as output 1.
             picked = (2, lambda s_: s_[0].gather(1, s_[2].long().clamp(0, s_[0].shape[1] - 1)) == s_[1])
             out.append((f"router_topk_ids {t}x{e} k=8 f32", (nb, 0), sets, torch_ids, impls, (1, picked)))
-        for t, n in ((16384, 1024),):
+        # whole rows sorted, 4 a program at 1024, one at 8192 and 16384 (where the default 4 and 8 warps hold 64
+        # values a thread and ptxas spilled the network on the CPU machine: --warps 8,16 times the alternatives)
+        for t, n, bm in ((16384, 1024, 4), (4096, 8192, 1), (2048, 16384, 1)):
             nb = 2 * t * n * 4
             sets = _sets(lambda: [r(t, n, dt=torch.float32), torch.empty(t, n, device=dev)], nb)
-            g = (triton.cdiv(t, 4),)
-            impls = _both_paths(small.sort_rows, g, lambda t_, t=t, n=n, g=g: sort_rows_ref[g](
-                *t_, t, N=n, BM=4), BM=4, N=n)
+            g = (triton.cdiv(t, bm),)
+            impls = _both_paths(small.sort_rows, g, lambda t_, t=t, n=n, g=g, bm=bm: sort_rows_ref[g](
+                *t_, t, N=n, BM=bm), BM=bm, N=n)
             del impls["tle:tileir"]  # tileiras takes about a minute on a 1024-wide sort (auto goes native)
             out.append((f"sort_rows {t}x{n} f32", (nb, 0), sets,
                         lambda t_: t_[1].copy_(torch.sort(t_[0], dim=-1).values), impls, 1))
