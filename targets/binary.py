@@ -108,6 +108,12 @@ class Binary:
 _SM_SHARED = {"sm_80": 167936, "sm_86": 102400, "sm_87": 167936, "sm_89": 102400, "sm_90": 233472}
 
 
+def max_shared_per_program(arch: str = "sm_90") -> int:
+    """The most shared memory one program (CTA) may have: the SM's, less the 1 KB the driver reserves per CTA
+    (cudaDevAttrMaxSharedMemoryPerBlockOptin: 232448 bytes on sm_90). A binary asking for more cannot launch."""
+    return _SM_SHARED.get(arch, _SM_SHARED["sm_90"]) - 1024
+
+
 def resident_programs(registers: int, threads: int, shared_bytes: int, arch: str = "sm_90") -> tuple[int, str]:
     """(programs per SM, what limits them) for a kernel of `registers` per thread and `threads` per program:
     registers are allocated per warp in units of 256 (8 per thread), 65536 per SM; 2048 threads and 32 CTAs per SM;

@@ -230,7 +230,12 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             if out.backend == "triton" and "ptx" in out.stages:
                 if args.num_warps is None:
                     warps, why = num_warps_choice(out.kernel)
-                    if out.binary.extra.get("spilled_warps"):
+                    if out.binary.extra.get("shared_warps"):
+                        warps, need = out.binary.extra["shared_warps"]
+                        why = (f"not the {warps} its tiles call for ({why}), because on {warps} the kernel needs "
+                               f"{need} bytes of shared memory, more than a program may have")
+                        warps = out.binary.num_threads // 32
+                    elif out.binary.extra.get("spilled_warps"):
                         warps, spilled = out.binary.extra["spilled_warps"]
                         why = (f"twice the {warps} its dots call for ({why}), because on {warps} ptxas spilled "
                                f"{spilled} bytes per thread of its full-precision f32 dot")

@@ -342,6 +342,7 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
                 _triton_without_spills(out, arch, num_warps, num_stages)
                 if warps_chosen:
                     _fma_dot_without_spills(out, arch, num_warps, num_stages)
+                _within_shared_memory(out, arch, out.binary.num_threads // 32, num_stages, warps_chosen)
         else:
             _tileir(out, module, arch, upto, occupancy)
     if disassemble:
@@ -529,13 +530,51 @@ def _triton_again(out: Compiled, spec: Spec, arch, num_warps, num_stages) -> boo
     """Lower and compile out.kernel on the native path again, under `spec` and on `num_warps`; when ptxas spills
     that binary less than out.binary, it replaces out's module, binary and stages, and the answer is True (on a tie
     the first stays: the retries above change something only to take a spill away)."""
-    retry = Compiled(out.kernel, spec, out.abi, out.backend, arch, asserts=out.asserts)
-    _triton(retry, _to_tle(retry), arch, len(STAGES["triton"]) - 1, num_warps, num_stages)
+    retry = _native_retry(out, spec, arch, num_warps, num_stages)
     if retry.binary.extra.get("stack_bytes", 0) >= out.binary.extra["stack_bytes"]:
         return False
+    _take(out, retry)
+    return True
+
+
+def _native_retry(out: Compiled, spec: Spec, arch, num_warps, num_stages) -> Compiled:
+    retry = Compiled(out.kernel, spec, out.abi, out.backend, arch, asserts=out.asserts)
+    _triton(retry, _to_tle(retry), arch, len(STAGES["triton"]) - 1, num_warps, num_stages)
+    return retry
+
+
+def _take(out: Compiled, retry: Compiled) -> None:
     out.stages.update(retry.stages)
     out.module, out.binary = retry.module, retry.binary
-    return True
+
+
+def _within_shared_memory(out: Compiled, arch, num_warps, num_stages, warps_chosen: bool) -> None:
+    """A native binary that asks for more shared memory than a program may have (max_shared_per_program) cannot
+    launch. On the default warps the kernel is compiled again on half as many, down to one, until it fits: a
+    cumsum along axis 0 of a 256 x 256 i32 tile took 262144 bytes on the default 16 warps (its values cross warps
+    through shared memory: a copy of the whole tile) and 8 KB on 8. Where none fits, or the caller chose the warps,
+    it is an error at the kernel, before any launch."""
+    from .targets.binary import max_shared_per_program
+    limit, need = max_shared_per_program(arch), out.binary.shared_bytes()
+    if need <= limit:
+        return
+    tried = [f"{need} bytes on {num_warps} warp{'s' if num_warps > 1 else ''}"]
+    warps = num_warps // 2 if warps_chosen else 0
+    while warps >= 1:
+        retry = _native_retry(out, out.spec, arch, warps, num_stages)
+        if retry.binary.shared_bytes() <= limit:
+            debug.note(f"kernel '{out.binary.name}': {tried[0]} of shared memory, more than {arch} allows a program "
+                       f"({limit}); {retry.binary.shared_bytes()} on {warps}")
+            _take(out, retry)
+            out.binary.extra["shared_warps"] = (num_warps, need)  # tlec -v: why the binary has fewer warps
+            return
+        tried.append(f"{retry.binary.shared_bytes()} on {warps}")
+        warps //= 2
+    raise TleError(out.kernel.span, f"kernel '{out.kernel.name}' needs more shared memory than {arch} gives a program "
+                            f"({limit} bytes): {', '.join(tried)}",
+                   ["its tiles cross threads through shared memory (a reduction, scan, transpose or dot), and a "
+                    "pipelined loop keeps num_stages copies of what it loads there: smaller tiles or fewer stages "
+                    "need less" + ("" if warps_chosen else ", and so may another num_warps")])
 
 
 def _next_hint(hint: int | None, has_dot: bool) -> int | None:
