@@ -68,7 +68,10 @@ class TuneSpace:
     The rest are settings of the search: a wall-clock budget for one tuning, at most `max_candidates` compiled
     configurations, a per-configuration compile timeout, compile processes (`jobs`, default: CPUs - 1),
     `reference(args) -> [expected output tensors]` (default: the default configuration's outputs) and `timer`
-    (config, trial, reps) -> seconds, for tests of the search logic on machines without the real device."""
+    (config, trial, reps) -> seconds, for tests of the search logic on machines without the real device.
+    `on_cpu`: launches on CPU tensors tune too (the interpreter); by default they run the kernel's defaults, since
+    the interpreter's speed says nothing of a GPU's and a user's CPU run is a correctness check (`kernel.tune()`
+    tunes on whatever tensors it is given)."""
     params: dict
     key_dims: list | None = None
     budget_s: float = 120.0
@@ -77,6 +80,7 @@ class TuneSpace:
     jobs: int | None = None
     reference: object = None
     timer: object = None
+    on_cpu: bool = False
 
     def __post_init__(self):
         if not isinstance(self.params, dict) or not self.params:
@@ -109,7 +113,7 @@ class TuneSpace:
             return value
         if isinstance(value, dict):
             settings = {k: value[k] for k in ("key_dims", "budget_s", "max_candidates", "compile_timeout_s",
-                                               "jobs", "reference", "timer") if k in value}
+                                               "jobs", "reference", "timer", "on_cpu") if k in value}
             return cls({k: v for k, v in value.items() if k not in settings}, **settings)
         raise TypeError(f"a tuning space is a TuneSpace or a dict, not {type(value).__name__}")
 
@@ -379,8 +383,8 @@ class _Launch:
 def configure(kernel, grid, args, kwargs) -> dict:
     """The launch hook: kwargs with the best configuration of this launch's bucket merged in (tuning if needed)."""
     launch = _Launch(kernel, grid, args, kwargs)
-    if not launch.params:
-        return kwargs
+    if not launch.params or not (launch.on_gpu or launch.space.on_cpu):
+        return kwargs  # nothing left to tune, or the interpreter (TuneSpace.on_cpu)
     config = kernel._tuned.get(launch.key)
     if config is None:
         row = lookup_key(launch.key)

@@ -25,7 +25,7 @@ def matmul_args(m, n=48, k=40):
 def tuned_kernel(source=None, timer=None):
     mod = tle.compile(source, filename=MATMUL) if source else tle.compile(MATMUL)
     timer = timer or FakeTimer({"BM": 32, "BN": 16, "BK": 32})
-    mod.matmul.tune_space = tuning.TuneSpace(SPACE, timer=timer)
+    mod.matmul.tune_space = tuning.TuneSpace(SPACE, timer=timer, on_cpu=True)
     return mod.matmul, timer
 
 
@@ -83,7 +83,7 @@ def test_different_gpu_name_misses(monkeypatch):
 def test_changed_space_misses():
     k, timer = tuned_kernel()
     k[matmul_grid](*matmul_args(100))
-    k.tune_space = tuning.TuneSpace({**SPACE, "BK": [16, 32, 64]}, timer=timer)
+    k.tune_space = tuning.TuneSpace({**SPACE, "BK": [16, 32, 64]}, timer=timer, on_cpu=True)
     n = len(timer.calls)
     k[matmul_grid](*matmul_args(100))
     assert len(timer.calls) > n
@@ -176,7 +176,7 @@ TUNER = textwrap.dedent("""
     def timer(config, trial, reps):
         calls.append(config)
         return 1e-3 * (1 + abs(config["BM"] - 32) + abs(config["BN"] - 16))
-    mod = tle.compile(sys.argv[1], tune={"matmul": {"BM": [16, 32], "BN": [16, 32], "timer": timer}})
+    mod = tle.compile(sys.argv[1], tune={"matmul": {"BM": [16, 32], "BN": [16, 32], "timer": timer, "on_cpu": True}})
     a, b, c = torch.randn(100, 40).half(), torch.randn(40, 48).half(), torch.empty(100, 48).half()
     mod.matmul[lambda m: (-(-m["M"] // m["BM"]), -(-m["N"] // m["BN"]))](a, b, c, BK=16)
     assert torch.allclose(c.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-2)

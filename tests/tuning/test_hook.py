@@ -25,7 +25,7 @@ class ResettingTimer(FakeTimer):
 def test_tunes_on_first_call_then_uses_the_plan_cache(monkeypatch):
     mod = tle.compile(os.path.join(EXAMPLES, "matmul.tle"), backend="interp")
     timer = FakeTimer({"BM": 32, "BN": 16, "BK": 32})
-    mod.matmul.tune_space = TuneSpace({"BM": [16, 32], "BN": [16, 32], "BK": [16, 32]}, timer=timer)
+    mod.matmul.tune_space = TuneSpace({"BM": [16, 32], "BN": [16, 32], "BK": [16, 32]}, timer=timer, on_cpu=True)
     a, b = torch.randn(70, 40).half(), torch.randn(40, 48).half()
     c = torch.empty(70, 48).half()
     mod.matmul[matmul_grid](a, b, c)
@@ -47,7 +47,7 @@ def test_tunes_on_first_call_then_uses_the_plan_cache(monkeypatch):
 def test_pinned_parameters_are_not_tuned():
     mod = tle.compile(os.path.join(EXAMPLES, "matmul.tle"))
     timer = FakeTimer({"BM": 32, "BN": 16})
-    mod.matmul.tune_space = TuneSpace({"BM": [16, 32], "BN": [16, 32]}, timer=timer)
+    mod.matmul.tune_space = TuneSpace({"BM": [16, 32], "BN": [16, 32]}, timer=timer, on_cpu=True)
     a, b, c = torch.randn(40, 32).half(), torch.randn(32, 40).half(), torch.empty(40, 40).half()
     mod.matmul[matmul_grid](a, b, c, BM=16, BK=16)
     assert {tuple(cfg) for cfg in timer.calls} == {("BN",)}
@@ -60,7 +60,7 @@ def test_a_grid_that_does_not_follow_the_constants_is_caught_by_the_check():
     (still NaN from the poisoning), so it is dropped however fast the timer says it is."""
     mod = tle.compile(os.path.join(EXAMPLES, "matmul.tle"))
     timer = FakeTimer({"BM": 16})
-    mod.matmul.tune_space = TuneSpace({"BM": [32, 16]}, timer=timer)
+    mod.matmul.tune_space = TuneSpace({"BM": [32, 16]}, timer=timer, on_cpu=True)
     a, b, c = torch.randn(32, 32).half(), torch.randn(32, 32).half(), torch.empty(32, 32).half()
     result = mod.matmul.tune((1, 1, 1), a, b, c, BK=16, BN=32)
     assert result.config == {"BM": 32} and timer.calls == [{"BM": 32}] * len(timer.calls)
@@ -68,7 +68,7 @@ def test_a_grid_that_does_not_follow_the_constants_is_caught_by_the_check():
 
 
 def test_atomics_tuning_leaves_no_side_effect():
-    mod = tle.compile(HISTOGRAM, tune={"histogram": {"BLOCK": [16, 32, 64], "timer": ResettingTimer({"BLOCK": 32})}})
+    mod = tle.compile(HISTOGRAM, tune={"histogram": {"BLOCK": [16, 32, 64], "timer": ResettingTimer({"BLOCK": 32}), "on_cpu": True}})
     values = torch.randint(0, 1000, (1000,), dtype=torch.int32)
     bins = torch.full((10,), 5, dtype=torch.int32)
     mod.histogram[lambda m: (cdiv(m["N"], m["BLOCK"]),)](values, bins)
@@ -82,7 +82,19 @@ def test_gpu_backends_need_cuda_tensors():
                       tune={"vector_add": {"BLOCK": [256, 512], "backend": ["interp", "triton"]}})
     x = torch.randn(1000)
     with pytest.raises(TuneError, match="backend triton runs on CUDA tensors"):
-        mod.vector_add[lambda m: (cdiv(m["N"], m["BLOCK"]),)](x, x, torch.empty(1000))
+        mod.vector_add.tune(lambda m: (cdiv(m["N"], m["BLOCK"]),), x, x, torch.empty(1000))
+
+
+def test_a_launch_on_cpu_tensors_runs_the_defaults_without_tuning():
+    """A tuned kernel's CPU run is a correctness check on the interpreter, whose speed says nothing of a GPU's: the
+    launch takes the kernel's defaults, tunes nothing and stores nothing (a user's first CPU launch of a spaced
+    kernel once spent 42 s timing the interpreter, and a space naming GPU backends was an error)."""
+    mod = tle.compile(os.path.join(EXAMPLES, "vector_add.tle"),
+                      tune={"vector_add": {"BLOCK": [256, 512], "backend": ["tileir", "triton"]}})
+    x, out = torch.randn(1000), torch.empty(1000)
+    mod.vector_add[lambda m: (cdiv(m["N"], m["BLOCK"]),)](x, x, out)
+    assert torch.equal(out, x + x) and mod.vector_add.last_backend == "interp"
+    assert tuning.rows() == [] and not mod.vector_add._tuned
 
 
 def test_tune_method_changes_nothing():
@@ -102,7 +114,7 @@ def test_tune_method_changes_nothing():
 def softmax_setup(blocks, **settings):
     mod = tle.compile(os.path.join(EXAMPLES, "softmax.tle"))
     timer = FakeTimer({"BLOCK": 128})  # claims the too-small BLOCK is fastest: it computes a wrong softmax
-    mod.softmax.tune_space = TuneSpace({"BLOCK": blocks}, timer=timer, **settings)
+    mod.softmax.tune_space = TuneSpace({"BLOCK": blocks}, timer=timer, on_cpu=True, **settings)
     x = torch.randn(8, 300)
     return mod.softmax, x, torch.empty(8, 300), timer
 
@@ -177,6 +189,7 @@ kernel rowsum<BLOCK: int = 1024, ACC: dtype = f32>(x: tensor<f32>[M, N], y: tens
     space = mod.rowsum.tune_space
     assert space.params == {"BLOCK": [1024, 2048], "ACC": ["f32", "f16"]}
     space.timer = lambda config, trial, reps: 1e-3 if config["ACC"] == "f16" else 2e-3  # claims f16 is faster
+    space.on_cpu = True
     x = torch.rand(4, 1000) * 1e5  # a third of the values are past f16's largest finite value (65504)
     y = torch.empty(4, 1)
     mod.rowsum[(4,)](x, y)
@@ -192,7 +205,7 @@ def test_a_space_with_the_occupancy_hint_tunes():
     first call (user_kernels_probe's tuned bmm, on the H200)."""
     mod = tle.compile(os.path.join(EXAMPLES, "matmul.tle"), backend="interp")
     timer = FakeTimer({"BM": 32})
-    mod.matmul.tune_space = TuneSpace({"BM": [16, 32], "occupancy": [None, 2]}, timer=timer)
+    mod.matmul.tune_space = TuneSpace({"BM": [16, 32], "occupancy": [None, 2]}, timer=timer, on_cpu=True)
     a, b, c = torch.randn(40, 32).half(), torch.randn(32, 40).half(), torch.empty(40, 40).half()
     mod.matmul[matmul_grid](a, b, c)
     assert torch.allclose(c.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
