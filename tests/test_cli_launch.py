@@ -113,3 +113,18 @@ def test_an_output_in_a_missing_folder_is_a_command_line_error(rows, tmp_path, c
     with pytest.raises(SystemExit) as exit_:
         main([rows, "-o", str(tmp_path)])
     assert exit_.value.code == 2 and "is a folder; give a file name" in capsys.readouterr().err
+
+
+def test_an_unknown_constant_suggests_the_kernels_own(rows, capsys):
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "softmax.tle")
+    assert main([path, "-D", "BLOCKS=64", "--emit=tle"]) == 1
+    err = capsys.readouterr().err
+    assert "-D BLOCKS: no kernel in" in err and "did you mean 'BLOCK'?" in err
+
+
+def test_an_output_for_several_kernels_names_each_file_it_writes(tmp_path, capsys):
+    src = tmp_path / "two.tle"
+    src.write_text(ROWS + ROWS.replace("kernel rows", "kernel rows2"))
+    assert main([str(src), "-o", str(tmp_path / "o.cubin")]) == 0
+    err = capsys.readouterr().err
+    assert f"wrote {tmp_path / 'o.rows.cubin'}" in err and f"wrote {tmp_path / 'o.rows2.cubin'}" in err

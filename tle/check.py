@@ -121,7 +121,7 @@ def _taken(name: str) -> str:
         return f"'{name}' is a builtin constant and cannot be redefined"
     if canonical(name) is not None:
         return f"'{name}' is an element type and cannot name anything else"
-    return f"'{name}' is a builtin and cannot be redefined"
+    return f"'{name}' is a builtin and cannot be redefined (rename it: {name}_, {name}s)"
 
 
 def _check_unique(decls, what):

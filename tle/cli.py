@@ -180,8 +180,11 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
               for n in names}
     unknown = [k for k in constants if all(k not in own_of[n] for n in names)]
     if unknown:
+        from .check import _suggest
+        known = sorted({c.name for n in names for c in program.kernels[n].const_params})
         raise TleError(program.kernels[names[0]].span, f"-D {unknown[0]}: no kernel in {filename} has a "
-                                                       f"compile-time constant '{unknown[0]}'")
+                                                       f"compile-time constant '{unknown[0]}'",
+                       _suggest(unknown[0], known) or [f"its constants: {', '.join(known) or 'none'}"])
     checked = {n: check_kernel(program, n, own_of[n]) for n in names} if args.sizes else {}
     if args.sizes:
         dims = set().union(*(k.dims for k in checked.values()))
@@ -253,7 +256,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
                 path = f"{root}.{name}{ext or '.' + args.emit}"
             with open(path, "wb") as f:
                 f.write(result)
-            if args.verbose or not args.output:
+            if args.verbose or not args.output or path != args.output:  # -o of several kernels: say where
                 print(f"tlec: wrote {path} ({len(result)} bytes, kernel {name}, {args.arch})", file=sys.stderr)
         else:
             texts.append(result if isinstance(result, str) else result.decode())

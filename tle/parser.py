@@ -531,6 +531,9 @@ def _python_habit_label(text: str, tok: Token, prev: Token | None) -> str | None
                     "reshape / split the tile")
         return ("a tile is not indexed with [...]: read one element with load(x, at=i), or reduce the tile (sum, "
                 "max, ...)")
+    if str(tok) in ("/", "*", "+", "-", "%") and re.search(r"\btensor\s*<[^<>]*>\s*\[[^\[\]]*$", line):
+        return ("a tensor's dim is a name or an integer, not an expression: give it a name of its own ([M, G]) "
+                "and check how it relates to the others in the kernel (assert(G == cdiv(K, GROUP)))")
     if str(tok) == "]" and prev is not None and str(prev) == "[" and re.search(r"\btensor\s*<[^<>]*>\s*\[$", line):
         return ("a tensor has at least one dim: declare a scalar's tensor as tensor<f32>[1] (a 0-dim torch tensor "
                 "passes as one), or take the value as a scalar parameter (alpha: f32)")
