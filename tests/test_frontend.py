@@ -683,3 +683,12 @@ def test_lowering_is_the_same_every_time():
     for name in program.kernel_names():
         texts = {compile_kernel(program, name, {}, stop="tle").stages["tle"] for _ in range(25)}
         assert len(texts) == 1, name
+
+
+def test_a_reduction_along_a_constant_one_is_allowed():
+    """Only a 1 written in a load's tile= makes reducing along that axis an error: BM rows that a constant (or a
+    tuner) sets to 1 are a generic kernel's column sum, which is then the row itself."""
+    src = """kernel colsum<BM: int = 1>(x: tensor<f32>[M, N], y: tensor<f32>[N]) {
+        store(y, sum(load(x, tile=[BM, 16], at=[program_id(0), 0]), axis=0))
+    }"""
+    assert kernel(src, "colsum").constants["BM"] == 1

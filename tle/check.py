@@ -557,6 +557,9 @@ class _KernelChecker:
         self.what: dict[T.Variable, str] = {}  # how immutable variables were declared, for assignment errors
         # each loop variable's range(): (its step if a constant, the stop as written), for tile_indices' check
         self.loop_ranges: dict[T.Variable, tuple] = {}
+        # loads whose tile= writes a literal 1 on some axes (those axes), and lets' values: for _size_one_source
+        self.literal_ones: dict[T.Op, tuple] = {}
+        self.let_values: dict[T.Variable, T.Expr] = {}
         # argtopk(t, k) of a let t leaves its network's packed result here, so that a later topk(t, k) in the same
         # block reads its values from it instead of building a second network: (t's Variable, k) -> (block, Read)
         self.top_networks: dict = {}
@@ -816,6 +819,7 @@ class _KernelChecker:
         var = T.Variable(name, value.type, span, mutable=False, depth=len(self.frames))
         self.declare(name, name_span, var)
         self.out.append(T.Bind(span, var, value))
+        self.let_values[var] = value
 
     def values(self, e: ast.Expr, names, name_spans) -> tuple:
         """The values of the right side of `let a, b = e`, `var a, b = e` or `a, b = e`, one per name: a list
@@ -1649,6 +1653,10 @@ class _KernelChecker:
         pad = self.fill_value(a["pad"], t, "pad=") if "pad" in a else _cast_const(0, t.type.dtype, e.span)
         attrs = {"tile": tile, "padding": pad, **self.tma_hint(a)}
         r = T.Op(e.span, Tile(t.type.dtype, tile), "load", at, attrs, tensor=t)
+        if not one and isinstance(a["tile"], ast.ListLit):
+            ones = tuple(i for i, x in enumerate(a["tile"].items) if isinstance(x, ast.IntLit) and x.value == 1)
+            if ones:
+                self.literal_ones[r] = (ones, a["tile"])
         if one:  # the element of the [1, ..., 1] tile: a max over one value is that value (NaN and -0.0 too)
             if rank > 1:
                 r = T.Op(e.span, Tile(t.type.dtype, (1,)), "reshape", [r])
@@ -1892,6 +1900,14 @@ class _KernelChecker:
         rank = len(x.type.shape)
         if "axis" in a:
             axis = self.axis(a["axis"], rank)
+            load = self._size_one_source(x, axis) if x.type.shape[axis] == 1 and math.prod(x.type.shape) > 1 \
+                else None
+            if load is not None:  # Triton's tl.max(row, axis=0) ported onto a row loaded as [1, N]
+                others = [i for i, n in enumerate(x.type.shape) if n > 1]
+                raise TleError(a["axis"].span, f"{kind}() along axis {axis}, whose size is 1: the result is its "
+                                               f"input, unreduced",
+                               [Note(f"the 1 of this tile= makes axis {axis} one element long", load[1].span),
+                                f"reduce along axis={others[0]}" + (" (the row)" if len(others) == 1 else "")])
         else:
             if rank > 1:  # the whole tile: reduce its elements in one row
                 x = T.Op(x.span, Tile(x.type.dtype, (math.prod(x.type.shape),)), "reshape", [x])
@@ -1908,6 +1924,26 @@ class _KernelChecker:
                 return self.coerce(r, Tile(out_dtype, (1,)))
             r = T.Op(e.span, Tile(out_dtype, x.type.shape[:axis] + (1,) + x.type.shape[axis + 1:]), "reshape", [r])
         return r
+
+    def _size_one_source(self, x: T.Expr, axis: int):
+        """(the load, its tile= list) when x's size-1 `axis` comes from a literal 1 in a load's tile= (through lets
+        and elementwise ops of the same rank), else None: that axis was written to be 1, so reducing along it is a
+        mistake, not a generic kernel whose constant happens to be 1 (BM rows, tuned down to one)."""
+        seen = 0
+        todo = [x]
+        while todo and seen < 64:
+            e, seen = todo.pop(), seen + 1
+            if isinstance(e, T.Read) and e.var in self.let_values:
+                todo.append(self.let_values[e.var])
+            elif isinstance(e, T.Op) and e in self.literal_ones:
+                ones, written = self.literal_ones[e]
+                if axis in ones:
+                    return e, written
+            elif isinstance(e, T.Op) and (e.name in T.ELEMENTWISE_BINARY + T.ELEMENTWISE_UNARY or
+                                          e.name in ("cast", "where", "bitcast")):
+                todo += [a for a in e.args if isinstance(a.type, Tile) and len(a.type.shape) == len(x.type.shape)
+                         and a.type.shape[axis] == 1]
+        return None
 
     def accumulation_input(self, x, kind):
         """sum and cumsum accumulate f16/bf16/8-bit floats in f32 and small integers in i32 (docs/language.md)."""
