@@ -1,0 +1,67 @@
+"""On the GPU, both paths: the fiftieth session's changes that only the CPU machine saw. A constant power as
+multiplies (against the interpreter, bit for bit in f32), a tensor passed as None (a null pointer) and a 0-dim
+tensor (a one-element tensor; the second launch goes through the C launcher), and a kernel whose default warps
+would overflow shared memory (compiled on fewer)."""
+import pytest
+import torch
+
+import tle
+
+pytestmark = pytest.mark.gpu
+BACKENDS = ("triton", "tileir")
+
+POW = """kernel p<P: int = 3, T: dtype = f32>(x: tensor<T>[N], y: tensor<T>[N]) {
+    let i = program_id(0)
+    store(y, load(x, tile=[1024], at=i) ** P, at=i)
+}"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_constant_powers_match_the_interpreter(backend, dtype, p):
+    k = tle.compile(POW).p
+    x = (torch.randn(1 << 16, generator=torch.Generator().manual_seed(p)) * 3).to(dtype)
+    want = torch.empty_like(x)
+    k[(64,)](x, want, P=p, backend="interp")
+    got = torch.empty_like(x, device="cuda")
+    k[(64,)](x.cuda(), got, P=p, backend=backend)
+    assert torch.equal(got.cpu(), want)
+
+
+OPTIONAL = """kernel scale_rows<HAS_LABEL: bool = false>(x: tensor<f32>[M, N], label: tensor<i64>[M],
+                                                        alpha: tensor<f32>[1]) {
+    let row = program_id(0)
+    if HAS_LABEL {
+        if load(label, at=row) == -100 { return }
+    }
+    store(x, load(x, tile=[1, 64], at=[row, 0]) * load(alpha, at=0), at=[row, 0])
+}"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_none_tensor_and_a_zero_dim_tensor(backend):
+    k = tle.compile(OPTIONAL).scale_rows
+    alpha = torch.tensor(0.5, device="cuda")
+    for _ in range(2):  # the second launch of a signature goes through the C launcher
+        x = torch.randn(8, 64, device="cuda")
+        want = x * 0.5
+        k[(8,)](x, None, alpha, backend=backend)
+        torch.cuda.synchronize()
+        assert torch.equal(x, want)
+    labels = torch.tensor([0, -100, 1, 2, -100, 3, 4, 5], device="cuda")
+    x = torch.randn(8, 64, device="cuda")
+    want = torch.where((labels == -100)[:, None], x, x * 0.5)
+    k[(8,)](x, labels, alpha, HAS_LABEL=True, backend=backend)
+    assert torch.equal(x, want)
+
+
+def test_a_scan_whose_default_warps_overflow_shared_memory_runs_on_fewer():
+    src = """kernel colscan(x: tensor<i32>[M, N], y: tensor<i32>[M, N]) {
+        store(y, cumsum(load(x, tile=[256, 256]), axis=0))
+    }"""
+    k = tle.compile(src).colscan
+    x = torch.randint(-100, 100, (256, 256), device="cuda", dtype=torch.int32)
+    y = torch.empty_like(x)
+    k[(1,)](x, y, backend="triton")
+    assert torch.equal(y, torch.cumsum(x, 0).int())
