@@ -165,6 +165,16 @@ def test_a_hint_of_the_lowering_that_makes_tileiras_spill_is_lowered():
     assert (first, kept) == (8, 4) and spilled > 0
 
 
+def test_no_retry_after_a_tileiras_run_past_the_bound(monkeypatch):
+    """A kernel tileiras took longer than TILEIRAS_RETRY_S over is kept as compiled: each retry would cost as much
+    again (a 32768-wide sort: about 7 minutes a run)."""
+    import tle.compiler as compiler
+    monkeypatch.setattr(compiler, "TILEIRAS_RETRY_S", 0.0)
+    out = _backward_binary()
+    assert "occupancy = 8" in out.stages["tileir"] and out.binary.extra["stack_bytes"] > 0
+    assert "spilled_under" not in out.binary.extra
+
+
 def test_a_hint_the_caller_gives_is_kept_even_when_it_spills():
     extra = _backward_binary(occupancy=8).binary.extra
     assert extra["stack_bytes"] > 0 and "spilled_under" not in extra

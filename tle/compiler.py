@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from dataclasses import dataclass, field, replace
 
 from . import debug
@@ -729,6 +730,13 @@ def _kept_unless_it_spills(module, tileir, binary, arch, hint: int, why: str, fi
     return retry, retried
 
 
+# A kernel that took tileiras longer than this gets none of the retries above: each would take as long again. A
+# sort of 32768-element rows (a sorting network of 120 stages) took it about 7 minutes and 10 GB, and the spill
+# retry as much again, for a binary that was then dropped (CPU machine, fiftieth session). Retries pay on kernels
+# that compile in under a second.
+TILEIRAS_RETRY_S = 30.0
+
+
 def _compiled_with_hint(module, arch, occupancy: int | None, worker_warps="auto"):
     """(Tile IR, binary) of the kernel lowered with this occupancy hint (None: no hint) and num_worker_warps hint
     ("auto": the lowering's) and run through tileiras: one try of the retries above."""
@@ -753,9 +761,13 @@ def _tileir(out: Compiled, module, arch, upto, occupancy: int | None = None) -> 
     if upto == order.index("tilebc"):
         out.stages["tilebc"] = encode_bytecode(tileir)
         return
+    started = time.monotonic()
     with debug.timed("tileiras"):
         binary = compile_tileir(tileir, arch)
-    if occupancy is None:
+    took = time.monotonic() - started
+    if occupancy is None and took > TILEIRAS_RETRY_S:
+        debug.note(f"kernel '{binary.name}': tileiras took {took:.0f} s; no retries under other hints")
+    elif occupancy is None:
         kept, binary = _without_spills(module, tileir, binary, arch, out.kernel)
         kept, binary = _past_one_program(module, kept, binary, arch, out.kernel)
         kept, binary = _to_twelve_warps(module, kept, binary, arch, out.kernel, out.spec)
