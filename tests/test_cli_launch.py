@@ -128,3 +128,10 @@ def test_an_output_for_several_kernels_names_each_file_it_writes(tmp_path, capsy
     assert main([str(src), "-o", str(tmp_path / "o.cubin")]) == 0
     err = capsys.readouterr().err
     assert f"wrote {tmp_path / 'o.rows.cubin'}" in err and f"wrote {tmp_path / 'o.rows2.cubin'}" in err
+
+
+def test_verbose_says_a_build_without_sizes_is_generic(rows, tmp_path, capsys):
+    assert main([rows, "--backend=triton", "-v", "-o", str(tmp_path / "r.cubin")]) == 0
+    assert "a build for no sizes in particular" in capsys.readouterr().err
+    assert main([rows, "--backend=triton", "-v", "--sizes", "M=64,N=1024", "-o", str(tmp_path / "r.cubin")]) == 0
+    assert "a build for no sizes in particular" not in capsys.readouterr().err

@@ -700,7 +700,10 @@ class _KernelChecker:
     def if_condition(self, s: ast.If) -> T.Expr:
         cond = self.expr(s.cond)
         if isinstance(cond.type, Tile):
+            one = math.prod(cond.type.shape) == 1
             raise TleError(s.cond.span, f"if needs a scalar condition, got {cond.type}",
+                           ["a one-element tile (a one-element atomic's old value, say) gives its scalar through a "
+                            "reduction: if sum(atomic_add(...)) == n { ... }, or compare max(t) == n"] if one else
                            ["for a tile, choose elementwise with where(cond, a, b)"])
         if cond.type.dtype != "i1":
             raise TleError(s.cond.span, f"if needs a bool condition, got {cond.type}",
@@ -1713,6 +1716,13 @@ class _KernelChecker:
             return [T.Const(span, Scalar("i32"), 0)] * rank
         written = self.index_list(a["at"], rank, "at=", t.name)
         at = [self.scalar_int(i, "a tile index in at=") for i in written]
+        for axis, (src, index) in enumerate(zip(written, at)):
+            if tile[axis] >= 16 and self._times_constant(index, tile[axis]):
+                raise TleError(src.span, f"at= counts tiles, not elements: this index is a multiple of {tile[axis]}, "
+                                         f"the tile's size on axis {axis}, as an element offset is (Triton's pid * "
+                                         f"BLOCK); tile i covers elements i * {tile[axis]} ..",
+                               ["give the tile's index: at=program_id(0), not program_id(0) * BLOCK (element offsets "
+                                "go to slice(x, start=...), gather and scatter)"])
         for axis, src in enumerate(written):
             var = self.scope.lookup(src.id) if isinstance(src, ast.Name) else None
             step, stop, named = self.loop_ranges.get(var, (None,) * 3) if isinstance(var, T.Variable) else (None,) * 3
@@ -1924,6 +1934,21 @@ class _KernelChecker:
                 return self.coerce(r, Tile(out_dtype, (1,)))
             r = T.Op(e.span, Tile(out_dtype, x.type.shape[:axis] + (1,) + x.type.shape[axis + 1:]), "reshape", [r])
         return r
+
+    def _times_constant(self, e: T.Expr, n: int) -> bool:
+        """Is e (through lets and integer casts) a product of something that varies and the constant n?"""
+        for _ in range(16):
+            if isinstance(e, T.Read) and e.var in self.let_values:
+                e = self.let_values[e.var]
+            elif isinstance(e, T.Op) and e.name == "cast" and is_int(e.type.dtype):
+                e = e.args[0]
+            else:
+                break
+        if not (isinstance(e, T.Op) and e.name == "mul" and len(e.args) == 2):
+            return False
+        a, b = e.args
+        return any(isinstance(c, T.Const) and c.value == n and not isinstance(other, T.Const)
+                   for c, other in ((a, b), (b, a)))
 
     def _size_one_source(self, x: T.Expr, axis: int):
         """(the load, its tile= list) when x's size-1 `axis` comes from a literal 1 in a load's tile= (through lets

@@ -248,6 +248,10 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
                 _report_ptxas(name, out, args.arch)
             elif out.backend == "tileir" and out.binary is not None:
                 _report_tileiras(name, out, args.arch)
+            if out.binary is not None and not args.sizes and not args.generic:
+                print(f"tlec: kernel '{name}': a build for no sizes in particular: a launch compiles for its own "
+                      "(bounds checks it can drop, alignment), so its registers and spills may differ; --sizes "
+                      "M=...,N=... and --grid X,Y show that launch's binary", file=sys.stderr)
         result = out.stages[args.emit]
         if args.emit in BINARY_EMITS:
             path = args.output or f"{name}.{args.emit}"

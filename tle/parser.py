@@ -443,7 +443,9 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
             span = Span(filename, prev.end_line, prev.end_column, prev.end_line, prev.end_column + 1)
     if label and label.startswith("'if' starts a statement"):  # Python's `a if c else b`: point at its `if`
         ifs = list(re.finditer(r"\bif\b", text[:tok.start_pos].rsplit("\n", 1)[-1]))
-        span = Span(filename, line, ifs[-1].start() + 1, line, ifs[-1].start() + 3) if ifs else span
+        if ifs:
+            return TleError(Span(filename, line, ifs[-1].start() + 1, line, ifs[-1].start() + 3),
+                            f"syntax error: {label}", ["where(c, a, b) picks a where c holds, else b"])
     if prev is not None and str(prev) in ("elif", "while", "break", "continue") and label:  # the word before
         return TleError(Span(filename, prev.line, prev.column, prev.end_line, prev.end_column),
                         f"syntax error: {label}")
