@@ -692,3 +692,13 @@ def test_a_reduction_along_a_constant_one_is_allowed():
         store(y, sum(load(x, tile=[BM, 16], at=[program_id(0), 0]), axis=0))
     }"""
     assert kernel(src, "colsum").constants["BM"] == 1
+
+
+def test_next_pow2_and_cdiv_in_constant_defaults_and_tile_sizes():
+    src = """kernel k<ROT: int = 96, RH: int = next_pow2(ROT / 2), G: int = cdiv(ROT, 32)>(x: tensor<f32>[N]) {
+        store(x, load(x, tile=[next_pow2(ROT)]) * cast<f32>(G + RH))
+    }"""
+    k = kernel(src)
+    assert (k.constants["RH"], k.constants["G"]) == (64, 3)
+    assert kernel(src, ROT=40).constants["RH"] == 32  # next_pow2(20)
+    assert any(isinstance(n, T.Op) and n.name == "load" and n.attrs["tile"] == (128,) for n in T.nodes(k.body))

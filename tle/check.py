@@ -321,8 +321,28 @@ def _const_value(e: ast.Expr, consts: dict, kernel_consts: dict):
             if isinstance(v, (bool, str)) or (e.op in _INT_OPS and not isinstance(v, int)):
                 raise TleError(side.span, f"'{e.op}' cannot be applied to {v!r} in a constant expression")
         return _fold_arith(e.op, a, b, e.span)
+    if isinstance(e, ast.Call) and e.func in _CONST_FUNCS and len(e.args) == _CONST_FUNCS[e.func] and not e.kwargs:
+        args = [_const_value(a, consts, kernel_consts) for a in e.args]
+        return _const_call(e.func, args, e)
     raise TleError(e.span, "a constant must be a number, a boolean or arithmetic on constants",
-                   [f"allowed operators: {' '.join(_CONST_OPS)}"])
+                   [f"allowed operators: {' '.join(_CONST_OPS)}; functions: {', '.join(_CONST_FUNCS)}"])
+
+
+_CONST_FUNCS = {"next_pow2": 1, "cdiv": 2}  # the builtins a constant's default may call (and how many arguments)
+
+
+def _const_call(func: str, args: list, e: ast.Call):
+    """next_pow2(n) or cdiv(a, b) of compile-time integers."""
+    for v, src in zip(args, e.args):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TleError(src.span, f"{func}() needs compile-time integers, got {v!r}")
+    if func == "next_pow2":
+        if args[0] < 1:
+            raise TleError(e.args[0].span, f"next_pow2() needs a positive integer, got {args[0]}")
+        return 1 << (args[0] - 1).bit_length()
+    if args[1] == 0:
+        raise TleError(e.args[1].span, "cdiv() by zero")
+    return -(-args[0] // args[1])
 
 
 _INT_OPS = ("<<", ">>", "&", "|", "^")
@@ -2516,6 +2536,16 @@ class _KernelChecker:
         axis %= rank + 1
         shape = x.type.shape[:axis] + (1,) + x.type.shape[axis:]
         return T.Op(e.span, Tile(x.type.dtype, shape), "expand_dims", [x], {"axis": axis})
+
+    def b_next_pow2(self, e):
+        """The smallest power of two >= n, of a compile-time integer: a tile size that covers n (Triton's
+        triton.next_power_of_2 on the host), e.g. tile=[next_pow2(D)] for a head of D = 96."""
+        a = self.args(e, ("n",))
+        v = self.expr(a["n"])
+        if not isinstance(v, T.Const) or isinstance(v.value, bool) or not isinstance(v.value, int):
+            raise TleError(a["n"].span, "next_pow2() needs a compile-time integer",
+                           ["a size known only at run time cannot size a tile; pass it as a constant"])
+        return T.Const(e.span, Scalar("i32"), _const_call("next_pow2", [v.value], e), weak=True)
 
     def b_cdiv(self, e):
         a = self.args(e, ("a", "b"))
