@@ -186,7 +186,7 @@ class _StoreClaims:
         `new` is [1 or chunk, *tile]: one row each, which must agree."""
         data = torch.as_strided(view.storage, shape, strides, offset)
         if programs is None:
-            new = self._agreed(span, view, new, offset + _window_offsets(shape, strides))[0]
+            new = self._agreed(span, view, new, lambda: offset + _window_offsets(shape, strides))[0]
             mine = self.launch.end - 1
         else:
             mine = programs.reshape([-1] + [1] * (len(shape) - 1))
@@ -211,7 +211,7 @@ class _StoreClaims:
         shape = _broadcast(flat.shape, new.shape)
         uniform = flat.shape[0] == 1
         if uniform:
-            new = self._agreed(span, view, new, flat[0], None if valid is None else valid[0])
+            new = self._agreed(span, view, new, lambda: flat[0], None if valid is None else valid[0])
             shape = (1, *shape[1:])
             program = torch.full(shape, self.launch.end - 1, dtype=torch.int32)
         else:
@@ -248,9 +248,9 @@ class _StoreClaims:
                 self._race(span, view, int(earlier[k]), later, old[k], now[k], int(flat[k]))
         self.pending.clear()
 
-    def _agreed(self, span, view: View, new: torch.Tensor, offsets: torch.Tensor, valid=None) -> torch.Tensor:
-        """The rows ([chunk, *tile]) of a tile every running program stores at the same place (storage `offsets`,
-        a tile; where `valid`): they must hold the same bits. The row every program stores."""
+    def _agreed(self, span, view: View, new: torch.Tensor, offsets, valid=None) -> torch.Tensor:
+        """The rows ([chunk, *tile]) of a tile every running program stores at the same place (offsets(): their
+        storage offsets, a tile; where `valid`): they must hold the same bits. The row every program stores."""
         if new.shape[0] > 1:
             bits = _bits(new)
             differ = bits != bits[-1:]
@@ -260,7 +260,7 @@ class _StoreClaims:
                 p, *e = differ.nonzero()[0].tolist()
                 last = new.shape[0] - 1
                 self._race(span, view, self.launch.first + p, self.launch.first + last, new[(p, *e)],
-                           new[(last, *e)], int(offsets.expand(new.shape[1:])[tuple(e)]))
+                           new[(last, *e)], int(offsets().expand(new.shape[1:])[tuple(e)]))
         return new[-1:]
 
     def _check(self, span, view: View, old_of, owner, new, mine, uniform: bool, offsets_of) -> None:
