@@ -551,7 +551,7 @@ def check_kernel(program: Program, name: str, constants: dict | None = None, wid
 
 # The element types each atomic takes: those both GPU paths lower (bitwise ones and compare-and-swap on integers;
 # a float exchange swaps bits).
-ATOMIC_DTYPES = {"add": ("f16", "f32", "i32", "i64"), "max": ("i32", "i64", "f32"), "min": ("i32", "i64", "f32"),
+ATOMIC_DTYPES = {"add": ("f16", "bf16", "f32", "i32", "i64"), "max": ("i32", "i64", "f32"), "min": ("i32", "i64", "f32"),
                  "and": ("i32", "i64"), "or": ("i32", "i64"), "xor": ("i32", "i64"), "xchg": ("i32", "i64", "f32"),
                  "cas": ("i32", "i64")}
 

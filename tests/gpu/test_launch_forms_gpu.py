@@ -65,3 +65,19 @@ def test_a_scan_whose_default_warps_overflow_shared_memory_runs_on_fewer():
     y = torch.empty_like(x)
     k[(1,)](x, y, backend="triton")
     assert torch.equal(y, torch.cumsum(x, 0).int())
+
+
+BF16_SUM = """kernel k(x: tensor<bf16>[N], acc: tensor<bf16>[M]) {
+    let t = load(x, tile=[64], at=program_id(0))
+    let _ = atomic_add(acc, arange(64) % 8, t)
+}"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bf16_atomic_add(backend):
+    k = tle.compile(BF16_SUM).k
+    x = torch.randn(4096, device="cuda").bfloat16()
+    acc = torch.zeros(8, device="cuda").bfloat16()
+    k[(64,)](x, acc, backend=backend)
+    want = x.float().reshape(-1, 8).sum(0)
+    assert torch.allclose(acc.float(), want, atol=0.5, rtol=0.05)  # 512 bf16 roundings per element, in any order

@@ -242,3 +242,16 @@ def test_small_integer_powers_of_half_floats_round_once():
         y = torch.empty_like(x)
         k[(1,)](x, y, P=p, backend="interp")
         assert torch.equal(y, (x.double() ** p).to(dtype)), (dtype, p)
+
+
+def test_bf16_atomic_add_rounds_the_running_sum_once_per_lane():
+    import tle
+    src = """kernel k(x: tensor<bf16>[N], acc: tensor<bf16>[M]) {
+        let _ = atomic_add(acc, arange(64) % 8, load(x, tile=[64], at=program_id(0)))
+    }"""
+    x = torch.randn(128, generator=torch.Generator().manual_seed(1)).bfloat16()
+    acc = torch.zeros(8).bfloat16()
+    tle.compile(src).k[(2,)](x, acc, backend="interp")
+    # each lane's add lands as the running sum in f64, rounded once (runtime/interpreter.py _atomic): the last is the
+    # exact sum of the element's lanes, rounded to bf16 once
+    assert torch.equal(acc, x.double().reshape(-1, 8).sum(0).bfloat16())
