@@ -135,3 +135,9 @@ def test_verbose_says_a_build_without_sizes_is_generic(rows, tmp_path, capsys):
     assert "a build for no sizes in particular" in capsys.readouterr().err
     assert main([rows, "--backend=triton", "-v", "--sizes", "M=64,N=1024", "-o", str(tmp_path / "r.cubin")]) == 0
     assert "a build for no sizes in particular" not in capsys.readouterr().err
+
+
+def test_verbose_says_why_auto_took_tile_ir(rows, tmp_path, capsys):
+    assert main([rows, "-v", "-o", str(tmp_path / "r.cubin")]) == 0
+    err = capsys.readouterr().err
+    assert "on the CUDA Tile IR path: auto's first choice, and no rule sends this kernel to the native path" in err

@@ -211,6 +211,9 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
         if args.verbose and args.emit not in ("ast", "tle"):
             how = (f"the native CUDA path (Triton): {out.fallback}" if out.fallback else
                    {"tileir": "the CUDA Tile IR path", "triton": "the native CUDA path (Triton)"}[out.backend])
+            if args.backend == "auto" and out.backend == "tileir":  # say why, as for a fallback
+                how += (": auto's first choice, and no rule sends this kernel to the native path (docs/tileir.md, "
+                        "'Legality', lists what does; --backend=triton compiles it there)")
             print(f"tlec: kernel '{name}' compiled for {args.arch} on {how}", file=sys.stderr)
             wide = sorted(f.tensor for f in out.spec.inside if isinstance(f, WideTensor))
             if wide:
