@@ -453,6 +453,14 @@ class Kernel:
         spills a full-precision f32 dot; a binary's key names the default as None, not as its count. num_stages
         None: the kernel's own (tle.compiler.default_num_stages)."""
         num_warps, num_stages = options.get("num_warps"), options.get("num_stages")
+        # checked here, not only where a GPU path compiles: a launch on CPU tensors (the interpreter, which has no
+        # warps) would otherwise accept what the same launch on the GPU refuses
+        if num_warps is not None and (isinstance(num_warps, bool) or not isinstance(num_warps, int)
+                                      or num_warps not in (1, 2, 4, 8, 16, 32)):
+            raise LaunchError(f"{self.name}: num_warps must be a power of two from 1 to 32, got {num_warps!r}")
+        if num_stages is not None and (isinstance(num_stages, bool) or not isinstance(num_stages, int)
+                                       or not 1 <= num_stages <= 8):
+            raise LaunchError(f"{self.name}: num_stages must be an int from 1 to 8, got {num_stages!r}")
         asserts = options.get("asserts", self.asserts)
         if not isinstance(asserts, bool):
             raise LaunchError(f"{self.name}: asserts must be True or False, got {asserts!r}")

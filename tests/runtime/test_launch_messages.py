@@ -77,3 +77,15 @@ def test_a_dim_only_a_none_tensor_gives_is_refused_where_the_kernel_reads_it():
     with pytest.raises(LaunchError, match=r"dim 'L' comes only from 'extra', which is None, and the kernel reads its "
                                           r"value; pass a tensor<f32>\[L\]"):
         tle.compile(src).k[(1,)](torch.randn(16), None, backend="interp")
+
+
+@pytest.mark.parametrize("option,value,message", [
+    ("num_warps", 3, "num_warps must be a power of two from 1 to 32, got 3"),
+    ("num_warps", 64, "num_warps must be a power of two from 1 to 32, got 64"),
+    ("num_stages", 0, "num_stages must be an int from 1 to 8, got 0"),
+    ("num_stages", 2.0, "num_stages must be an int from 1 to 8, got 2.0"),
+])
+def test_launch_options_are_checked_on_the_interpreter_too(option, value, message):
+    k = tle.compile(SCALE).scale
+    with pytest.raises(LaunchError, match=message):
+        k[(1,)](torch.randn(16), torch.randn(16), 16, backend="interp", **{option: value})
