@@ -1728,9 +1728,10 @@ class _KernelChecker:
         return T.Op(e.span, None, "store", [v, *at], self.tma_hint(a), tensor=t)
 
     def tile_indices(self, a: dict, t: T.TensorParam, tile: tuple, span, verb: str) -> list:
-        """A load's or store's at= (all 0 without one). An index that is a loop variable stepping by the tile's size
-        on its axis up to a bound written with that axis' dim (`for i in range(0, N, BLOCK)`, Triton's element
-        offsets) is an error: at= counts tiles, so that loop would read every BLOCK-th tile."""
+        """A load's or store's at= (all 0 without one). Two forms of Triton's element offsets are errors, since at=
+        counts tiles: an index that is a multiple of the tile's size on its axis (`pid * BLOCK`, _times_constant),
+        and a loop variable stepping by that size up to a bound written with the axis' dim (`for i in range(0, N,
+        BLOCK)`), which would read every BLOCK-th tile."""
         rank = len(t.type.dims)
         if "at" not in a:
             return [T.Const(span, Scalar("i32"), 0)] * rank
@@ -1743,10 +1744,9 @@ class _KernelChecker:
                                          f"BLOCK); tile i covers elements i * {tile[axis]} ..",
                                ["give the tile's index: at=program_id(0), not program_id(0) * BLOCK (element offsets "
                                 "go to slice(x, start=...), gather and scatter)"])
-        for axis, src in enumerate(written):
             var = self.scope.lookup(src.id) if isinstance(src, ast.Name) else None
             step, stop, named = self.loop_ranges.get(var, (None,) * 3) if isinstance(var, T.Variable) else (None,) * 3
-            dim = t.type.dims[axis] if isinstance(t.param, T.TensorParam) and t.param is t else None
+            dim = t.type.dims[axis] if t.param is t else None  # a slice's sizes are not its tensor's dims
             if step is None or step < 2 or step != tile[axis] or not isinstance(dim, str) or \
                     not any(isinstance(n, ast.Name) and n.id == dim for n in ast.walk(stop)):
                 continue

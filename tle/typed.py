@@ -194,28 +194,18 @@ def uses(kernel: "Kernel") -> tuple[set, set]:
     must give. A tensor that no operation reads or writes under the kernel's constants (its only use in a branch
     of an if on a constant that is not taken) may be passed as None."""
     tensors, dims = set(), set()
-
-    def leaves(e):
-        if isinstance(e, Dim):
-            dims.add(e.name)
-        elif isinstance(e, Op):
-            for a in e.args:
-                leaves(a)
-    for n in nodes(kernel.body):
+    for n in nodes(kernel.body):  # every operation, nested ones too: a dim is read where something takes it whole
         if isinstance(n, Op):
+            taken = n.args
             if n.tensor is not None:
                 tensors.add(n.tensor.param.name)
-            for a in n.args:
-                leaves(a)
         elif isinstance(n, For):
-            for x in (n.start, n.stop, n.step):
-                leaves(x)
+            taken = (n.start, n.stop, n.step)
         elif isinstance(n, If):
-            leaves(n.cond)
-        elif isinstance(n, Bind):
-            leaves(n.value)
-        elif isinstance(n, Eval):
-            leaves(n.expr)
+            taken = (n.cond,)
+        else:
+            taken = (n.value,) if isinstance(n, Bind) else (n.expr,)
+        dims.update(e.name for e in taken if isinstance(e, Dim))
     return tensors, dims
 
 
