@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import numbers
 import operator
 import os
 import warnings
@@ -212,11 +213,20 @@ class Kernel:
                     raise LaunchError(f"{self.name}: parameter '{p.name}' is a {p.type}; got {type(v).__name__}")
                 want = p.type.dtype
                 if tle_dtype(v.dtype) != want:
+                    # bool and unsigned tensors have signed twins of their width: a view, where a .to() copies
+                    twin = {torch.bool: "i8", torch.uint8: "i8", torch.uint16: "i16", torch.uint32: "i32",
+                            torch.uint64: "i64"}.get(v.dtype)
+                    how = (f"pass {p.name}.view({torch_dtype(want)}): the same bytes, no copy" +
+                           ("" if v.dtype == torch.bool else f"; read them as unsigned with "
+                            f"cast<{'i32' if v.element_size() < 4 else 'i64'}>(x) & "
+                            f"0x{(1 << (8 * v.element_size())) - 1:X}")
+                           if twin == want else f"convert it with .to({torch_dtype(want)})")
                     raise LaunchError(f"{self.name}: parameter '{p.name}' is a {p.type}{self._read_off(p.name, want)}; "
-                                      f"got a tensor of {v.dtype} (convert it with .to({torch_dtype(want)}))")
+                                      f"got a tensor of {v.dtype} ({how})")
                 if want == "i1":
                     raise LaunchError(f"{self.name}: parameter '{p.name}': bool tensors are not supported; "
-                                      "pass x.to(torch.int8) and declare tensor<i8>")
+                                      f"declare tensor<i8> and pass {p.name}.view(torch.int8) (the same bytes, no "
+                                      "copy; a strided view too)")
                 if v.dim() == 0 and len(p.type.dims) == 1:  # torch.tensor(0.5): the one-element tensor it holds
                     v = values[p.name] = v.reshape(1)
                 if v.dim() != len(p.type.dims):
@@ -246,6 +256,8 @@ class Kernel:
                     flat[f"{p.name}.stride{axis}"] = st
             else:
                 d = p.type.dtype
+                if _numpy_scalar(v):  # np.float32(0.5), np.int64(3), np.bool_(True): the Python number they hold
+                    v = v.item()
                 if d == "i1":
                     ok = isinstance(v, bool)
                 elif d.startswith("i"):
@@ -255,14 +267,23 @@ class Kernel:
                 else:
                     ok = isinstance(v, (int, float)) and not isinstance(v, bool)
                 if not ok:
-                    article = "an" if d[0] in "aeiou" else "a"
-                    raise LaunchError(f"{self.name}: parameter '{p.name}' is {article} {d} scalar; got {v!r}")
+                    shown = {"i1": "a bool", "bf16": "a bf16"}.get(d, f"an {d}")  # as read: an i8, an f32
+                    raise LaunchError(self._scalar_mismatch(p.name, shown, d, v))
                 flat[p.name] = v
         if absent:
             self._absent_tensors(kernel, absent, flat, dims, uses(kernel))
         for d, (size, _) in dims.items():
             flat[d] = size
         return flat, device, {d: s for d, (s, _) in dims.items()}
+
+    def _scalar_mismatch(self, name: str, shown: str, dtype: str, v) -> str:
+        """Why `v` does not pass as the scalar parameter `name`; for a 0-dim tensor, how to pass its value."""
+        got = f"got {v!r}"
+        if getattr(v, "dim", None) is not None and v.dim() == 0:
+            return (f"{self.name}: parameter '{name}' is {shown} scalar; {got}, a 0-dim tensor: pass {name}.item(), "
+                    f"or, where the value must stay on the device (a CUDA graph, a value the GPU computes), declare "
+                    f"{name}: tensor<{'bool' if dtype == 'i1' else dtype}>[1] and read it with load({name}, at=0)")
+        return f"{self.name}: parameter '{name}' is {shown} scalar; {got}"
 
     def _absent_tensors(self, kernel, absent, flat, dims, used) -> None:
         """Tensors passed as None: allowed where no operation of the kernel (under these constants) addresses them.
@@ -389,6 +410,17 @@ class Kernel:
 
         def gather(args, kwargs):
             return [(args[i] if i < len(args) else kwargs[n]) if i is not None else v for i, n, v in sources]
+        # numpy scalars go to the launchers and the interpreter as the Python numbers they hold (a plan's
+        # signature names each argument's type, so every launch of this plan passes numpy scalars there)
+        from_numpy = [k for k, (i, n, _) in enumerate(sources) if i is not None and _numpy_scalar(values[n])]
+        if from_numpy:
+            gather_as_given = gather
+
+            def gather(args, kwargs):
+                ordered = gather_as_given(args, kwargs)
+                for k in from_numpy:
+                    ordered[k] = ordered[k].item()
+                return ordered
         nargs = len(args)
 
         grid_of = self._grid
@@ -630,6 +662,8 @@ def _signature(args, kwargs):
             key.append(t)
         elif hasattr(v, "data_ptr"):
             key.append((v.dtype, v.shape, v.stride(), v.data_ptr() % 16 == 0, v.device))
+        elif isinstance(v, numbers.Integral):  # numpy's ints: divisibility by 16 is specialised on, as for ints
+            key.append((t, int(v) % 16 == 0))
         else:
             key.append(t)
     for k, v in kwargs.items():
@@ -643,6 +677,11 @@ def _signature(args, kwargs):
     except TypeError:
         return None
     return key
+
+
+def _numpy_scalar(v) -> bool:
+    """A numpy scalar (np.float32(0.5), np.int64(3), np.bool_(True)) or 0-dim array, without importing numpy."""
+    return type(v).__module__ == "numpy" and getattr(v, "shape", None) == ()
 
 
 def _arch_of(device) -> str:

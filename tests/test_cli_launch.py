@@ -115,11 +115,27 @@ def test_an_output_in_a_missing_folder_is_a_command_line_error(rows, tmp_path, c
     assert exit_.value.code == 2 and "is a folder; give a file name" in capsys.readouterr().err
 
 
-def test_an_unknown_constant_suggests_the_kernels_own(rows, capsys):
+def test_an_unknown_constant_is_a_command_line_error_that_suggests_the_kernels_own(rows, capsys):
+    """A misspelt -D was reported at the first kernel's declaration, as an error in the program (exit 1)."""
     path = os.path.join(os.path.dirname(__file__), "..", "examples", "softmax.tle")
-    assert main([path, "-D", "BLOCKS=64", "--emit=tle"]) == 1
+    assert main([path, "-D", "BLOCKS=64", "--emit=tle"]) == 2
     err = capsys.readouterr().err
-    assert "-D BLOCKS: no kernel in" in err and "did you mean 'BLOCK'?" in err
+    assert err.startswith("tlec: error: -D BLOCKS: no kernel compiled from") and "did you mean 'BLOCK'?" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_each_kernel_is_built_and_each_failure_reported(tmp_path, capsys):
+    """--backend=tileir on a file whose middle kernel Tile IR cannot take (log1p) stopped at that kernel; the
+    others are built now, each failure is reported, and the exit status is 1."""
+    src = tmp_path / "three.tle"
+    soft = ROWS.replace("kernel rows", "kernel soft").replace("load(x, tile=[1, 1024], at=[row, 0])",
+                                                              "log1p(load(x, tile=[1, 1024], at=[row, 0]))")
+    src.write_text(ROWS + soft + ROWS.replace("kernel rows", "kernel rows2"))
+    assert main([str(src), "--backend=tileir", "--emit=tileir"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.count("cuda_tile.entry") == 2  # rows and rows2
+    assert "log1p() has no Tile IR lowering" in captured.err
+    assert captured.err.rstrip().endswith("tlec: 1 of 3 kernels failed: soft")
 
 
 def test_an_output_for_several_kernels_names_each_file_it_writes(tmp_path, capsys):

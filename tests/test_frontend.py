@@ -457,6 +457,35 @@ def test_compile_takes_a_path_or_says_that_it_is_missing(tmp_path):
     assert tle.compile(str(path)).k.name == "k"
     with pytest.raises(FileNotFoundError, match=r"no file '.*missing\.tle'"):
         tle.compile(str(tmp_path / "missing.tle"))
+    # a mistyped path was read as source text: a syntax error at its first '/'
+    with pytest.raises(FileNotFoundError, match=r"no file '.*k\.tl'"):
+        tle.compile(str(tmp_path / "k.tl"))
+    (tmp_path / "k.tlx").write_text(path.read_text())
+    assert tle.compile(str(tmp_path / "k.tlx")).k.name == "k"  # a path is a path, whatever its ending
+
+
+def test_compile_checks_the_kernels_under_their_defaults_once(monkeypatch):
+    """docs/language.md: tle.compile checks the file now. A kernel body's typo surfaced only at its first launch;
+    a kernel with a constant that has no default is still checked at its launch. The check is kept: the launch
+    and the compiler reuse it rather than check again."""
+    import torch
+
+    import tle
+    from tle import check
+    with pytest.raises(TleError, match="unknown name 'sqrtt'"):
+        tle.compile("kernel k(x: tensor<f32>[N]) {\n    store(x, sqrtt(load(x, tile=[16])))\n}\n")
+    runs = []
+    run = check._KernelChecker.run
+    monkeypatch.setattr(check._KernelChecker, "run", lambda self: runs.append(self.k.name) or run(self))
+    m = tle.compile("kernel k<B: int = 16>(x: tensor<f32>[N]) {\n    store(x, load(x, tile=[B]) * 2.0)\n}\n"
+                    "kernel late<B: int>(x: tensor<f32>[N]) {\n    store(x, sqrtt(load(x, tile=[B])))\n}\n")
+    assert runs == ["k"]
+    x = torch.ones(16)
+    m.k[(1,)](x)
+    m.k[(1,)](x, B=16)  # the default given: the same constants
+    assert runs == ["k"] and torch.equal(x, torch.full((16,), 4.0))
+    with pytest.raises(TleError, match="unknown name 'sqrtt'"):
+        m.late[(1,)](x, B=16)
 
 
 EARLY_RETURN = """
@@ -702,3 +731,38 @@ def test_next_pow2_and_cdiv_in_constant_defaults_and_tile_sizes():
     assert (k.constants["RH"], k.constants["G"]) == (64, 3)
     assert kernel(src, ROT=40).constants["RH"] == 32  # next_pow2(20)
     assert any(isinstance(n, T.Op) and n.name == "load" and n.attrs["tile"] == (128,) for n in T.nodes(k.body))
+
+
+MIXED_INDEX_WIDTHS = """
+kernel sel<BM: int = 16, BN: int = 64>(x: tensor<f32>[M, N], idx: tensor<i64>[K], out: tensor<f32>[K, N],
+                                       hits: tensor<f32>[M, N], cnt: tensor<i32>[M, 4]) {
+    let rows = expand_dims(load(idx, tile=[BM], at=program_id(0)), 1)
+    let cols = program_id(1) * BN + expand_dims(arange(BN), 0)
+    store(out, gather(x, [rows, cols], mask=cols < N), at=[program_id(0), program_id(1)])
+    atomic_add(hits, [cols, rows], 1.0, mask=cols < N)
+    scatter(cnt, [rows, 1], 5)
+    let _ = atomic_cas(cnt, [rows, 0], 0, 7)
+}
+"""
+
+
+def test_an_i64_index_widens_the_other_indices_of_its_access():
+    """An int64 index tensor's tile beside an i32 arange (or a literal) in one gather, scatter or atomic: the op
+    takes indices of one type, and the i32 ones built IR that did not verify (an internal error). Every index of
+    the access is now i64; both paths build and the interpreter agrees with torch."""
+    import torch
+
+    import tle
+    from tle.compiler import compile_kernel
+    program = load_program(MIXED_INDEX_WIDTHS, "t.tle")
+    assert compile_kernel(program, "sel", {}, stop="ttir", backend="triton").backend == "triton"
+    assert compile_kernel(program, "sel", {}, stop="tileir", backend="tileir").backend == "tileir"
+    x, idx = torch.randn(40, 37), torch.randint(0, 37, (16,))
+    out, hits, cnt = torch.empty(16, 37), torch.zeros(40, 37), torch.zeros(40, 4, dtype=torch.int32)
+    tle.compile(MIXED_INDEX_WIDTHS).sel[(1, 1)](x, idx, out, hits, cnt)
+    assert torch.equal(out, x[idx])
+    counts = torch.bincount(idx, minlength=40)[:37].float()  # hits[c, r]: how often row r was picked, per c < 37
+    assert torch.equal(hits[:37], counts.expand(37, 37)) and not hits[37:].any()
+    picked = torch.bincount(idx, minlength=40) > 0
+    assert torch.equal(cnt[:, 0], torch.where(picked, 7, 0).int())
+    assert torch.equal(cnt[:, 1], torch.where(picked, 5, 0).int())

@@ -55,6 +55,19 @@ def test_comments_after_code_that_read_as_words_are_comments():
     _check_file("ok.tle", text, {})
 
 
+def test_a_comment_naming_an_element_type_is_a_comment():
+    """`// f32` or `// T` (a dtype constant) after a value says its type; neither can be a divisor, though the file
+    uses both names (tensor<f32>, <T: dtype>)."""
+    text = ("kernel k<T: dtype = f16>(x: tensor<T>[N], y: tensor<f32>[N]) {\n"
+            "    let c = cumsum(load(x, tile=[128]))   // f32\n"
+            "    let d = load(x, tile=[128]) // T\n"
+            "    store(y, c + cast<f32>(d))\n"
+            "}\n")
+    _check_file("ok.tle", text, {})
+    with pytest.raises(TleError, match="is not a division"):  # a name the file uses as a value still is one
+        _check_file("bad.tle", text.replace("// T", "// N"), {})
+
+
 def _deep_examples():
     from tle.parser import _EXAMPLES
     for label, examples in _EXAMPLES.items():

@@ -1175,6 +1175,42 @@ entry(file="log1p_expm1.tle", kernel="softplus", make=_sp_make, grid=lambda c, k
            "from log(1 + x) and exp(x) - 1")
 
 
+# sign_isfinite_any_all.tle -----------------------------------------------------------------------------------------
+_SFA_DT = {"f32": torch.float32, "bf16": torch.bfloat16, "i32": torch.int32}
+
+
+def _sfa_make(c, k, g):
+    m, n, dt = c["M"], c["N"], _SFA_DT[k.get("T", "f32")]
+    if dt.is_floating_point:
+        x = randn((m, n), g)
+        x[:2] = x[:2].abs()  # a program (rows 0, 1) whose tile is all >= 0
+        x[1, :4] = torch.tensor([0.0, 0.5, 2.0, 3.0])
+        x[2, :6] = torch.tensor([NAN, INF, -INF, -0.0, 0.0, -2.0])
+        x[4, 9] = -INF
+        x = x.to(dt)
+    else:
+        x = randint((m, n), g, -3, 4, dt)
+        x[:2] = x[:2].abs()
+    return {"x": x, "s": poison((m, n), dt), "fin": poison((m, n), torch.int8), "bad": poison((m, 1), torch.int8),
+            "pos": poison((m,), torch.int8), "count": torch.zeros(2, dtype=torch.int32)}
+
+
+def _sfa_ref(a, c, k):
+    x = a["x"]
+    programs = pad2(x, cdiv(c["M"], 2) * 2, 64, 0.0).view(-1, 2 * 64)  # each program's padded [2, 64] tile
+    return {"s": torch.sign(x), "fin": torch.isfinite(x).to(torch.int8),
+            "bad": (~torch.isfinite(x)).any(dim=1, keepdim=True).to(torch.int8),
+            "pos": (x >= 0).all(dim=1).to(torch.int8),
+            "count": torch.tensor([torch.isnan(programs).any(dim=1).sum(), (programs >= 0).all(dim=1).sum()])}
+
+
+entry(file="sign_isfinite_any_all.tle", kernel="sfa", make=_sfa_make, grid=lambda c, k: (cdiv(c["M"], 2),),
+      ref=_sfa_ref, tol={"s": EXACT, "fin": EXACT, "bad": EXACT, "pos": EXACT, "count": EXACT},
+      cases=[{"M": 5, "N": 50}], consts=[{}, {"T": "i32"}, {"T": "bf16"}],
+      note="torch.sign gives 0 for NaN and 0.0 for -0.0; the padded elements (0) are finite and >= 0, so they "
+           "change neither any(not isfinite) nor all(t >= 0)")
+
+
 # round_trunc.tle ----------------------------------------------------------------------------------------------------
 _DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 

@@ -42,13 +42,13 @@ def test_sort_and_topk_match_torch(tmp_path, dtype):
           "i32": torch.int32, "i8": torch.int8, "i16": torch.int16, "i64": torch.int64}[dtype]
     mod = _mod(tmp_path, f"""
 kernel k(x: tensor<{dtype}>[M, N], up: tensor<{dtype}>[M, N], down: tensor<{dtype}>[M, N],
-         t1: tensor<{dtype}>[M, A], t8: tensor<{dtype}>[M, B], all: tensor<{dtype}>[M, N]) {{
+         t1: tensor<{dtype}>[M, A], t8: tensor<{dtype}>[M, B], every: tensor<{dtype}>[M, N]) {{
     let v = load(x, tile=[4, 32], at=[0, 0])
     store(up, sort(v), at=[0, 0])
     store(down, sort(v, descending=true), at=[0, 0])
     store(t1, topk(v, 1), at=[0, 0])
     store(t8, topk(v, 8), at=[0, 0])
-    store(all, topk(v, 32), at=[0, 0])
+    store(every, topk(v, 32), at=[0, 0])
 }}
 """)
     g = torch.Generator().manual_seed(3)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from .check import load_program
+from .check import check_kernel, load_program
 from .runtime.kernel import Kernel, program_fingerprint
 
 
@@ -45,13 +45,14 @@ class Module:
 def compile(source: str, *, backend: str = "auto", quiet: bool = True, arch: str | None = None,
             filename: str | None = None, tune: dict | None = None,
             asserts: bool = False) -> Module:  # noqa: A001 - as re.compile
-    """Parse and check a .tle file (or source text); kernels compile lazily, per specialisation, on launch.
+    """Parse and check a .tle file (or source text): each kernel whose constants all have defaults is checked under
+    them now (the others at their first launch); kernels compile lazily, per specialisation, on launch.
     `tune` maps kernel names to tuning spaces (a tle.tuning.TuneSpace or a dict of params; docs/tuning.md).
     `asserts=True` compiles the kernels' assert()s into their GPU code (the interpreter always checks them); a
     launch may also give asserts=True or False itself."""
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
-    if filename is None and "\n" not in source and source.endswith(".tle"):  # a path: no program ends in ".tle"
+    if filename is None and _a_path(source):
         if not os.path.exists(source):
             raise FileNotFoundError(f"tle.compile: no file {source!r} (it takes a path to a .tle file, or source "
                                     "text)")
@@ -60,7 +61,24 @@ def compile(source: str, *, backend: str = "auto", quiet: bool = True, arch: str
             source = f.read()
     if not isinstance(asserts, bool):
         raise TypeError(f"tle.compile: asserts must be True or False, got {asserts!r}")
-    module = Module(load_program(source, filename or "<string>"), backend, quiet, arch, asserts)
+    program = load_program(source, filename or "<string>")
+    for name, kernel in program.kernels.items():  # the body's mistakes now; the result is kept for the launch
+        if all(c.default is not None for c in kernel.const_params):
+            check_kernel(program, name)
+    module = Module(program, backend, quiet, arch, asserts)
     for name, space in (tune or {}).items():
         getattr(module, name).tune_space = space
     return module
+
+
+def _a_path(source: str) -> bool:
+    """Is tle.compile's text a path? One that ends in ".tle" (no program does), or one line without spaces that
+    holds a '/' or a '.' and is no comment (a program needs `kernel NAME`): a mistyped path ("adamw.tl") is then
+    missing, not a syntax error at its first '/'."""
+    if "\n" in source:
+        return False
+    if source.endswith(".tle"):
+        return True
+    text = source.strip()
+    return bool(text) and not any(ch.isspace() for ch in text) and ("/" in text or "." in text) and \
+        not text.startswith(("//", "/*"))

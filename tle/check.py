@@ -47,6 +47,8 @@ class Program:
     consts: dict[str, ast.ConstDecl] = field(default_factory=dict)
     const_values: dict[str, object] = field(default_factory=dict)
     source: str = ""
+    # check_kernel's results: (kernel, constants, wide dims) -> tle.typed.Kernel, which no later stage changes
+    checked: dict = field(default_factory=dict, repr=False, compare=False)
 
     def kernel_names(self) -> list[str]:
         return [n for n, k in self.kernels.items() if k.span.file == self.file]
@@ -269,7 +271,20 @@ _TRITON_CALLS = {
     "associative_scan": ["write scan(x, ..., axis=A, combine=f): f a fn of the earlier and the later element's "
                          "values (docs/language.md, \"Reductions and scans\")"],
     "softplus": ["write where(x > 20.0, x, log1p(exp(x)))"],
+    "cat": ["tle has no cat: reshape(transpose(join(a, b)), [2 * N]) puts an [N] tile b after a, and "
+            "reshape(join(a, b), [2 * N]) interleaves them"],
 }
+_TRITON_CALLS["concat"] = _TRITON_CALLS["concatenate"] = _TRITON_CALLS["cat"]
+
+
+def _python_float(e: ast.Call) -> list[str]:
+    """Python's float("inf"), float("-inf") and float("nan"), which tle writes as the builtin constants."""
+    if e.func != "float" or len(e.args) != 1 or e.kwargs or not isinstance(e.args[0], ast.StrLit):
+        return []
+    text = e.args[0].value.strip().lower()
+    spelled = {"inf": "inf", "+inf": "inf", "infinity": "inf", "-inf": "-inf", "-infinity": "-inf", "nan": "nan",
+               "+nan": "nan", "-nan": "nan"}.get(text)
+    return [f"write {spelled}: tle's float constants are inf and nan (a float literal)"] if spelled else []
 
 
 def _suggest(name: str, candidates) -> list[str]:
@@ -325,6 +340,7 @@ def _const_value(e: ast.Expr, consts: dict, kernel_consts: dict):
         args = [_const_value(a, consts, kernel_consts) for a in e.args]
         return _const_call(e.func, args, e)
     raise TleError(e.span, "a constant must be a number, a boolean or arithmetic on constants",
+                   (_python_float(e) if isinstance(e, ast.Call) else []) +
                    [f"allowed operators: {' '.join(_CONST_OPS)}; functions: {', '.join(_CONST_FUNCS)}"])
 
 
@@ -538,7 +554,16 @@ def check_kernel(program: Program, name: str, constants: dict | None = None, wid
                        _suggest(name, program.kernels) or [f"kernels: {', '.join(program.kernels) or 'none'}"])
     wide_dims = frozenset(wide_dims)
     try:
-        return _KernelChecker(program, k, dict(constants or {}), wide_dims).run()
+        checker = _KernelChecker(program, k, dict(constants or {}), wide_dims)
+        # One check per kernel and resolved constants: tle.compile, a launch, the compiler and tlec all ask for it
+        key = (name, tuple(sorted(checker.resolve_constants().items())), wide_dims)
+        checked = program.checked.get(key)
+        if checked is None:
+            checked = checker.run()
+            if len(program.checked) >= _MAX_CHECKED:  # a tuning's many configurations: drop the oldest
+                del program.checked[next(iter(program.checked))]
+            program.checked[key] = checked
+        return checked
     except TleError as e:
         if wide_dims and "i64" in e.message:  # an error only this launch's sizes cause: say where the i64 is from
             names = ", ".join(f"'{d}'" for d in sorted(wide_dims))
@@ -549,9 +574,12 @@ def check_kernel(program: Program, name: str, constants: dict | None = None, wid
         raise
 
 
+_MAX_CHECKED = 256  # checked kernels a Program keeps (check_kernel)
+
+
 # The element types each atomic takes: those both GPU paths lower (bitwise ones and compare-and-swap on integers;
 # a float exchange swaps bits).
-ATOMIC_DTYPES = {"add": ("f16", "bf16", "f32", "i32", "i64"), "max": ("i32", "i64", "f32"), "min": ("i32", "i64", "f32"),
+ATOMIC_DTYPES = {"add": ("f16", "bf16", "f32", "f64", "i32", "i64"), "max": ("i32", "i64", "f32"), "min": ("i32", "i64", "f32"),
                  "and": ("i32", "i64"), "or": ("i32", "i64"), "xor": ("i32", "i64"), "xchg": ("i32", "i64", "f32"),
                  "cas": ("i32", "i64")}
 
@@ -585,10 +613,11 @@ class _KernelChecker:
         self.top_networks: dict = {}
 
     # ---- set-up: constants and parameters ------------------------------------------------------------------
-    def run(self) -> T.Kernel:
+    def resolve_constants(self) -> dict:
+        """Every compile-time constant's value: the given ones checked and normalised, the others' defaults."""
         k = self.k
-        # Three scopes: the compile-time constants (all that a fn body sees of the kernel), the parameters and
-        # dims, and the body.
+        # The first of three scopes: the compile-time constants (all that a fn body sees of the kernel); run() adds
+        # the parameters and dims, and the body.
         self.const_scope = _Scope()
         consts = {}
         known = [c.name for c in k.const_params]
@@ -608,10 +637,32 @@ class _KernelChecker:
                     raise TleError(c.default.span, f"the default of '{c.name}' must be an element type such as f16")
                 v = self._const_arg(c, consts.get(c.default.id, c.default.id), c.default.span)
             else:
-                v = self._const_arg(c, _const_value(c.default, self.p.const_values, consts), c.default.span)
+                v = self._const_arg(c, self._default_value(c, consts), c.default.span)
             consts[c.name] = v
             self.const_scope.add(c.name, _DtypeConst(v) if c.kind == "dtype" else v, _name_span(c))
         self.constants = consts
+        return consts
+
+    def _default_value(self, c, consts: dict):
+        """A constant's default, from the module's consts and the constants before it. A name there that is one
+        of the kernel's dims (`<BK: int = K>`) gets said so: a dim is known only at launch."""
+        try:
+            return _const_value(c.default, self.p.const_values, consts)
+        except TleError as e:
+            dims = {d.id for p in self.k.params if isinstance(p.type, ast.TensorTypeExpr) for d in p.type.dims
+                    if isinstance(d, ast.Name)}
+            name = next((n.id for n in ast.walk(c.default) if isinstance(n, ast.Name) and n.id in dims
+                         and n.id not in consts and n.id not in self.p.const_values), None)
+            if name is None or not e.message.startswith(f"unknown name '{name}'"):
+                raise
+            raise TleError(e.span, f"'{name}' is a dim of kernel '{self.k.name}', known only at launch; a constant's "
+                                   "default is fixed when the kernel compiles",
+                           [f"give {c.name} a number (or next_pow2/cdiv of other constants), pass it at launch, or "
+                            f"use {name} in the kernel's body, where dims are values"]) from None
+
+    def run(self) -> T.Kernel:
+        """The checked kernel (after resolve_constants)."""
+        k, consts = self.k, self.constants
         root = _Scope(self.const_scope)
         params, dims = [], {}
         for p in k.params:
@@ -645,6 +696,7 @@ class _KernelChecker:
             if d in root.names:
                 raise TleError(sp, f"dim '{d}' has the name of a parameter")
             root.add(d, T.Dim(sp, Scalar("i64" if d in self.wide_dims else "i32"), d), sp)
+        self.kernel_scope = root  # the parameters and dims, which a fn's body does not see
         self.scope = _Scope(root)
         self.block(_early_returns(k.body))
         return T.Kernel(k.name, k.span, params, dims, consts, self.out, file=k.span.file)
@@ -1128,6 +1180,11 @@ class _KernelChecker:
 
     def unknown(self, name: str, span: Span):
         cands = self.scope.visible() | set(BUILTIN_CONSTS) | set(self.p.const_values)
+        kernel_name = self.kernel_scope.names.get(name) if self.fn_stack else None
+        if kernel_name is not None:  # a fn sees its parameters and the kernel's constants, nothing else
+            what = "dims" if isinstance(kernel_name, T.Dim) else "parameters"
+            raise TleError(span, f"unknown name '{name}': a fn does not see the kernel's {what}",
+                           [f"pass it as an argument: fn {self.fn_stack[-1]}(..., {name}) and call it with {name}"])
         raise TleError(span, f"unknown name '{name}'", _PYTHON_NAMES.get(name) or _suggest(name, cands))
 
     def not_callable(self, e: ast.Call):
@@ -1140,7 +1197,7 @@ class _KernelChecker:
         if self.scope.lookup(e.func) is not None or e.func in self.p.const_values or e.func in BUILTIN_CONSTS:
             raise TleError(e.name_span, f"'{e.func}' is not a function")
         raise TleError(e.name_span, f"unknown name '{e.func}'",
-                       _TRITON_CALLS.get(e.func) or _suggest(e.func, [*BUILTINS, *self.p.fns]))
+                       _python_float(e) or _TRITON_CALLS.get(e.func) or _suggest(e.func, [*BUILTINS, *self.p.fns]))
 
     def expr_UnaryOp(self, e: ast.UnaryOp):
         x = self.expr(e.operand)
@@ -1294,8 +1351,11 @@ class _KernelChecker:
                            [f"write an integer, or convert explicitly: cast<{dtype}>({v!r})"])
         bits = BITS[dtype]
         if not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
+            unsigned = 0 <= v < 2 ** bits and bits < 64  # a mask such as 0xFF on packed bytes (tle has no uint8)
             raise TleError(x.span, f"the integer {v} does not fit in {dtype}",
-                           [f"{dtype} holds {-(2 ** (bits - 1))} to {2 ** (bits - 1) - 1}"])
+                           [f"{dtype} holds {-(2 ** (bits - 1))} to {2 ** (bits - 1) - 1}"] +
+                           ([f"to read {dtype} bits as unsigned, widen first: cast<{'i32' if bits < 32 else 'i64'}>"
+                             f"(x) & 0x{2 ** bits - 1:X}"] if unsigned else []))
         return wrap(v, dtype)
 
     def broadcast_to(self, x: T.Expr, shape: tuple[int, ...]) -> T.Expr:
@@ -1701,9 +1761,7 @@ class _KernelChecker:
         if not v.weak:
             raise TleError(x.span, f"{what} is {v.type} but '{t.name}' holds {t.type.dtype}",
                            [f"write a literal, or cast<{t.type.dtype}>(...)"])
-        if not is_float(t.type.dtype) and isinstance(v.value, float):
-            raise TleError(x.span, f"{what}{v.value} does not fit the integer tensor '{t.name}'")
-        return self.implicit_const(v, t.type.dtype)
+        return self.implicit_const(v, t.type.dtype)  # a float into an integer tensor: as for `let n: i32 = 2.0`
 
     def b_store(self, e):
         a = self.args(e, ("tensor", "value"), (), ("at", "tma"))
@@ -1773,8 +1831,10 @@ class _KernelChecker:
             shape = s
         if shape == ():
             shape = (1,)
-        # i32 indices, but an i64 one stays i64 (an element past 2**31 - 1: a WideDim's positions, a cast)
-        idx = [self.coerce(i, Tile("i64" if i.type.dtype == "i64" else "i32", shape)) for i in idx]
+        # i32 indices, but where one is i64 (an element past 2**31 - 1: a WideDim's positions, an int64 index
+        # tensor) all are: the op takes indices of one type
+        width = "i64" if any(i.type.dtype == "i64" for i in idx) else "i32"
+        idx = [self.coerce(i, Tile(width, shape)) for i in idx]
         return idx, shape
 
     def b_gather(self, e):
@@ -1928,6 +1988,10 @@ class _KernelChecker:
                            ["for two values use max(a, b)"] if kind in ("max", "min") else None)
         keep = self.const_bool(a["keepdims"], "keepdims=") if "keepdims" in a else False
         rank = len(x.type.shape)
+        logical = kind in ("any", "all")
+        if logical:  # the max (any) or min (all) of the bools as 0 and 1, compared with 0 at the end
+            self.require_bool(x, a["x"].span, f"{kind}()")
+            x, kind = T.Op(x.span, Tile("i32", x.type.shape), "cast", [x]), "max" if kind == "any" else "min"
         if "axis" in a:
             axis = self.axis(a["axis"], rank)
             load = self._size_one_source(x, axis) if x.type.shape[axis] == 1 and math.prod(x.type.shape) > 1 \
@@ -1947,13 +2011,13 @@ class _KernelChecker:
         shape = x.type.shape[:axis] + x.type.shape[axis + 1:]
         ty = Tile(out_dtype, shape) if shape else Scalar(out_dtype)
         r = T.Op(e.span, ty, "reduce", [x], {"kind": kind, "axis": axis})
-        if keep:
-            if "axis" not in a:
-                return self.coerce(r, Tile(out_dtype, (1,) * rank))
-            if not shape:  # a 1-D tile reduced to a scalar: keepdims gives [1]
-                return self.coerce(r, Tile(out_dtype, (1,)))
+        if keep and "axis" not in a:
+            r = self.coerce(r, Tile(out_dtype, (1,) * rank))
+        elif keep and not shape:  # a 1-D tile reduced to a scalar: keepdims gives [1]
+            r = self.coerce(r, Tile(out_dtype, (1,)))
+        elif keep:
             r = T.Op(e.span, Tile(out_dtype, x.type.shape[:axis] + (1,) + x.type.shape[axis + 1:]), "reshape", [r])
-        return r
+        return self.binary("!=", r, T.Const(e.span, Scalar("i32"), 0, True), e.span) if logical else r
 
     def _times_constant(self, e: T.Expr, n: int) -> bool:
         """Is e (through lets and integer casts) a product of something that varies and the constant n?"""
@@ -2016,6 +2080,12 @@ class _KernelChecker:
 
     def b_min(self, e):
         return self._reduce(e, "min")
+
+    def b_any(self, e):
+        return self._reduce(e, "any")
+
+    def b_all(self, e):
+        return self._reduce(e, "all")
 
     def b_argmax(self, e):
         return self._reduce(e, "argmax")
@@ -2373,6 +2443,27 @@ class _KernelChecker:
             return self.binary("!=", x, x, e.span)  # false, in x's shape
         return self.binary("==", T.Op(e.span, x.type, "abs", [x]), T.Const(e.span, Scalar("f32"), math.inf, True),
                            e.span)
+
+    def b_isfinite(self, e):
+        """isfinite(x): |x| < inf, false for NaN and the infinities (true for every integer)."""
+        x = self.tile_or_scalar_number(e, "isfinite")
+        if not is_float(x.type.dtype):
+            return self.binary("==", x, x, e.span)  # true, in x's shape
+        return self.binary("<", T.Op(e.span, x.type, "abs", [x]), T.Const(e.span, Scalar("f32"), math.inf, True),
+                           e.span)
+
+    def b_sign(self, e):
+        """sign(x): -1, 0 or 1 in x's type, as torch.sign: where(x > 0, 1, where(x < 0, -1, 0)), so NaN gives 0 (the
+        comparisons are false) and -0.0 gives 0.0."""
+        x = self.tile_or_scalar_number(e, "sign")
+        if isinstance(x, T.Const):
+            v = x.value
+            return T.Const(e.span, x.type, _cast_const((v > 0) - (v < 0), x.type.dtype, e.span))
+        x = self.temp("sign", x, e.span)  # read twice: computed once
+        one, zero, minus_one = (self.coerce(T.Const(e.span, Scalar("i32"), v, True), x.type) for v in (1, 0, -1))
+        literal_zero = T.Const(e.span, Scalar("i32"), 0, True)
+        below = T.Op(e.span, x.type, "where", [self.binary("<", x, literal_zero, e.span), minus_one, zero])
+        return T.Op(e.span, x.type, "where", [self.binary(">", x, literal_zero, e.span), one, below])
 
     def tile_or_scalar_number(self, e, fn: str) -> T.Expr:
         x = self.expr(self.args(e, ("x",))["x"])

@@ -5,8 +5,9 @@
     tlec tune FILE --kernel NAME --shape M=4096,N=4096,K=4096 --dtype f16 -P BM=64,128 --grid 'cdiv(M,BM),cdiv(N,BN)'
               [--budget-s 120] [--export F] [--import F]        (autotuning: runtime/tuning.py, docs/tuning.md)
 
-Runs the pipeline of tle/compiler.py and stops after --emit's stage. Exit codes: 0 ok, 1 an error in the program
-(printed as file:line:col: error: ...), 2 a bad command line, 3 an internal compiler error (a bug in tle).
+Runs the pipeline of tle/compiler.py and stops after --emit's stage, for each kernel (one kernel's error does not
+stop the others). Exit codes: 0 ok, 1 an error in the program (printed as file:line:col: error: ...), 2 a bad
+command line, 3 an internal error (a bug in tle, or tileiras failing without naming a line of the program).
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Compile a .tle file: parse, check, lower to the tle dialect, then to CUDA Tile IR or Triton TTIR, "
                     "and build a cubin. "
                     "Each --emit value stops after that stage and prints (or writes) its output.",
-        epilog="exit codes: 0 ok; 1 an error in the program; 2 a bad command line; 3 an internal error.\n"
+        epilog="exit codes: 0 ok; 1 an error in the program; 2 a bad command line; 3 an internal error (in tle, "
+               "or tileiras failing without naming a line).\n"
                "examples:\n"
                "  tlec examples/softmax.tle --emit=ttir\n"
                "  tlec examples/matmul.tle --kernel matmul -D BM=128 --emit=cubin --arch sm_90 -o mm.cubin\n"
@@ -85,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
                         "(docs/tileir.md, \"Performance\")")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="write the output here (default: text to standard output; a binary stage to KERNEL.cubin or "
-                        "KERNEL.tilebc)")
+                        "KERNEL.tilebc); a binary stage of several kernels goes to OUT's stem.KERNEL.cubin each")
     p.add_argument("-v", "--verbose", action="store_true", help="say which stages ran and where output went")
     return p
 
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         print(str(e), file=sys.stderr)
         if debug.level() >= 4:
             traceback.print_exc()
-        return 1
+        return 3 if _tool_failure(e) else 1
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # noqa: BLE001 - a bug in tle, not in the user's program
@@ -179,13 +181,19 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
     own_of = {n: {k: v for k, v in constants.items() if any(c.name == k for c in program.kernels[n].const_params)}
               for n in names}
     unknown = [k for k in constants if all(k not in own_of[n] for n in names)]
-    if unknown:
+    if unknown:  # a mistake on the command line, not in the program
         from .check import _suggest
         known = sorted({c.name for n in names for c in program.kernels[n].const_params})
-        raise TleError(program.kernels[names[0]].span, f"-D {unknown[0]}: no kernel in {filename} has a "
-                                                       f"compile-time constant '{unknown[0]}'",
-                       _suggest(unknown[0], known) or [f"its constants: {', '.join(known) or 'none'}"])
-    checked = {n: check_kernel(program, n, own_of[n]) for n in names} if args.sizes else {}
+        hint = _suggest(unknown[0], known) or [f"the constants: {', '.join(known) or 'none'}"]
+        print(f"tlec: error: -D {unknown[0]}: no kernel compiled from {filename} has a compile-time constant "
+              f"'{unknown[0]}' ({hint[0]})", file=sys.stderr)
+        return 2
+    checked = {}
+    for n in names if args.sizes else ():
+        try:
+            checked[n] = check_kernel(program, n, own_of[n])
+        except TleError:
+            pass  # reported below, where that kernel is compiled
     if args.sizes:
         dims = set().union(*(k.dims for k in checked.values()))
         if set(args.sizes) - dims:  # a bad command line, not an error in the program
@@ -193,21 +201,28 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             print(f"tlec: error: --sizes {bad}: no kernel compiled from {filename} has a symbolic dim '{bad}' "
                   f"(dims: {', '.join(sorted(dims)) or 'none'})", file=sys.stderr)
             return 2
-    texts = []
+    texts, failed, crashed = [], [], False
     for name in names:
         own = own_of[name]
-        spec = None
-        if args.generic:
-            spec = generic_spec(check_kernel(program, name, own))
-        elif args.sizes:
-            spec = launch_spec(checked[name], args.sizes, args.grid, args.sms)
         try:
+            spec = None
+            if args.generic:
+                spec = generic_spec(check_kernel(program, name, own))
+            elif args.sizes:
+                spec = launch_spec(check_kernel(program, name, own), args.sizes, args.grid, args.sms)
             out = compile_kernel(program, name, own, spec, backend=args.backend, arch=args.arch, stop=args.emit,
                                  num_warps=args.num_warps, num_stages=args.num_stages, occupancy=args.occupancy,
                                  asserts=args.asserts)
         except ValueError as e:  # a stage the chosen backend does not produce
             print(f"tlec: error: {e}", file=sys.stderr)
             return 2
+        except TleError as e:  # one kernel's error (one --backend=tileir cannot take): the others still build
+            if len(names) == 1:
+                raise
+            print(str(e), file=sys.stderr)
+            failed.append(name)
+            crashed = crashed or _tool_failure(e)
+            continue
         if args.verbose and args.emit not in ("ast", "tle"):
             how = (f"the native CUDA path (Triton): {out.fallback}" if out.fallback else
                    {"tileir": "the CUDA Tile IR path", "triton": "the native CUDA path (Triton)"}[out.backend])
@@ -269,7 +284,17 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             texts.append(result if isinstance(result, str) else result.decode())
     if texts:
         _write(args, "\n".join(t.rstrip("\n") + "\n" for t in texts))
+    if failed:
+        print(f"tlec: {len(failed)} of {len(names)} kernels failed: {', '.join(failed)}", file=sys.stderr)
+        return 3 if crashed else 1
     return 0
+
+
+def _tool_failure(e: TleError) -> bool:
+    """Whether an error is tileiras failing without naming a line of the program (targets/tileir.py
+    TileirasCrash): not the program's error, so exit 3, as for an internal error."""
+    crash = getattr(sys.modules.get("tle.targets.tileir"), "TileirasCrash", None)
+    return crash is not None and isinstance(e, crash)
 
 
 # Why ptxas gives up overlapping wgmmas, as far as it says, and what a kernel author can do about it.
@@ -332,6 +357,9 @@ def _report_tileiras(name: str, out, arch: str) -> None:
               "\"Performance\"; --occupancy N to choose)", file=sys.stderr)
     if extra.get("latency_why"):
         print(f"tlec: kernel '{name}': {extra['latency_why']} (docs/tileir.md, \"Performance\")", file=sys.stderr)
+    for what, why in extra.get("retry_failed", ()):
+        print(f"tlec: kernel '{name}': tileiras failed on the retry {what} ({why}), so that retry was dropped and the "
+              "binary compiled before it kept", file=sys.stderr)
     if extra.get("fma_count"):
         n = extra["fma_count"]
         print(f"tlec: kernel '{name}': {n} product{'s' if n > 1 else ''} added once fused to fma, as ptxas does on "

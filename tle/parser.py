@@ -21,6 +21,7 @@ from lark.lexer import PatternStr
 from . import ast
 from .debug import cache_dir, write_cache_file
 from .diagnostics import Span, TleError, register_source
+from .types import canonical
 
 # lexer="basic": keywords are reserved everywhere (grammar.lark says why the contextual lexer is not used).
 _OPTIONS = dict(parser="lalr", lexer="basic", propagate_positions=True, strict=True, maybe_placeholders=True)
@@ -364,10 +365,13 @@ def _no_floor_division(text: str, filename: str) -> None:
     division. A comment that ends a line of `let`, `var`, `const`, `return` or an assignment, right after an operand,
     and reads as one (a number, a parenthesised expression, or a name the file uses) is an error. A comment that
     starts with a word (`// 2 warps`, `// the count`, `// (see docs)`) is one. (Inside brackets, the comment would
-    eat the closing one: a syntax error.)"""
+    eat the closing one: a syntax error.) An element type (`// f32`) or a dtype constant (`// T`) is never an
+    operand: it cannot be divided by, and such a comment says what type a value has."""
     if not _TRAILING_OPERAND_COMMENT.search(text):  # the common case, without lexing the file again
         return
     prev, binds, depth, line, names, found = None, False, 0, 0, set(), []
+    declared = []  # the last three tokens, for `T: dtype`
+    types = set()
     for tok in _parser.lex(text, dont_ignore=True):
         if tok.type in ("WS", "BLOCK_COMMENT"):
             continue
@@ -377,6 +381,9 @@ def _no_floor_division(text: str, filename: str) -> None:
             if binds and prev is not None and prev.line == tok.line and prev.type in _OPERAND_ENDS:
                 found.append(tok)
             continue
+        declared = (declared + [tok])[-3:]
+        if [str(t) for t in declared[1:]] == [":", "dtype"] and declared[0].type == "NAME":
+            types.add(str(declared[0]))
         depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(str(tok), 0)
         prev, binds = tok, binds or (depth == 0 and str(tok) in _BINDS)  # not a keyword argument's `=`
         if tok.type == "NAME":
@@ -384,6 +391,8 @@ def _no_floor_division(text: str, filename: str) -> None:
     for tok in found:
         operand = tok[2:].strip()
         a_name = operand[:1].isalpha() or operand[:1] == "_"
+        if a_name and (canonical(operand) is not None or operand in types):
+            continue
         if re.fullmatch(_OPERAND, operand) and (operand in names or not a_name):
             raise TleError(Span(filename, tok.line, tok.column, tok.line, tok.column + len(tok.rstrip())),
                            f"'//' starts a comment in tle, so '{tok.rstrip()}' is not a division: the expression "

@@ -81,3 +81,20 @@ def test_bf16_atomic_add(backend):
     k[(64,)](x, acc, backend=backend)
     want = x.float().reshape(-1, 8).sum(0)
     assert torch.allclose(acc.float(), want, atol=0.5, rtol=0.05)  # 512 bf16 roundings per element, in any order
+
+
+F64_SCATTER_ADD = """kernel k(idx: tensor<i32>[N], v: tensor<f64>[N], out: tensor<f64>[B]) {
+    let i = load(idx, tile=[256], at=program_id(0), pad=-1)
+    atomic_add(out, [i], load(v, tile=[256], at=program_id(0)), mask=i >= 0)
+}"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_f64_atomic_add(backend):
+    k = tle.compile(F64_SCATTER_ADD).k
+    idx = torch.randint(0, 16, (1000,), device="cuda", dtype=torch.int32)
+    v = torch.randn(1000, device="cuda", dtype=torch.float64)
+    out = torch.zeros(16, device="cuda", dtype=torch.float64)
+    k[(4,)](idx, v, out, backend=backend)
+    want = torch.zeros(16, device="cuda", dtype=torch.float64).index_add_(0, idx.long(), v)
+    assert torch.allclose(out, want, rtol=1e-12, atol=1e-12)

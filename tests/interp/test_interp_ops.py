@@ -255,3 +255,16 @@ def test_bf16_atomic_add_rounds_the_running_sum_once_per_lane():
     # each lane's add lands as the running sum in f64, rounded once (runtime/interpreter.py _atomic): the last is the
     # exact sum of the element's lanes, rounded to bf16 once
     assert torch.equal(acc, x.double().reshape(-1, 8).sum(0).bfloat16())
+
+
+def test_f64_atomic_add_sums_in_f64():
+    # an accurate global norm: each program adds its sum of squares into one f64 element
+    import tle
+    src = """kernel k(x: tensor<f64>[N], out: tensor<f64>[1]) {
+        let t = load(x, tile=[256], at=program_id(0))
+        atomic_add(out, [0], sum(t * t))
+    }"""
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(2), dtype=torch.float64) * 1e8
+    out = torch.zeros(1, dtype=torch.float64)
+    tle.compile(src).k[(4,)](x, out, backend="interp")
+    assert torch.allclose(out, (x * x).sum(), rtol=1e-14, atol=0)

@@ -28,6 +28,68 @@ def test_a_scalar_of_the_wrong_kind_is_named_with_its_article():
         k[(1,)](torch.randn(16), torch.randn(16), 1.5, backend="interp")
 
 
+SCALARS = """kernel k<B: int = 16>(p: tensor<f32>[N], lr: f32, step: i32, first: bool) {
+    let t = load(p, tile=B, at=program_id(0))
+    store(p, where(first, t * lr + cast<f32>(step), t), at=program_id(0))
+}
+"""
+
+
+def test_a_scalar_parameter_is_named_as_read_and_a_zero_dim_tensor_is_told_how_to_pass():
+    k = tle.compile(SCALARS).k
+    p = torch.ones(16)
+    with pytest.raises(LaunchError, match=r"parameter 'lr' is an f32 scalar; got tensor\(0.5000\), a 0-dim tensor: "
+                                          r"pass lr.item\(\), or, .* declare lr: tensor<f32>\[1\] and read it with "
+                                          r"load\(lr, at=0\)"):
+        k[(1,)](p, torch.tensor(0.5), 1, True)
+    with pytest.raises(LaunchError, match=r"parameter 'first' is a bool scalar; got 1$"):
+        k[(1,)](p, 0.5, 1, 1)
+
+
+@pytest.mark.parametrize("lr,step,first", [(0.5, 3, True), (0.25, 32, False)])
+def test_numpy_scalars_pass_as_the_numbers_they_hold(lr, step, first):
+    """np.float32, np.int64 and np.bool_ (what numpy arithmetic on the host gives) were refused; each plan passes
+    them on as Python numbers, and an int's divisibility by 16 still keys the plan."""
+    import numpy as np
+    k = tle.compile(SCALARS).k
+    p, q = torch.ones(16), torch.ones(16)
+    k[(1,)](p, np.float32(lr), np.int64(step), np.bool_(first))
+    k[(1,)](q, lr, step, first)
+    assert torch.equal(p, q) and torch.equal(p, torch.full((16,), lr + step if first else 1.0))
+    from tle.runtime.kernel import _signature
+    assert _signature((np.int64(32),), {}) != _signature((np.int64(3),), {})  # an int divisible by 16 is a fact
+
+
+def test_a_bool_tensor_is_refused_with_the_view_that_passes_it():
+    src = """kernel mf(x: tensor<f32>[M, N], mask: tensor<i8>[M, N], out: tensor<f32>[M, N]) {
+        let r = program_id(0)
+        let t = load(x, tile=[1, 8], at=[r, 0])
+        store(out, where(cast<i32>(load(mask, tile=[1, 8], at=[r, 0])) != 0, 0.0, t), at=[r, 0])
+    }"""
+    k = tle.compile(src.replace("tensor<i8>", "tensor<bool>")).mf
+    x, keep = torch.randn(4, 8), torch.rand(4, 16) < 0.5
+    with pytest.raises(LaunchError, match=r"declare tensor<i8> and pass mask.view\(torch.int8\) \(the same bytes"):
+        k[(4,)](x, keep[:, ::2], torch.empty(4, 8))
+    with pytest.raises(LaunchError, match=r"got a tensor of torch.bool \(pass mask.view\(torch.int8\): the same"):
+        tle.compile(src).mf[(4,)](x, keep[:, ::2], torch.empty(4, 8))
+    out = torch.empty(4, 8)
+    tle.compile(src).mf[(4,)](x, keep[:, ::2].view(torch.int8), out)  # a strided view of the bools, no copy
+    assert torch.equal(out, x.masked_fill(keep[:, ::2], 0.0))
+
+
+def test_an_unsigned_tensor_is_refused_with_the_signed_view_that_passes_it():
+    src = """kernel k(x: tensor<i8>[N], y: tensor<i32>[N]) {
+        store(y, cast<i32>(load(x, tile=[64], at=program_id(0))) & 0xFF, at=program_id(0))
+    }"""
+    k = tle.compile(src).k
+    x, y = torch.randint(0, 256, (64,), dtype=torch.uint8), torch.zeros(64, dtype=torch.int32)
+    with pytest.raises(LaunchError, match=r"got a tensor of torch.uint8 \(pass x.view\(torch.int8\): the same bytes, "
+                                          r"no copy; read them as unsigned with cast<i32>\(x\) & 0xFF\)"):
+        k[(1,)](x, y)
+    k[(1,)](x.view(torch.int8), y)
+    assert torch.equal(y, x.int())
+
+
 def test_a_zero_dim_tensor_passes_as_a_one_element_tensor():
     src = """kernel dyt(x: tensor<f32>[M, N], alpha: tensor<f32>[1], y: tensor<f32>[M, N]) {
         let a = load(alpha, at=0)
