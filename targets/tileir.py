@@ -5,7 +5,8 @@ Two outside pieces, each wrapped once here:
   code in tle that imports cuda.tile, and it checks the pinned version (CUDA_TILE_VERSION) before using it.
 - `tileiras`, NVIDIA's Tile IR optimizing assembler. It runs in a controlled environment (CUDA_HOME and CUDA_PATH
   removed: on the GPU machine a set CUDA_HOME makes it fail), with a timeout; a failure is run again with
-  `--remarks=all` and turned into a TleError at the kernel's source location.
+  `--remarks=all` and turned into a TleError at the kernel's source location (a TileirasCrash where tileiras named
+  no line).
 
 Encoding is table-driven: _OPS has one entry per op, naming the encoder function, which of its parameters take
 the op's result types and operands, and how each attribute is read. Every op's MLIR location is written into the
@@ -646,18 +647,30 @@ def remarks(bytecode: bytes, arch: str = "sm_90", *, opt_level: int = 3,
 _LOC = re.compile(r'"([^"]+)":(\d+):(\d+)')
 
 
+class TileirasCrash(TleError):
+    """tileiras failed and named no line of the program: a crash, a signal, or an error without a location (13.5.37
+    exits with status 5 and only "failed to compile Tile IR program" on some kernels it compiles on another number
+    of worker warps). Nothing tle can pin on the kernel's source: tle/compiler.py drops a retry that ends so, keeping
+    the binary it was to improve, and backend="auto" compiles on the native path a kernel whose first compile ends
+    so. A failure tileiras places on a line (a verifier error) stays a plain TleError on every backend."""
+
+    def __init__(self, span: Span | None, message: str, notes: list, status: int, version: str):
+        super().__init__(span, message, notes)
+        self.status, self.version = status, version
+
+
 def _tileiras_error(kernel_span: Span | None, run: _Run, remarks_run: _Run, verifier: str, arch: str,
                     opt_level: int, tool: str) -> TleError:
     """A tileiras failure as a TleError: at the source location of the first error that names one (verifier
-    errors, located by tileirdisasm), else at the kernel. Notes: the other errors, the failed and missed
-    remarks (each at its location), and the command."""
+    errors, located by tileirdisasm), else at the kernel, as a TileirasCrash. Notes: the other errors, the failed
+    and missed remarks (each at its location), and the command."""
     errors = [ln for ln in (verifier or run.output).splitlines() if "error" in ln]
     if not errors:
         errors = [ln for ln in run.output.splitlines() if ln.strip()] or [f"exited with status {run.returncode}"]
-    span = kernel_span
+    span, located = kernel_span, False
     for line in errors:
         if m := _LOC.search(line.split("error:")[0]):
-            span = Span(m.group(1), int(m.group(2)), int(m.group(3)))
+            span, located = Span(m.group(1), int(m.group(2)), int(m.group(3))), True
             break
     texts = [re.sub(r"^.*?error:\s*", "", ln).strip() for ln in errors]
     # The last lines of a rejected module only repeat that it was rejected.
@@ -666,7 +679,11 @@ def _tileiras_error(kernel_span: Span | None, run: _Run, remarks_run: _Run, veri
     notes += [Note(str(r), r.span) for r in parse_remarks(remarks_run.output) if r.kind in ("failed", "missed")][:20]
     notes.append(f"tileiras {_version_of(tool)} --gpu-name={arch} --opt-level={opt_level} exited with status "
                  f"{run.returncode}")
-    return TleError(span, f"tileiras: {texts[0]}", notes)
+    if located:
+        return TleError(span, f"tileiras: {texts[0]}", notes)
+    notes.append("tileiras named no line of the kernel: a failure of tileiras on the Tile IR tle wrote, not an error "
+                 "found in the program; backend 'auto' or 'triton' compiles it on the native CUDA path")
+    return TileirasCrash(span, f"tileiras: {texts[0]}", notes, run.returncode, _version_of(tool))
 
 
 # --------------------------------------------------------------------------------------------------------------

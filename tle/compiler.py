@@ -324,6 +324,7 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
     if stop == "tle":
         return out
 
+    asked = backend
     backend, out.fallback = route(module, name, arch, backend) if backend != "triton" else ("triton", None)
     routed = _spec_for(kernel, spec, out.backend)  # the facts the module above was lowered under
     out.backend = backend
@@ -337,6 +338,15 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
         raise ValueError(f"stage '{stop}' is not produced by the {backend} backend; stages: {', '.join(order)}")
     upto = order.index(stop)
     with _at_the_kernel(kernel):
+        if backend == "tileir":
+            from .targets.tileir import TileirasCrash
+            try:
+                _tileir(out, module, arch, upto, occupancy)
+            except TileirasCrash as crash:
+                if asked != "auto":
+                    raise
+                module = _native_after_tileiras_crash(out, module, crash)
+                backend, upto = "triton", STAGES["triton"].index(stop)  # auto reaches tileiras only for a cubin
         if backend == "triton":
             _triton(out, module, arch, upto, num_warps, num_stages)
             if out.binary is not None:
@@ -344,12 +354,30 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
                 if warps_chosen:
                     _fma_dot_without_spills(out, arch, num_warps, num_stages)
                 _within_shared_memory(out, arch, out.binary.num_threads // 32, num_stages, warps_chosen)
-        else:
-            _tileir(out, module, arch, upto, occupancy)
     if disassemble:
         from .targets.binary import sass
         out.stages["sass"] = sass(out.binary.cubin)
     return out
+
+
+def _native_after_tileiras_crash(out: Compiled, module, crash):
+    """The tle module to compile on the native path when backend="auto" routed the kernel to Tile IR and tileiras
+    failed on its first compile without naming a line of it (targets/tileir.py TileirasCrash): a failure of the
+    tool rather than of the program, which the native path compiles as it would have with backend="triton".
+    out.fallback says why, as route()'s reasons do (tlec -v, TLE_DEBUG, the launch's TleFallbackWarning)."""
+    said = crash.message.removeprefix("tileiras: ")
+    out.fallback = (f"tileiras {crash.version} failed on the kernel's Tile IR (\"{said}\", exit status "
+                    f"{crash.status}) and named no line of it")
+    debug.note(f"kernel '{out.kernel.name}' runs on the native CUDA path (Triton): {out.fallback}")
+    for stage in STAGES["tileir"][2:]:
+        out.stages.pop(stage, None)  # what the Tile IR path produced before tileiras failed
+    lowered = _spec_for(out.kernel, out.spec, out.backend)
+    out.backend = "triton"
+    if _spec_for(out.kernel, out.spec, "triton") == lowered:
+        return module
+    module = _to_tle(out)  # the native path splits other loops (_spec_for)
+    debug.dump("tle", out.stages["tle"])
+    return module
 
 
 @contextlib.contextmanager
@@ -623,10 +651,14 @@ def _without_spills(module, tileir, binary, arch, kernel: Kernel):
         spilled = binary.extra["stack_bytes"]
         debug.note(f"kernel '{binary.name}': tileiras spilled {spilled} bytes per thread under the occupancy hint "
                    f"{first}; compiling again with {hint or 'no'} hint")
-        retry, retried = _compiled_with_hint(module, arch, hint)
+        compiled = _compiled_with_hint(module, arch, hint, kept=binary)
+        if compiled is None:
+            continue  # tileiras failed on this hint: the next may still take the spill away
+        retry, retried = compiled
         if retried.extra.get("stack_bytes", 0) < spilled:
             was = binary.extra.get("spilled_under") or (first, spilled)
             retried.extra["spilled_under"] = (*was[:2], hint)  # (first hint, its spill, the hint kept): tlec -v
+            _carry_failed_retries(binary, retried)
             tileir, binary = retry, retried
     if has_dot:
         tileir, binary = _on_eight_worker_warps(module, tileir, binary, arch)
@@ -653,10 +685,12 @@ def _on_eight_worker_warps(module, tileir, binary, arch):
                "again on 8")
     # the occupancy hint of the IR kept so far (the last retry tried may have been dropped)
     occupancy = ir.IntegerAttr(entry.attributes["occupancy"]).value if "occupancy" in entry.attributes else None
-    retry, retried = _compiled_with_hint(module, arch, occupancy, worker_warps=8)
-    if retried.extra.get("stack_bytes", 0) >= spilled:
+    compiled = _compiled_with_hint(module, arch, occupancy, worker_warps=8, kept=binary)
+    if compiled is None or compiled[1].extra.get("stack_bytes", 0) >= spilled:
         return tileir, binary
+    retry, retried = compiled
     retried.extra["spilled_on_4_warps"] = spilled  # tlec -v: why the binary has 8 worker warps
+    _carry_failed_retries(binary, retried)
     if "spilled_under" in binary.extra:
         retried.extra["spilled_under"] = binary.extra["spilled_under"]
     return retry, retried
@@ -723,10 +757,12 @@ def _programs_per_sm_unhinted(tileir, binary, arch, kernel: Kernel) -> int | Non
 def _kept_unless_it_spills(module, tileir, binary, arch, hint: int, why: str, first):
     """(Tile IR, binary) compiled again with the occupancy hint `hint`, with `first` (what the first compile gave)
     recorded as extra[why] for tlec -v, when the retry spills no more than _SPILL_BYTES_KEPT; else the same two."""
-    retry, retried = _compiled_with_hint(module, arch, hint)
-    if retried.extra.get("stack_bytes", 0) > _SPILL_BYTES_KEPT:
+    compiled = _compiled_with_hint(module, arch, hint, kept=binary)
+    if compiled is None or compiled[1].extra.get("stack_bytes", 0) > _SPILL_BYTES_KEPT:
         return tileir, binary
+    retry, retried = compiled
     retried.extra[why] = first
+    _carry_failed_retries(binary, retried)
     return retry, retried
 
 
@@ -737,14 +773,33 @@ def _kept_unless_it_spills(module, tileir, binary, arch, hint: int, why: str, fi
 TILEIRAS_RETRY_S = 30.0
 
 
-def _compiled_with_hint(module, arch, occupancy: int | None, worker_warps="auto"):
+def _compiled_with_hint(module, arch, occupancy: int | None, worker_warps="auto", *, kept):
     """(Tile IR, binary) of the kernel lowered with this occupancy hint (None: no hint) and num_worker_warps hint
-    ("auto": the lowering's) and run through tileiras: one try of the retries above."""
+    ("auto": the lowering's) and run through tileiras: one try of the retries above, to improve the binary `kept`.
+    None where tileiras fails on it: `kept` compiled, so the retry is dropped rather than the build (the failure
+    is noted, and recorded as kept.extra["retry_failed"] for tlec -v). tileiras 13.5.37 compiled a user's gated
+    linear attention (a [256, 64] f32 state carried through its loop) with 152 bytes of spills, then exited with
+    status 5 on the retry on 8 worker warps, under any occupancy hint."""
     from .lowering.tle_to_tileir import TileirOptions, tle_to_tileir
-    from .targets.tileir import compile_tileir
+    from .targets.tileir import TileirasCrash, compile_tileir
     tileir = tle_to_tileir(module, TileirOptions(occupancy=occupancy, num_worker_warps=worker_warps))
-    with debug.timed("tileiras"):
-        return tileir, compile_tileir(tileir, arch)
+    try:
+        with debug.timed("tileiras"):
+            return tileir, compile_tileir(tileir, arch)
+    except TleError as e:  # a crash, a timeout, or an error at a line that the first compile did not have
+        what = (f"on {worker_warps} worker warps" if worker_warps != "auto" else
+                f"with an occupancy hint of {occupancy}" if occupancy else "with no occupancy hint")
+        why = f"{e.message}, exit status {e.status}" if isinstance(e, TileirasCrash) else e.message
+        debug.note(f"kernel '{kept.name}': tileiras failed on the retry {what} ({why}); keeping the binary compiled "
+                   "before it")
+        kept.extra.setdefault("retry_failed", []).append((what, why))
+        return None
+
+
+def _carry_failed_retries(binary, retried) -> None:
+    """Keep the record of the retries that failed on `binary` when a later retry's binary replaces it."""
+    if "retry_failed" in binary.extra:
+        retried.extra["retry_failed"] = binary.extra["retry_failed"]
 
 
 def _tileir(out: Compiled, module, arch, upto, occupancy: int | None = None) -> None:
