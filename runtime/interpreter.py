@@ -465,10 +465,8 @@ class _ReadClaims:
             store_lo = at.of(m["store_lo"])
             stale = (changer >= 0) & ((lo < store_lo) | (hi > at.of(m["store_hi"])))
             if bool(stale.any()):
-                k = tuple(stale.nonzero()[0].tolist())
-                lo_k, hi_k = int(lo.expand(stale.shape)[k]), int(hi.expand(stale.shape)[k])
+                k, lo_k, hi_k, offset = _first_of(stale, lo, hi, at)
                 reader = lo_k if lo_k < int(store_lo[k]) else hi_k
-                offset = at.offset_of(stale)
                 store = self._op_at(m, "change_op", offset)
                 raise TleError(span, f"load from '{view.name}': program {self.launch.program(reader)} reads element "
                                      f"{_element_of(view, offset)}, which program "
@@ -491,11 +489,9 @@ class _ReadClaims:
         else:  # (no reader: read_lo is FIRST and read_hi NONE, outside any program's id)
             seen = changed & ((read_lo < lo) | (read_hi > hi))
         if bool(seen.any()):
-            k = tuple(seen.nonzero()[0].tolist())
-            lo_k, hi_k = int(lo.expand(seen.shape)[k]), int(hi.expand(seen.shape)[k])
+            k, lo_k, hi_k, offset = _first_of(seen, lo, hi, at)
             reader = int(read_lo[k]) if int(read_lo[k]) != lo_k or lo_k != hi_k else int(read_hi[k])
             writer = lo_k if lo_k != reader else hi_k
-            offset = at.offset_of(seen)
             load = self._op_at(m, "read_op", offset)
             raise TleError(span, f"store to '{view.name}': program {self.launch.program(writer)} changes element "
                                  f"{_element_of(view, offset)} from {_scalar_text(old[k])} to "
@@ -508,6 +504,13 @@ class _ReadClaims:
             m["changed"] = True
             at.put(m["changer"], hi.expand(changed.shape), changed)
             self._note_op(m, "change_op", at, span, changed)
+
+
+def _first_of(bad: torch.Tensor, lo, hi, at: _Elements) -> tuple:
+    """The first element where `bad`: (its index in the access, the lowest and highest program of it, its storage
+    offset)."""
+    k = tuple(bad.nonzero()[0].tolist())
+    return k, int(lo.expand(bad.shape)[k]), int(hi.expand(bad.shape)[k]), at.offset_of(bad)
 
 
 def _window_offsets(shape, strides) -> torch.Tensor:

@@ -2438,18 +2438,18 @@ class _KernelChecker:
 
     def b_isinf(self, e):
         """isinf(x): |x| == inf (false for every integer)."""
-        x = self.tile_or_scalar_number(e, "isinf")
-        if not is_float(x.type.dtype):
-            return self.binary("!=", x, x, e.span)  # false, in x's shape
-        return self.binary("==", T.Op(e.span, x.type, "abs", [x]), T.Const(e.span, Scalar("f32"), math.inf, True),
-                           e.span)
+        return self._abs_against_inf(e, "isinf", "==", integers="!=")
 
     def b_isfinite(self, e):
         """isfinite(x): |x| < inf, false for NaN and the infinities (true for every integer)."""
-        x = self.tile_or_scalar_number(e, "isfinite")
+        return self._abs_against_inf(e, "isfinite", "<", integers="==")
+
+    def _abs_against_inf(self, e, name: str, op: str, integers: str):
+        """|x| op inf for a float x; for an integer x, x `integers` x: the constant answer in x's shape."""
+        x = self.tile_or_scalar_number(e, name)
         if not is_float(x.type.dtype):
-            return self.binary("==", x, x, e.span)  # true, in x's shape
-        return self.binary("<", T.Op(e.span, x.type, "abs", [x]), T.Const(e.span, Scalar("f32"), math.inf, True),
+            return self.binary(integers, x, x, e.span)
+        return self.binary(op, T.Op(e.span, x.type, "abs", [x]), T.Const(e.span, Scalar("f32"), math.inf, True),
                            e.span)
 
     def b_sign(self, e):
