@@ -23,6 +23,7 @@ from .. import __version__ as TLE_VERSION
 from .. import debug
 from ..abi import Spec, abi, spec_of
 from ..check import OCCUPANCIES, Program, check_kernel
+from ..diagnostics import TleError, user_facing, without_internal_frames
 from . import cache
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "backend", "occupancy", "asserts")
@@ -118,6 +119,7 @@ class Kernel:
             table.clear()  # in place: the launchers hold these dicts
         self._tuned.clear()
 
+    @user_facing
     def tune(self, grid, *args, force: bool = False, **kwargs):
         """Tune this launch's shape bucket now (or return its stored result unless force); nothing is launched
         and no argument is changed. Returns a tuning.TuneResult."""
@@ -349,7 +351,10 @@ class Kernel:
     MAX_PLANS = 4096
 
     def launch(self, grid, *args, **kwargs):
-        self._planned(grid, args, kwargs)(grid, args, kwargs)
+        try:
+            self._planned(grid, args, kwargs)(grid, args, kwargs)
+        except TleError as e:
+            raise without_internal_frames(e) from e.__cause__
 
     def _planned(self, grid, args, kwargs):
         sig = _signature(args, kwargs)
@@ -364,8 +369,11 @@ class Kernel:
     def _launch_from_c(self, grid, key, args, kwargs):
         """The C launcher's way back: launch on the Python path; after a successful launch, give the launcher the
         plan's C half under `key` (the launcher's key of these arguments; None: not one it can describe)."""
-        plan = self._planned(grid, args, kwargs)
-        plan(grid, args, kwargs)
+        try:
+            plan = self._planned(grid, args, kwargs)
+            plan(grid, args, kwargs)
+        except TleError as e:
+            raise without_internal_frames(e) from e.__cause__
         table = self._fast_table(grid)
         if key is not None and len(table) < self.MAX_PLANS:
             fast = plan.fast
@@ -500,6 +508,7 @@ class Kernel:
                 _occupancy_option(options.get("occupancy"), self.name), asserts)
 
     # ---- reading the code a launch runs -------------------------------------------------------------------------
+    @user_facing
     def ir(self, grid, *args, stage: str = "ttir", arch: str | None = None, sms: int | None = None, **kwargs) -> str:
         """The text of `stage` for the launch kernel[grid](*args, **kwargs) on a GPU, compiled and not launched:
         "tle", "ttir", "ttgir", "llir", "ptx" (native path), "tileir" (Tile IR) or "sass" (either). The same

@@ -70,6 +70,13 @@ def test_a_size_for_no_dim_of_the_kernel_names_the_dims(rows, capsys):
     assert "--sizes K: no kernel compiled from" in capsys.readouterr().err
 
 
+def test_a_size_for_a_constant_says_to_give_it_with_d(tmp_path, capsys):
+    path = tmp_path / "c.tle"
+    path.write_text(ROWS.replace("kernel rows(", "kernel rows<D: int = 1024>(").replace("1024]", "D]"))
+    assert main([str(path), "--emit=tle", "--sizes", "M=64,D=512"]) == 2
+    assert "; D is a compile-time constant: -D D=512" in capsys.readouterr().err
+
+
 MATMUL = os.path.join(os.path.dirname(__file__), "..", "examples", "matmul.tle")
 MATMUL_64x64x32 = ["-D", "BM=64", "-D", "BN=64", "-D", "BK=32", "--sizes", "M=1024,N=1280,K=1024", "--sms", "132"]
 
@@ -150,7 +157,11 @@ def test_verbose_says_a_build_without_sizes_is_generic(rows, tmp_path, capsys):
     assert main([rows, "--backend=triton", "-v", "-o", str(tmp_path / "r.cubin")]) == 0
     assert "a build for no sizes in particular" in capsys.readouterr().err
     assert main([rows, "--backend=triton", "-v", "--sizes", "M=64,N=1024", "-o", str(tmp_path / "r.cubin")]) == 0
-    assert "a build for no sizes in particular" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "a build for no sizes in particular" not in err and "gives no size" not in err
+    assert main([rows, "--backend=triton", "-v", "--sizes", "M=64", "-o", str(tmp_path / "r.cubin")]) == 0
+    assert ("--sizes gives no size for N, so the build assumes nothing about it (a launch compiles for all its "
+            "sizes: its registers and spills may differ)") in capsys.readouterr().err
 
 
 def test_verbose_says_why_auto_took_tile_ir(rows, tmp_path, capsys):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 from .check import check_kernel, load_program
+from .diagnostics import user_facing
 from .runtime.kernel import Kernel, program_fingerprint
 
 
@@ -42,6 +43,7 @@ class Module:
         return f"<tle module {self.program.file}: {', '.join(self.kernels)}>"
 
 
+@user_facing
 def compile(source: str, *, backend: str = "auto", quiet: bool = True, arch: str | None = None,
             filename: str | None = None, tune: dict | None = None,
             asserts: bool = False) -> Module:  # noqa: A001 - as re.compile

@@ -2678,7 +2678,8 @@ class _KernelChecker:
         if BITS[x.type.dtype] > 32:
             raise TleError(e.span, f"{fn}() takes values of up to 32 bits, got {x.type}",
                            [f"{fn}() sorts each value's key together with its position in one i64; convert "
-                            f"first, e.g. cast<f32>(...)"])
+                            "first without losing the order: cast<f32>(...) of f64 values, cast<i32>(...) of integers "
+                            "whose range fits (cast<f32> keeps integers exact only to 2^24)"])
         return x
 
     def b_argsort(self, e):

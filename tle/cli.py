@@ -198,8 +198,11 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
         dims = set().union(*(k.dims for k in checked.values()))
         if set(args.sizes) - dims:  # a bad command line, not an error in the program
             bad = sorted(set(args.sizes) - dims)[0]
+            constant = any(bad in (c.name for c in program.kernels[n].const_params) for n in names)
             print(f"tlec: error: --sizes {bad}: no kernel compiled from {filename} has a symbolic dim '{bad}' "
-                  f"(dims: {', '.join(sorted(dims)) or 'none'})", file=sys.stderr)
+                  f"(dims: {', '.join(sorted(dims)) or 'none'})" +
+                  (f"; {bad} is a compile-time constant: -D {bad}={args.sizes[bad]}" if constant else ""),
+                  file=sys.stderr)
             return 2
     texts, failed, crashed = [], [], False
     for name in names:
@@ -270,6 +273,13 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
                 print(f"tlec: kernel '{name}': a build for no sizes in particular: a launch compiles for its own "
                       "(bounds checks it can drop, alignment), so its registers and spills may differ; --sizes "
                       "M=...,N=... and --grid X,Y show that launch's binary", file=sys.stderr)
+            elif out.binary is not None and args.sizes:
+                unsized = [d for d in out.kernel.dims if d not in args.sizes]
+                if unsized:  # a launch knows every size: this build may keep checks and offsets that one drops
+                    print(f"tlec: kernel '{name}': --sizes gives no size for {', '.join(unsized)}, so the build "
+                          "assumes nothing about "
+                          f"{'it' if len(unsized) == 1 else 'them'} (a launch compiles for all its sizes: its "
+                          "registers and spills may differ)", file=sys.stderr)
         result = out.stages[args.emit]
         if args.emit in BINARY_EMITS:
             path = args.output or f"{name}.{args.emit}"

@@ -11,7 +11,9 @@ Every stage (parser, checker, lowerings, backends) raises TleError; tlec prints 
 """
 from __future__ import annotations
 
+import functools
 import linecache
+import os
 import unicodedata
 from dataclasses import dataclass, field
 
@@ -158,3 +160,24 @@ class TleErrors(TleError):
 
     def __str__(self) -> str:
         return "\n".join(render(e) for e in self.errors)
+
+
+def without_internal_frames(e: TleError) -> TleError:
+    """A TleError as a public entry point re-raises it: with no traceback of tle's own frames (the message says
+    where in the kernel the mistake is; twenty checker frames above it only bury that). TLE_DEBUG=4 keeps them."""
+    try:
+        keep = int(os.environ.get("TLE_DEBUG", "0")) >= 4  # as tle/debug.py level(), which imports this module
+    except ValueError:
+        keep = False
+    return e if keep else e.with_traceback(None)
+
+
+def user_facing(fn):
+    """A public entry point (tle.compile, kernel.ir, kernel.tune) whose TleErrors come out without_internal_frames."""
+    @functools.wraps(fn)
+    def entry(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TleError as e:
+            raise without_internal_frames(e) from e.__cause__
+    return entry

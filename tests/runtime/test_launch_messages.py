@@ -151,3 +151,34 @@ def test_launch_options_are_checked_on_the_interpreter_too(option, value, messag
     k = tle.compile(SCALE).scale
     with pytest.raises(LaunchError, match=message):
         k[(1,)](torch.randn(16), torch.randn(16), 16, backend="interp", **{option: value})
+
+
+def _frames(e: BaseException) -> list[str]:
+    tb, files = e.__traceback__, []
+    while tb is not None:
+        files.append(tb.tb_frame.f_code.co_filename)
+        tb = tb.tb_next
+    return files
+
+
+def test_a_kernel_authors_error_comes_without_tles_own_frames(monkeypatch):
+    # the message says where in the kernel; twenty checker frames above it would only bury it
+    from tle.diagnostics import TleError
+    src = """kernel k<BC: int = 8>(bias: tensor<f32>[C], y: tensor<f32>[C]) {
+        store(y, load(bias, tile=[1, BC], at=[0, 0]), at=0)
+    }"""
+    monkeypatch.delenv("TLE_DEBUG", raising=False)
+    with pytest.raises(TleError, match="tile= has 2 entries but 'bias' has 1 dim") as e:
+        tle.compile(src)  # checked under its defaults when it compiles
+    assert not any("check.py" in f for f in _frames(e.value))
+    k = tle.compile(src.replace("BC: int = 8", "BC: int"), filename="k.tle").k  # no default: checked at launch
+    for launch in (lambda: k[(1,)](torch.zeros(8), torch.zeros(8), BC=8),
+                   lambda: k.launch((1,), torch.zeros(8), torch.zeros(8), BC=8),
+                   lambda: k.ir((1,), torch.zeros(8), torch.zeros(8), BC=8)):
+        with pytest.raises(TleError, match="tile= has 2 entries") as e:
+            launch()
+        assert not any("check.py" in f or "compiler.py" in f for f in _frames(e.value))
+    monkeypatch.setenv("TLE_DEBUG", "4")  # for a report of a compiler bug: every frame
+    with pytest.raises(TleError) as e:
+        tle.compile(src)
+    assert any("check.py" in f for f in _frames(e.value))
