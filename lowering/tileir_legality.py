@@ -543,13 +543,17 @@ def _op_reason(op: "ir.Operation", arch: str) -> str | None:
     name = op.name
     if name == "tle.histogram":
         return ("histogram() has no Tile IR lowering: Tile IR has no histogram operation, and counting by "
-                "comparing each value with every bin would hold values x bins elements")
+                "comparing each value with every bin would hold values x bins elements (for a few bins, write that "
+                "count yourself: sum(cast<i32>(expand_dims(t, 1) == expand_dims(arange(B), 0)), axis=0); or add "
+                "one atomic_add per element)")
     if name == "tle.inline_asm":
         return ("asm() inlines PTX, and Tile IR has no way to carry native code: tileiras compiles Tile IR "
                 "operations only")
     if name == "tle.tile_gather":
         return ("gather() from a tile has no Tile IR lowering: Tile IR moves values between a tile's elements only "
-                "by reshape, permute and reductions, not by an index (the native path's tt.gather does)")
+                "by reshape, permute and reductions, not by an index (the native path's tt.gather does; from a small "
+                "tile, a one-hot sum reads the same values on both paths: sum(where(expand_dims(idx, 1) == "
+                "expand_dims(arange(E), 0), expand_dims(t, 0), 0.0), axis=1))")
     if name in ("math.log1p", "math.expm1", "math.asin", "math.acos"):
         fn = name[len("math."):]
         return (f"{fn}() has no Tile IR lowering: Tile IR has no {fn}, and libdevice's is not reproduced (the native "

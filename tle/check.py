@@ -2702,7 +2702,10 @@ class _KernelChecker:
         n = x.type.shape[-1]
         if k <= 0 or k & (k - 1) or k > n:
             raise TleError(e.span, f"k must be a power of two no larger than the last axis ({n}), got {k}",
-                           ["a tile's sizes are powers of two; take the next one up and ignore the extra values"])
+                           [f"a tile's sizes are powers of two; take the next one up and ignore the extra values: "
+                            f"where(arange({1 << max(k - 1, 0).bit_length()}) < {k}, ..., 0.0) in sums, and a store "
+                            f"into a tensor of {k} columns drops the rest" if 0 < k < n else
+                            "a tile's sizes are powers of two"])
         return k
 
     # ---- random numbers (tle/philox.py expands them) -------------------------------------------------------
