@@ -579,9 +579,9 @@ _MAX_CHECKED = 256  # checked kernels a Program keeps (check_kernel)
 
 # The element types each atomic takes: those both GPU paths lower (bitwise ones and compare-and-swap on integers;
 # a float exchange swaps bits).
-ATOMIC_DTYPES = {"add": ("f16", "bf16", "f32", "f64", "i32", "i64"), "max": ("i32", "i64", "f32"), "min": ("i32", "i64", "f32"),
-                 "and": ("i32", "i64"), "or": ("i32", "i64"), "xor": ("i32", "i64"), "xchg": ("i32", "i64", "f32"),
-                 "cas": ("i32", "i64")}
+ATOMIC_DTYPES = {"add": ("f16", "bf16", "f32", "f64", "i32", "i64"), "max": ("i32", "i64", "f32"),
+                 "min": ("i32", "i64", "f32"), "and": ("i32", "i64"), "or": ("i32", "i64"), "xor": ("i32", "i64"),
+                 "xchg": ("i32", "i64", "f32"), "cas": ("i32", "i64")}
 
 
 _MAX_FIXED_DIM = 2 ** 31 - 1  # a size the kernel holds as an i32 constant
