@@ -558,7 +558,11 @@ class Kernel:
         if type(grid) is tuple and len(grid) == 3:  # the common case, kept cheap
             return grid
         if callable(grid):
-            grid = grid(meta)
+            try:
+                grid = grid(meta)
+            except KeyError as e:  # Triton's meta["BLOCK_SIZE"] spelled for this kernel's names
+                raise LaunchError(f"the grid function read meta[{e.args[0]!r}], which this launch does not have; "
+                                  f"meta holds the constants and dims: {', '.join(sorted(meta))}") from None
         if isinstance(grid, int):
             grid = (grid,)
         try:

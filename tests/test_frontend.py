@@ -766,3 +766,21 @@ def test_an_i64_index_widens_the_other_indices_of_its_access():
     picked = torch.bincount(idx, minlength=40) > 0
     assert torch.equal(cnt[:, 0], torch.where(picked, 7, 0).int())
     assert torch.equal(cnt[:, 1], torch.where(picked, 5, 0).int())
+
+
+def test_an_expression_of_a_thousand_terms_compiles():
+    # an unrolled polynomial or generated code: the parser, checker and lowering recurse along the expression's tree
+    import torch
+    import tle
+    terms = " + ".join(["1.0"] * 1000)
+    src = f"kernel k(x: tensor<f32>[N]) {{\n    store(x, full<f32>[16]({terms}), at=0)\n}}\n"
+    x = torch.zeros(16)
+    tle.compile(src).k[(1,)](x)
+    assert x.tolist() == [1000.0] * 16
+    from tle.cli import main
+    import tempfile, os
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "long.tle")
+        with open(path, "w") as f:
+            f.write(src)
+        assert main([path, "--emit=ttir", "-o", os.path.join(d, "long.ttir")]) == 0

@@ -137,9 +137,9 @@ def test_error_at_the_end_of_the_file_points_after_the_last_token():
 
 
 def test_error_in_the_middle_of_a_line():
-    assert _error("kernel k() { let a = 1 ? 2 }\n") == (
-        "t.tle:1:24: error: unexpected character '?'\n"
-        "    kernel k() { let a = 1 ? 2 }\n"
+    assert _error("kernel k() { let a = 1 $ 2 }\n") == (
+        "t.tle:1:24: error: unexpected character '$'\n"
+        "    kernel k() { let a = 1 $ 2 }\n"
         "                           ^")
 
 

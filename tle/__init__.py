@@ -8,6 +8,14 @@ See docs/language.md for the language and docs/architecture.md for the compiler'
 """
 __version__ = "0.1.0"
 
+import sys  # noqa: E402
+
+# The parser, the checker and the lowerings recurse along an expression's tree: one line adding 250 terms (an
+# unrolled polynomial, generated code) went past Python's default of 1000 frames. Calls between Python functions
+# take no C stack since 3.11, so a deeper limit costs nothing until it is used.
+if sys.getrecursionlimit() < 20000:
+    sys.setrecursionlimit(20000)
+
 from .diagnostics import TleError  # noqa: E402
 from .api import Module, compile  # noqa: E402,A004
 from .runtime.kernel import LaunchError  # noqa: E402

@@ -27,7 +27,7 @@ from . import typed as T
 from .diagnostics import Note, Span, TleError
 from .parser import parse
 from .types import (BITS, DTYPES, FLOATS, MAX_COMBINED, MAX_TILE_ELEMENTS, Scalar, Tensor, Tile, broadcast_shapes,
-                    canonical, is_f8, is_float, is_int, promote, round_f8, wrap)
+                    canonical, is_f8, is_float, is_int, overflow_error, overflows, promote, round_f8, wrap)
 
 CONST_KINDS = ("int", "float", "bool", "dtype")
 BUILTIN_CONSTS = {"inf": math.inf, "nan": math.nan, "pi": math.pi}
@@ -216,7 +216,8 @@ def _check_kernel_signature(k: ast.Kernel) -> None:
         if isinstance(t, ast.TensorTypeExpr):
             for d in t.dims:
                 if isinstance(d, ast.Name) and d.id in names and d.id not in consts:
-                    raise TleError(d.span, f"dim '{d.id}' has the name of a parameter")
+                    raise TleError(d.span, f"dim '{d.id}' has the name of a parameter",
+                                   [_SIZE_PARAMETER.format(d=d.id)])
                 if isinstance(d, ast.IntLit) and d.value <= 0:
                     raise TleError(d.span, "a tensor dim must be positive")
 
@@ -271,10 +272,25 @@ _TRITON_CALLS = {
     "associative_scan": ["write scan(x, ..., axis=A, combine=f): f a fn of the earlier and the later element's "
                          "values (docs/language.md, \"Reductions and scans\")"],
     "softplus": ["write where(x > 20.0, x, log1p(exp(x)))"],
+    "pow": ["write x ** y"], "power": ["write x ** y"],
     "cat": ["tle has no cat: reshape(transpose(join(a, b)), [2 * N]) puts an [N] tile b after a, and "
             "reshape(join(a, b), [2 * N]) interleaves them"],
 }
 _TRITON_CALLS["concat"] = _TRITON_CALLS["concatenate"] = _TRITON_CALLS["cat"]
+
+
+_SIZE_PARAMETER = ("a launch reads {d} off the tensors' shapes (Triton's kernels take sizes and strides; tle's do "
+                   "not): drop the parameter {d}, or name the dim otherwise")
+
+# Calls given more positional arguments than they take, as Triton's and numpy's spelling would: what was meant.
+_EXTRA_POSITIONAL = {
+    "load": ["load() reads a tile by tile index: load(x, tile=[BLOCK], at=program_id(0)); to read at element "
+             "offsets (Triton's tl.load(ptr + offs, mask=m)), write gather(x, offs, mask=m)"],
+    "store": ["store() writes a tile at a tile index: store(y, t, at=program_id(0)); at element offsets, write "
+              "scatter(y, offs, t, mask=m)"],
+    "max": ["max() takes one tile (a reduction) or two values (elementwise); to clamp, write clamp(t, lo, hi)"],
+    "min": ["min() takes one tile (a reduction) or two values (elementwise); to clamp, write clamp(t, lo, hi)"],
+}
 
 
 def _python_float(e: ast.Call) -> list[str]:
@@ -577,6 +593,16 @@ def check_kernel(program: Program, name: str, constants: dict | None = None, wid
 _MAX_CHECKED = 256  # checked kernels a Program keeps (check_kernel)
 
 
+def _no_float_overflow(body: list) -> None:
+    """A float constant the program computes with is finite where it was written finite: a literal takes its
+    context's type (checked there) or stays f32 (checked here), and folding can pass the largest value."""
+    for n in T.nodes(body):
+        for c in (n.args if isinstance(n, T.Op) else [getattr(n, "value", None), getattr(n, "expr", None)]):
+            if isinstance(c, T.Const) and is_float(c.type.dtype) and not isinstance(c.value, bool) and \
+                    overflows(float(c.value), c.type.dtype):
+                raise overflow_error(c.span, float(c.value), c.type.dtype)
+
+
 # The element types each atomic takes: those both GPU paths lower (bitwise ones and compare-and-swap on integers;
 # a float exchange swaps bits).
 ATOMIC_DTYPES = {"add": ("f16", "bf16", "f32", "f64", "i32", "i64"), "max": ("i32", "i64", "f32"),
@@ -694,11 +720,12 @@ class _KernelChecker:
             root.add(p.name, param, _name_span(p))
         for d, sp in dims.items():
             if d in root.names:
-                raise TleError(sp, f"dim '{d}' has the name of a parameter")
+                raise TleError(sp, f"dim '{d}' has the name of a parameter", [_SIZE_PARAMETER.format(d=d)])
             root.add(d, T.Dim(sp, Scalar("i64" if d in self.wide_dims else "i32"), d), sp)
         self.kernel_scope = root  # the parameters and dims, which a fn's body does not see
         self.scope = _Scope(root)
         self.block(_early_returns(k.body))
+        _no_float_overflow(self.out)
         return T.Kernel(k.name, k.span, params, dims, consts, self.out, file=k.span.file)
 
     def _const_arg(self, c: ast.ConstParam, v, span=None):
@@ -1345,6 +1372,8 @@ class _KernelChecker:
         if is_f8(dtype):
             return round_f8(float(v), dtype)
         if is_float(dtype):
+            if overflows(float(v), dtype):
+                raise overflow_error(x.span, float(v), dtype)
             return float(v)
         if isinstance(v, float):
             raise TleError(x.span, f"the float {v!r} cannot be used as {dtype} implicitly",
@@ -1429,6 +1458,7 @@ class _KernelChecker:
         if len(e.args) > len(names):
             raise TleError(e.args[len(names)].span, f"{e.func}() takes at most {len(names)} positional "
                            f"argument{'s' if len(names) != 1 else ''}, got {len(e.args)}",
+                           _EXTRA_POSITIONAL.get(e.func, []) +
                            [f"{e.func}({', '.join(names + tuple(k + '=' for k in kw_only))})"])
         bound = dict(zip(names, e.args))
         for kw in e.kwargs:

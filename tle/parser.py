@@ -420,6 +420,9 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
             return TleError(one, "unexpected character '@': tle has no matrix-product operator",
                             ["a matrix product is dot(a, b), or dot(a, b, acc) to add it into acc; '*' multiplies "
                              "elementwise"])
+        if ch == "?":
+            return TleError(one, "unexpected character '?': tle has no conditional operator",
+                            ["where(cond, a, b) picks a where cond holds, else b (a scalar cond picks one value)"])
         return TleError(one, f"unexpected character '{ch}'")
     tok = e.token if isinstance(e, UnexpectedToken) else None
     if tok is not None and tok == "*" and tok.start_pos and text[tok.start_pos - 1] == "/":
@@ -440,6 +443,9 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> TleError:
     end_col = tok.end_column if tok.end_column and tok.end_line == tok.line else col + 1
     span = Span(filename, line, col, line, end_col)
     expected = set(getattr(e, "accepts", None) or getattr(e, "expected", None) or ())
+    if str(tok) == "fn" and text[:tok.start_pos].rsplit("\n", 1)[-1].strip() == "" and tok.column > 1:
+        return TleError(span, "syntax error: a fn is declared at the top level of the file, not inside a kernel or "
+                              "another fn", ["move it above the kernel; the kernel calls it by name"])
     if str(tok) in _KEYWORDS and "NAME" in expected and "INT" not in expected:  # a name, not an expression
         return TleError(span, f"syntax error: '{tok}' is a keyword and cannot be used as a name",
                         [f"keywords: {', '.join(_KEYWORDS)}"])
@@ -530,6 +536,9 @@ def _python_habit_label(text: str, tok: Token, prev: Token | None) -> str | None
     come before _EXAMPLES, whose examples fail in the same parser states for other reasons (`a if c else b` stops
     where `if a = 1 {` does)."""
     line = text[:tok.start_pos].rsplit("\n", 1)[-1]
+    if str(tok) == "[" and prev is not None and re.fullmatch(r"\s*(kernel|fn)\b.*[(,]\s*\w+\s*:\s*\w+", line):
+        return (f"a tensor parameter is written tensor<{prev}>[...] (e.g. x: tensor<f32>[M, N]); '{prev}' alone is "
+                "a scalar")
     if str(tok) == "[" and prev is not None and prev.type in _OPERAND_ENDS and prev.line == tok.line and \
             line[:prev.column - 1].strip():  # inside an expression; `a[0] = 1` as a statement is _EXAMPLES'
         inside = text[tok.start_pos + 1:].split("]", 1)[0]
@@ -545,6 +554,8 @@ def _python_habit_label(text: str, tok: Token, prev: Token | None) -> str | None
     if str(tok) in ("/", "*", "+", "-", "%") and re.search(r"\btensor\s*<[^<>]*>\s*\[[^\[\]]*$", line):
         return ("a tensor's dim is a name or an integer, not an expression: give it a name of its own ([M, G]) "
                 "and check how it relates to the others in the kernel (assert(G == cdiv(K, GROUP)))")
+    if str(tok) == "(" and prev is not None and str(prev) == "for":
+        return "tle's loop is for i in range(start, stop, step) { ... }, without parentheses"
     if str(tok) == "]" and prev is not None and str(prev) == "[" and re.search(r"\btensor\s*<[^<>]*>\s*\[$", line):
         return ("a tensor has at least one dim: declare a scalar's tensor as tensor<f32>[1] (a 0-dim torch tensor "
                 "passes as one), or take the value as a scalar parameter (alpha: f32)")

@@ -54,6 +54,27 @@ def wrap(v: int, dtype: str) -> int:
     return (v + half) % (2 * half) - half
 
 
+# Where a finite value stops fitting a float type: from these magnitudes on it rounds to infinity (the largest finite
+# value plus half its last unit, where round-to-nearest-even goes up: each largest value has an odd mantissa).
+LARGEST_FLOAT = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38}
+_ROUNDS_TO_INF = {"f16": 65520.0, "bf16": 3.3961775292304957e38, "f32": 3.4028235677973366e38}
+
+
+def overflows(value: float, dtype: str) -> bool:
+    """Whether a finite value becomes an infinity in dtype (an 8-bit float saturates instead: round_f8)."""
+    return math.isfinite(value) and abs(value) >= _ROUNDS_TO_INF.get(dtype, math.inf)
+
+
+def overflow_error(span, value: float, dtype: str):
+    """The TleError for a literal or constant that overflows(value, dtype)."""
+    from .diagnostics import TleError
+    sign = "-" if value < 0 else ""
+    return TleError(span, f"{value!r} does not fit in {dtype}: it rounds to {sign}inf (the largest {dtype} is "
+                          f"{LARGEST_FLOAT[dtype]})",
+                    [f"write {sign}inf if that is meant (a mask's fill, say), or compute in f32: cast<f32>(...) "
+                     "before the operation"])
+
+
 def round_f8(value: float, dtype: str) -> float:
     """value converted to the 8-bit float dtype as a conversion does on the GPU (PTX cvt.rn.satfinite): rounded to
     nearest, ties to even, and saturated to the largest finite value (so +-inf become +-448 in f8e4m3 and +-57344

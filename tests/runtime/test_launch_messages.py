@@ -182,3 +182,19 @@ def test_a_kernel_authors_error_comes_without_tles_own_frames(monkeypatch):
     with pytest.raises(TleError) as e:
         tle.compile(src)
     assert any("check.py" in f for f in _frames(e.value))
+
+
+def test_a_grid_function_reading_a_name_meta_lacks_says_what_meta_holds():
+    k = tle.compile("""kernel k<BLOCK: int = 16>(x: tensor<f32>[N]) {
+        store(x, load(x, tile=[BLOCK], at=program_id(0)) * 2.0, at=program_id(0))
+    }""").k
+    with pytest.raises(LaunchError, match=r"the grid function read meta\['n'\], which this launch does not have; "
+                                          r"meta holds the constants and dims: BLOCK, N"):
+        k[lambda meta: (meta["n"],)](torch.zeros(64))
+    x = torch.ones(64)
+    k[lambda meta: (triton_cdiv(meta["N"], meta["BLOCK"]),)](x)
+    assert x.tolist() == [2.0] * 64
+
+
+def triton_cdiv(a, b):
+    return -(-a // b)
