@@ -4,8 +4,11 @@
                                                   # attention, linear_fp8, ... (examples/reference.py: CASES)
     python examples/run_example.py attention_bwd  # attention's forward and backward (four kernels), causal
 
-The cubin is built for sm_90 with Triton (no GPU needed). The kernel then runs on the GPU when torch sees one,
-and on tle's CPU interpreter otherwise; either way its output is checked against torch on random inputs.
+The cubin is built for sm_90 (no GPU needed) with tlec's default `--backend=auto`: on the CUDA Tile IR path, or
+on the native CUDA path (Triton) where the router's rules send the kernel (docs/tileir.md, "Legality"); tlec's
+first line says which path and why (softmax: Tile IR; gelu, whose asm() Tile IR cannot carry: native). The
+kernel then runs on the GPU when torch sees one, and on tle's CPU interpreter otherwise; either way its output
+is checked against torch on random inputs.
 """
 from __future__ import annotations
 

@@ -21,10 +21,10 @@ from .api import Module, compile  # noqa: E402,A004
 from .runtime.kernel import LaunchError  # noqa: E402
 
 
-def __getattr__(name):  # tle.tuning (runtime/tuning.py), imported on first use
+def __getattr__(name):  # tle.tuning (runtime/tuning.py, through tle/tuning.py), imported on first use
     if name == "tuning":
-        from .runtime import tuning
-        return tuning
+        import importlib
+        return importlib.import_module("tle.tuning")
     raise AttributeError(f"module 'tle' has no attribute '{name}'")
 
 

@@ -28,7 +28,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="tlec",
         description="Compile a .tle file: parse, check, lower to the tle dialect, then to CUDA Tile IR or Triton TTIR, "
                     "and build a cubin. "
-                    "Each --emit value stops after that stage and prints (or writes) its output.",
+                    "Each --emit value stops after that stage and prints (or writes) its output. "
+                    "'tlec tune FILE ...' tunes a kernel instead (tlec tune --help; docs/tuning.md).",
         epilog="exit codes: 0 ok; 1 an error in the program; 2 a bad command line; 3 an internal error (in tle, "
                "or tileiras failing without naming a line).\n"
                "examples:\n"

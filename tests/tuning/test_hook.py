@@ -211,3 +211,12 @@ def test_a_space_with_the_occupancy_hint_tunes():
     assert torch.allclose(c.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
     # the interpreter ignores the hint (pruning rule R0): one configuration per BM, each timed with the default
     assert {(cfg["BM"], cfg["occupancy"]) for cfg in timer.calls} == {(16, None), (32, None)}
+
+
+def test_tle_tuning_is_the_tuner_under_every_import_form():
+    import importlib
+    import tle
+    import tle.runtime.tuning as tuner
+    assert importlib.import_module("tle.tuning") is tuner and tle.tuning is tuner
+    from tle.tuning import TuneSpace
+    assert TuneSpace is tuner.TuneSpace
