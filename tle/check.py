@@ -679,6 +679,11 @@ class _KernelChecker:
                     if isinstance(d, ast.Name)}
             name = next((n.id for n in ast.walk(c.default) if isinstance(n, ast.Name) and n.id in dims
                          and n.id not in consts and n.id not in self.p.const_values), None)
+            later = [n.id for n in ast.walk(c.default) if isinstance(n, ast.Name)
+                     and n.id in [d.name for d in self.k.const_params] and n.id not in consts]
+            if later and e.message.startswith(f"unknown name '{later[0]}'"):
+                raise TleError(e.span, f"'{later[0]}' is a constant declared after '{c.name}': a default may use only "
+                                       "the constants before it", [f"declare {later[0]} first"]) from None
             if name is None or not e.message.startswith(f"unknown name '{name}'"):
                 raise
             raise TleError(e.span, f"'{name}' is a dim of kernel '{self.k.name}', known only at launch; a constant's "
@@ -2541,6 +2546,13 @@ class _KernelChecker:
         x = self.tile_arg(a["x"], "reshape")
         if not isinstance(a["shape"], ast.ListLit):
             raise TleError(a["shape"].span, "reshape() needs the new shape as a list: reshape(x, [A, B])")
+        for item in a["shape"].items:  # numpy's inferred axis
+            if isinstance(item, ast.UnaryOp) and item.op == "-" and isinstance(item.operand, ast.IntLit):
+                known = math.prod(self.const_int(i, "a size") for i in a["shape"].items if i is not item)
+                hint = f" (the tile has {math.prod(x.type.shape)} elements)"
+                raise TleError(item.span, "reshape() does not infer a size from -1: give every size" + hint,
+                               [f"here: {math.prod(x.type.shape) // known}"] if known and
+                               math.prod(x.type.shape) % known == 0 else None)
         shape = self.shape(list(a["shape"].items), a["shape"].span)
         if math.prod(shape) != math.prod(x.type.shape):
             raise TleError(e.span, f"cannot reshape {x.type} ({math.prod(x.type.shape)} elements) to {list(shape)} "
