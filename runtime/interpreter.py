@@ -23,8 +23,8 @@ indices, scatters and stores whose result depends on the order of writes (progra
 element differ: _StoreClaims, _check_scatters_across_programs), loads whose result depends on it (a program reads
 an element another program changes: _ReadClaims), reads of uninitialised vars, integer division by
 zero, out-of-range shift amounts and float->int casts, NaN in atomic max/min, views that reach outside their
-tensor's storage, and a scan's or reduction's `identity=` that its combine fn does not leave elements unchanged
-with (Tile IR pads with it).
+tensor's storage, a scan's or reduction's `identity=` that its combine fn does not leave elements unchanged
+with (Tile IR pads with it), and a combine fn that is not associative (the GPU groups elements as it likes).
 
 Only the generic MLIR Python API is used (op.name, attributes, operands, results, regions, types as text), so
 this runs with both binding providers (torch_mlir and jaxlib.mlir).
@@ -1406,6 +1406,29 @@ class CompiledKernel:
                         ["drop commutative=true: the GPU then keeps the elements' order (a scan and its last "
                          "element), as the interpreter does"])
 
+        def check_associates(env, columns):
+            """The GPU combines elements in a tree of its choosing, so f must be associative: on the first three
+            elements, f(f(a, b), c) and f(a, f(b, c)) must agree (up to rounding: the tolerance is loose, against
+            the size of every value involved, so only a fn that is not associative in exact arithmetic fails)."""
+            a, b, c = ([col[k] for col in columns] for k in range(3))
+            ab, bc = combine(env, a, b), combine(env, b, c)
+            left, right = combine(env, ab, c), combine(env, a, bc)
+            for j, (g, h) in enumerate(zip(left, right)):
+                if g.is_floating_point():
+                    rtol = 5e-2 if g.dtype in (torch.float16, torch.bfloat16) else 1e-3
+                    scale = sum(v[j].abs().to(g.dtype) for v in (a, b, c, ab, bc)) + g.abs() + h.abs()
+                    bad = ((g - h).abs() > rtol * scale) & ~torch.isnan(g) & ~torch.isnan(h) & torch.isfinite(scale)
+                else:
+                    bad = g != h
+                if bad.any():
+                    _fail(env, span, bad, lambda w: (
+                        f"combine fn '{fn_name}' is not associative: with elements 0, 1 and 2 as a, b and c, "
+                        f"{fn_name}({fn_name}(a, b), c) gives {_at(g, w)} and {fn_name}(a, {fn_name}(b, c)) gives "
+                        f"{_at(h, w)} for result {j + 1}{_tile_pos(w)}"),
+                        ["the GPU combines the elements in a tree, in an order of its choosing, so a scan or a "
+                         "reduce needs an associative fn; a recurrence that is not associative is a for loop over "
+                         "the elements"])
+
         def step(env):
             xs = [env[s] for s in ins]
             lead = max(x.shape[0] for x in xs)
@@ -1415,6 +1438,8 @@ class CompiledKernel:
             if reverse:
                 xs = [x.flip(axis) for x in xs]
             columns = [x.unbind(axis) for x in xs]
+            if xs[0].shape[axis] >= 3:
+                check_associates(env, columns)
             acc = [c[0] for c in columns]
             done = [[a] for a in acc]
             for i in range(1, xs[0].shape[axis]):

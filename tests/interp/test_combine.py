@@ -255,6 +255,37 @@ def test_commutative_true_holds_where_the_data_makes_the_fn_commute():
     assert torch.equal(h[0], want)
 
 
+SUB_SCAN = """
+fn sub(a, b) {
+    return a - b
+}
+
+kernel k(x: tensor<f32>[N], y: tensor<f32>[N]) {
+    store(y, scan(load(x, tile=[32]), axis=0, combine=sub))
+}
+"""
+
+
+def test_a_combine_fn_that_is_not_associative_is_reported_at_the_scan():
+    # the interpreter folds in order, so it alone would give one answer; the GPU's tree gives another
+    with pytest.raises(TleError) as err:
+        run(SUB_SCAN, "k", (1,), {"x": torch.randn(32), "y": torch.empty(32)})
+    e = err.value
+    assert (e.span.line, e.span.col) == (7, 14)
+    assert e.message.startswith("combine fn 'sub' is not associative: with elements 0, 1 and 2 as a, b and c, "
+                                "sub(sub(a, b), c) gives ")
+    assert any("a tree, in an order of its choosing" in n.message for n in e.notes)
+
+
+def test_rounding_alone_does_not_make_a_fn_unassociative():
+    # a linear recurrence with values of very different sizes: (a1 a2) a3 and a1 (a2 a3) differ only by rounding
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.rand(32, generator=g) * 4, torch.randn(32, generator=g) * 1e6
+    h = torch.empty(1)
+    run(LINEAR_REDUCE.replace(", commutative=true", ""), "k", (1,), {"a": a, "b": b, "h": h})
+    assert torch.isfinite(h).all()
+
+
 def test_tlec_v_names_each_order_keeping_reduce_and_the_way_out(capsys):
     """Only `moments` in reduce_combine.tle: moments_any_order says commutative=true, and steps_and_last's reduce
     takes the last element of the scan before it."""
