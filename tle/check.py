@@ -1437,7 +1437,10 @@ class _KernelChecker:
     def const_int(self, e: ast.Expr, what: str) -> int:
         v = self.expr(e)
         if not isinstance(v, T.Const) or not isinstance(v.value, int) or isinstance(v.value, bool):
-            raise TleError(e.span, f"{what} must be a compile-time integer")
+            dim = isinstance(e, ast.Name) and isinstance(v, T.Dim)
+            raise TleError(e.span, f"{what} must be a compile-time integer",
+                           [f"{e.id} is a dim, known only at launch: give the size a constant (BLOCK) that covers "
+                            f"it, and mask what lies past {e.id} (arange(0, BLOCK) < {e.id})"] if dim else None)
         return v.value
 
     def const_bool(self, e: ast.Expr, what: str) -> bool:
@@ -2102,6 +2105,9 @@ class _KernelChecker:
         return x
 
     def axis(self, x: ast.Expr, rank: int) -> int:
+        if isinstance(x, ast.ListLit):  # torch's dim=(0, 1)
+            raise TleError(x.span, "axis= takes one axis", ["without axis= the whole tile reduces to one value; for "
+                                                             "some of its axes, reduce once per axis"])
         axis = self.const_int(x, "axis=")
         if not -rank <= axis < rank:
             raise TleError(x.span, f"axis {axis} is out of range for a tile of {rank} dim{'s' if rank != 1 else ''}")

@@ -536,6 +536,8 @@ def _python_habit_label(text: str, tok: Token, prev: Token | None) -> str | None
     come before _EXAMPLES, whose examples fail in the same parser states for other reasons (`a if c else b` stops
     where `if a = 1 {` does)."""
     line = text[:tok.start_pos].rsplit("\n", 1)[-1]
+    if str(tok) == "def" and not line.strip():
+        return "Python's def: a function is fn NAME(a, b) { ... }, and a kernel is kernel NAME(...) { ... }"
     if str(tok) == "[" and prev is not None and re.fullmatch(r"\s*(kernel|fn)\b.*[(,]\s*\w+\s*:\s*\w+", line):
         return (f"a tensor parameter is written tensor<{prev}>[...] (e.g. x: tensor<f32>[M, N]); '{prev}' alone is "
                 "a scalar")
