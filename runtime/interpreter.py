@@ -194,7 +194,8 @@ class _StoreClaims:
             mine = programs.reshape([-1] + [1] * (len(shape) - 1))
         reads = self.launch.reads
         if reads.tracks(view):
-            lo, hi = reads.every_running() if programs is None else (mine.to(torch.int32),) * 2
+            lo, hi = reads.every_running() if programs is None else \
+                (int(programs),) * 2 if programs.numel() == 1 else (mine.to(torch.int32),) * 2
             reads.stored(span, view, _Elements(offset, shape, strides), data, new.expand(shape), lo, hi)
         key = self._key(view)
         if key not in self.writers and key not in self.deferred:  # nothing stored into this tensor yet
@@ -332,7 +333,8 @@ class _Elements:
         if self.flat is None:  # in place through the window, one pass
             self.of(m).clamp_(max=value) if how == "amin" else self.of(m).clamp_(min=value)
         else:
-            m.scatter_reduce_(0, self.flat, value.expand(self.flat.shape).contiguous(), how)
+            m.scatter_reduce_(0, self.flat, torch.as_tensor(value, dtype=m.dtype).expand(self.flat.shape).contiguous(),
+                              how)
 
     def offset_of(self, bad: torch.Tensor) -> int:
         """The storage offset of the first element where `bad` (in this access's shape)."""
@@ -437,9 +439,11 @@ class _ReadClaims:
             self.ops.append(span)
         return k
 
-    def every_running(self):
-        """(lowest, highest) linear id of the running programs: an access they all make."""
-        return torch.tensor(self.launch.first, dtype=torch.int32), torch.tensor(self.launch.end - 1, dtype=torch.int32)
+    def every_running(self) -> tuple[int, int]:
+        """(lowest, highest) linear id of the running programs: an access they all make. Program ids are Python
+        ints where one value serves every element (torch takes them as scalars: no tensor to build per access,
+        which was most of the check's cost with programs run one at a time)."""
+        return self.launch.first, self.launch.end - 1
 
     def rows(self, n: int, rank: int) -> torch.Tensor:
         """The linear ids of the running programs, [n, 1, ...] over an access of `rank` more axes."""
@@ -449,14 +453,15 @@ class _ReadClaims:
         """(_Elements, lowest, highest program) of lanes at storage offsets flat ([rows, ...]: a row per running
         program, or one row for all of them) where `valid`."""
         lo, hi = self.every_running() if flat.shape[0] == 1 else (self.rows(flat.shape[0], flat.dim() - 1),) * 2
-        lo, hi = lo.expand(flat.shape), hi.expand(flat.shape)
+        lo, hi = torch.as_tensor(lo).expand(flat.shape), torch.as_tensor(hi).expand(flat.shape)
         if valid is not None:
             valid = valid.expand(flat.shape)
             return _Elements(flat=flat[valid]), lo[valid], hi[valid]
         return _Elements(flat=flat.reshape(-1)), lo.reshape(-1), hi.reshape(-1)
 
     def read(self, span, view: View, at: _Elements, lo, hi) -> None:
-        """Programs lo .. hi (tensors that broadcast over the elements; lo == hi: one program's) read `at`."""
+        """Programs lo .. hi (ints, or tensors that broadcast over the elements; lo == hi: one program's) read
+        `at`."""
         if at.flat is not None and at.flat.numel() == 0:
             return
         m = self._maps(view)
@@ -484,7 +489,7 @@ class _ReadClaims:
         m = self._maps(view)
         changed = ~_same_bits(old, new)
         read_lo, read_hi = at.of(m["read_lo"]), at.of(m["read_hi"])
-        if lo.numel() == 1 and int(lo) != int(hi):  # several programs store: any reader is another's
+        if isinstance(lo, int) and lo != hi:  # several programs store: any reader is another's
             seen = changed & (read_hi >= 0)
         else:  # (no reader: read_lo is FIRST and read_hi NONE, outside any program's id)
             seen = changed & ((read_lo < lo) | (read_hi > hi))
@@ -502,7 +507,7 @@ class _ReadClaims:
         at.fold(m["store_hi"], hi, "amax")
         if bool(changed.any()):
             m["changed"] = True
-            at.put(m["changer"], hi.expand(changed.shape), changed)
+            at.put(m["changer"], hi if isinstance(hi, int) else hi.expand(changed.shape), changed)
             self._note_op(m, "change_op", at, span, changed)
 
 
@@ -510,7 +515,10 @@ def _first_of(bad: torch.Tensor, lo, hi, at: _Elements) -> tuple:
     """The first element where `bad`: (its index in the access, the lowest and highest program of it, its storage
     offset)."""
     k = tuple(bad.nonzero()[0].tolist())
-    return k, int(lo.expand(bad.shape)[k]), int(hi.expand(bad.shape)[k]), at.offset_of(bad)
+
+    def at_k(p):
+        return p if isinstance(p, int) else int(p.expand(bad.shape)[k])
+    return k, at_k(lo), at_k(hi), at.offset_of(bad)
 
 
 def _window_offsets(shape, strides) -> torch.Tensor:
@@ -1809,8 +1817,7 @@ def _note_tile_read(reads: _ReadClaims, span, view: View, starts: list[torch.Ten
             for p, origin in partial:
                 window = _clipped_window(view, origin, tile)
                 if window is not None:
-                    one = torch.tensor(reads.launch.first + p, dtype=torch.int32)
-                    reads.read(span, view, window, one, one)
+                    reads.read(span, view, window, reads.launch.first + p, reads.launch.first + p)
             return
     reads.read(span, view, *reads.lanes(*_tile_offsets(view, starts, tile, aranges)))
 
