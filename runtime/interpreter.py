@@ -701,6 +701,30 @@ def _amin(x, axis):
     return torch.where((r == 0) & negative_zero, torch.full_like(r, -0.0), r)
 
 
+def _sqrt(x: torch.Tensor) -> torch.Tensor:
+    """IEEE sqrt (correctly rounded), as both GPU paths' sqrt.rn: torch's CPU sqrt is not (6507 of 2^20 random f32
+    inputs 1 ulp off, f64 too), numpy's is. f16/bf16 arrive in f32, whose correctly rounded root rounds correctly
+    again to 16 bits."""
+    if x.dtype not in (torch.float32, torch.float64):
+        return torch.sqrt(x)
+    with np.errstate(invalid="ignore"):  # a negative gives NaN, as IEEE says
+        return torch.from_numpy(np.sqrt(x.contiguous().numpy()))
+
+
+def _narrowed(x: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
+    """x rounded once to nearest even in dt. torch takes f64 to f16 and bf16 through f32, rounding twice (1 + 2^-11
+    + 2^-40 became 1.0, 65519.99999999999 inf): round to f32 by rounding to odd first (toward zero, then the last
+    bit set where inexact), which keeps the information the second rounding needs."""
+    if x.dtype != torch.float64 or dt not in (torch.float16, torch.bfloat16):
+        return x.to(dt)
+    y = x.to(torch.float32)
+    away = y.to(torch.float64).abs() > x.abs()  # round-to-nearest went away from zero: step back toward it
+    y = torch.where(away, torch.nextafter(y, torch.zeros_like(y)), y)
+    inexact = (y.to(torch.float64) != x) & ~torch.isnan(x)
+    y = torch.where(inexact, (y.view(torch.int32) | 1).view(torch.float32), y)
+    return y.to(dt)
+
+
 _FLOAT_BINARY = {
     "arith.addf": torch.add, "arith.subf": torch.sub, "arith.mulf": torch.mul, "arith.divf": torch.div,
     "arith.remf": torch.fmod,  # C fmod: the sign of the dividend, like MLIR's remf
@@ -710,7 +734,7 @@ _FLOAT_BINARY = {
 }
 _FLOAT_UNARY = {
     "arith.negf": torch.neg, "math.exp": torch.exp, "math.exp2": torch.exp2, "math.log": torch.log,
-    "math.log2": torch.log2, "math.sqrt": torch.sqrt, "math.rsqrt": torch.rsqrt, "math.sin": torch.sin,
+    "math.log2": torch.log2, "math.sqrt": _sqrt, "math.rsqrt": torch.rsqrt, "math.sin": torch.sin,
     "math.cos": torch.cos, "math.tanh": torch.tanh, "math.erf": torch.erf, "math.absf": torch.abs,
     "math.log1p": torch.log1p, "math.expm1": torch.expm1,
     "math.floor": torch.floor, "math.ceil": torch.ceil,
@@ -1064,7 +1088,7 @@ class CompiledKernel:
         if elem in F8_LARGEST:
             largest = F8_LARGEST[elem]
             return self._apply(op, lambda x: x.clamp(-largest, largest).to(dt))
-        return self._apply(op, lambda x: x.to(dt))
+        return self._apply(op, lambda x: _narrowed(x, dt))
 
     def op_arith_sitofp(self, op, span):
         src = type_info(op.operands[0].type)[0]
