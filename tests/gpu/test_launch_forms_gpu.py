@@ -98,3 +98,33 @@ def test_f64_atomic_add(backend):
     k[(4,)](idx, v, out, backend=backend)
     want = torch.zeros(16, device="cuda", dtype=torch.float64).index_add_(0, idx.long(), v)
     assert torch.allclose(out, want, rtol=1e-12, atol=1e-12)
+
+
+NARROW = """kernel c<T: dtype = f16>(a: tensor<f64>[N], y: tensor<T>[N]) {
+    store(y, cast<T>(load(a, tile=[256], at=program_id(0))), at=program_id(0))
+}
+kernel s<T: dtype = f32>(a: tensor<T>[N], y: tensor<T>[N]) {
+    store(y, sqrt(load(a, tile=[256], at=program_id(0))), at=program_id(0))
+}"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_f64_narrowing_and_sqrt_match_the_interpreter_bit_for_bit(backend):
+    # cvt.rn.f16.f64 / F2F.F16.F64 round once, as the interpreter does; sqrt is IEEE on every path
+    mod = tle.compile(NARROW)
+    g = torch.Generator().manual_seed(7)
+    a = (torch.randn(4096, generator=g, dtype=torch.float64) * 300)
+    a[:3] = torch.tensor([1 + 2**-11 + 2**-40, 65519.99999999999, 2**-25 + 2**-60], dtype=torch.float64)
+    for dt in (torch.float16, torch.bfloat16):
+        want = torch.empty(4096, dtype=dt)
+        mod.c[(16,)](a, want, backend="interp")
+        got = torch.empty(4096, dtype=dt, device="cuda")
+        mod.c[(16,)](a.cuda(), got, backend=backend)
+        assert torch.equal(got.cpu(), want), dt
+    for dt in (torch.float32, torch.float64):
+        x = torch.rand(4096, generator=g, dtype=dt) * 4
+        want = torch.empty_like(x)
+        mod.s[(16,)](x, want, backend="interp")
+        got = torch.empty_like(x, device="cuda")
+        mod.s[(16,)](x.cuda(), got, backend=backend)
+        assert torch.equal(got.cpu(), want), dt
