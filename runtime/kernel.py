@@ -27,6 +27,8 @@ from ..diagnostics import TleError, user_facing, without_internal_frames
 from . import cache
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "backend", "occupancy", "asserts")
+NUM_WARPS = (1, 2, 4, 8, 16, 32)  # at most 1024 threads a program
+NUM_STAGES = range(1, 9)
 
 
 @functools.cache
@@ -496,10 +498,10 @@ class Kernel:
         # checked here, not only where a GPU path compiles: a launch on CPU tensors (the interpreter, which has no
         # warps) would otherwise accept what the same launch on the GPU refuses
         if num_warps is not None and (isinstance(num_warps, bool) or not isinstance(num_warps, int)
-                                      or num_warps not in (1, 2, 4, 8, 16, 32)):
+                                      or num_warps not in NUM_WARPS):
             raise LaunchError(f"{self.name}: num_warps must be a power of two from 1 to 32, got {num_warps!r}")
         if num_stages is not None and (isinstance(num_stages, bool) or not isinstance(num_stages, int)
-                                       or not 1 <= num_stages <= 8):
+                                       or num_stages not in NUM_STAGES):
             raise LaunchError(f"{self.name}: num_stages must be an int from 1 to 8, got {num_stages!r}")
         asserts = options.get("asserts", self.asserts)
         if not isinstance(asserts, bool):

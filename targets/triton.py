@@ -340,14 +340,17 @@ def ptxas_report(ptx: str) -> PtxasReport:
     """Run Triton's ptxas with -v on `ptx` (for the arch its `.target` names) and read what it reports. Triton runs
     ptxas with -v too but drops the log; this runs it again, so it is for tlec -v, not for every launch."""
     import subprocess
-    from triton import knobs
+    from triton.backends.nvidia.compiler import get_ptxas
     target = re.search(r"^\.target\s+(sm_\w+)", ptx, re.MULTILINE)
+    gpu = target.group(1) if target else "sm_90a"
+    # the ptxas Triton itself ran for this arch (a Blackwell one from sm_100 on: the other rejects its PTX version)
+    tool = get_ptxas(int(re.match(r"sm_(\d+)", gpu).group(1))).path
     with tempfile.TemporaryDirectory(prefix="tle-ptxas-") as tmp:
         src = os.path.join(tmp, "kernel.ptx")
         with open(src, "w") as f:
             f.write(ptx)
-        out = subprocess.run([knobs.nvidia.ptxas.path, "-v", f"--gpu-name={target.group(1) if target else 'sm_90a'}",
-                              src, "-o", os.path.join(tmp, "kernel.cubin")], capture_output=True, text=True)
+        out = subprocess.run([tool, "-v", f"--gpu-name={gpu}", src, "-o", os.path.join(tmp, "kernel.cubin")],
+                             capture_output=True, text=True)
     log = out.stderr + out.stdout
     if out.returncode != 0:
         raise RuntimeError(f"ptxas failed (exit {out.returncode}): {log.strip()[:2000]}")

@@ -39,3 +39,24 @@ def test_tlec_verbose_says_why_the_kernel_has_fewer_warps(tmp_path, capsys):
     path.write_text(COLSCAN)
     assert main([str(path), "--backend=triton", "-v", "-o", str(tmp_path / "c.cubin")]) == 0
     assert ("8 warps, the native path's default: not the 16 its tiles call for" in capsys.readouterr().err)
+
+
+def test_stages_the_caller_gives_that_do_not_fit_are_an_error_not_fewer_warps():
+    # as for given warps: a matmul given 8 stages fitted only on 2 warps, spilling, which its author did not ask for
+    with pytest.raises(TleError, match=r"\(232448 bytes\) with num_stages=2: 262144 bytes on 16 warps") as e:
+        compile_kernel(load_program(COLSCAN, "colscan.tle"), "colscan", {}, num_stages=2)
+    assert "with num_stages left to its default, the compiler tries fewer warps itself" in str(e.value)
+
+
+def test_tlec_refuses_warps_stages_and_archs_no_gpu_takes(tmp_path, capsys):
+    path = tmp_path / "colscan.tle"
+    path.write_text(COLSCAN)
+    for argv, said in ((["--num-warps", "64"], "--num-warps 64: a power of two from 1 to 32"),
+                       (["--num-warps", "3"], "--num-warps 3: a power of two from 1 to 32"),
+                       (["--num-stages", "0"], "--num-stages 0: from 1 to 8"),
+                       (["--arch", "sm_999"], "--arch sm_999: not an NVIDIA GPU architecture ptxas knows"),
+                       (["--arch", "sm_90a"], "--arch sm_90a: write sm_90")):
+        with pytest.raises(SystemExit) as exit_:
+            main([str(path), "--emit=ttir", *argv])
+        assert exit_.value.code == 2
+        assert said in capsys.readouterr().err

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import traceback
 
@@ -116,8 +117,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.sms is not None and (args.grid is None or args.sms < 1):
         parser.error("--sms needs --grid and a positive count: it says how many waves the grid's programs make")
     arch = args.arch
+    if re.fullmatch(r"sm_\d+a", arch):
+        parser.error(f"--arch {arch}: write {arch[:-1]} (the arch-specific features are used where the kernel "
+                     "needs them)")
     if not (arch.startswith("sm_") and arch[3:].isdigit()):
         parser.error(f"--arch {arch}: expected sm_NN, e.g. sm_90")
+    if int(arch[3:]) not in KNOWN_ARCHS:  # ptxas would say it of an arch the user did not type (sm_95 -> sm_95a)
+        parser.error(f"--arch {arch}: not an NVIDIA GPU architecture ptxas knows; one of "
+                     f"{', '.join(f'sm_{a}' for a in sorted(KNOWN_ARCHS))}")
+    from .runtime.kernel import NUM_STAGES, NUM_WARPS
+    if args.num_warps is not None and args.num_warps not in NUM_WARPS:
+        parser.error(f"--num-warps {args.num_warps}: a power of two from 1 to 32 (at most 1024 threads a program)")
+    if args.num_stages is not None and args.num_stages not in NUM_STAGES:
+        parser.error(f"--num-stages {args.num_stages}: from 1 to 8")
     if args.output and not os.path.isdir(os.path.dirname(os.path.abspath(args.output))):
         parser.error(f"-o {args.output}: the folder {os.path.dirname(os.path.abspath(args.output))} does not exist")
     if args.output and os.path.isdir(args.output):
@@ -147,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("  (set TLE_DEBUG=4 for a traceback; please report it)", file=sys.stderr)
         return 3
+
+
+# The compute capabilities ptxas takes (CUDA 12.8/13): what --arch may name.
+KNOWN_ARCHS = frozenset({50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
 
 
 def _occupancy(text: str) -> int:

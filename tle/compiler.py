@@ -581,14 +581,15 @@ def _within_shared_memory(out: Compiled, arch, num_warps, num_stages, warps_chos
     """A native binary that asks for more shared memory than a program may have (max_shared_per_program) cannot
     launch. On the default warps the kernel is compiled again on half as many, down to one, until it fits: a
     cumsum along axis 0 of a 256 x 256 i32 tile took 262144 bytes on the default 16 warps (its values cross warps
-    through shared memory: a copy of the whole tile) and 8 KB on 8. Where none fits, or the caller chose the warps,
-    it is an error at the kernel, before any launch."""
+    through shared memory: a copy of the whole tile) and 8 KB on 8. Where none fits, or the caller chose the warps
+    or the stages (num_stages not None), it is an error at the kernel, before any launch: a matmul given 8 stages
+    fitted only on 2 warps, spilling 1216 bytes a thread, which no one asking for 8 stages wants without a word."""
     from .targets.binary import max_shared_per_program
     limit, need = max_shared_per_program(arch), out.binary.shared_bytes()
     if need <= limit:
         return
     tried = [f"{need} bytes on {num_warps} warp{'s' if num_warps > 1 else ''}"]
-    warps = num_warps // 2 if warps_chosen else 0
+    warps = num_warps // 2 if warps_chosen and num_stages is None else 0
     while warps >= 1:
         retry = _native_retry(out, out.spec, arch, warps, num_stages)
         if retry.binary.shared_bytes() <= limit:
@@ -599,11 +600,14 @@ def _within_shared_memory(out: Compiled, arch, num_warps, num_stages, warps_chos
             return
         tried.append(f"{retry.binary.shared_bytes()} on {warps}")
         warps //= 2
+    given = f" with num_stages={num_stages}" if num_stages is not None else ""
     raise TleError(out.kernel.span, f"kernel '{out.kernel.name}' needs more shared memory than {arch} gives a program "
-                            f"({limit} bytes): {', '.join(tried)}",
+                            f"({limit} bytes){given}: {', '.join(tried)}",
                    ["its tiles cross threads through shared memory (a reduction, scan, transpose or dot), and a "
                     "pipelined loop keeps num_stages copies of what it loads there: smaller tiles or fewer stages "
-                    "need less" + ("" if warps_chosen else ", and so may another num_warps")])
+                    "need less" + ("" if warps_chosen else ", and so may another num_warps") +
+                    ("; with num_stages left to its default, the compiler tries fewer warps itself"
+                     if num_stages is not None and warps_chosen else "")])
 
 
 def _next_hint(hint: int | None, has_dot: bool) -> int | None:
