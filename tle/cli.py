@@ -285,7 +285,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
                           f"{why} (--num-warps N to choose)", file=sys.stderr)
                 _report_ptxas(name, out, args.arch)
             elif out.backend == "tileir" and out.binary is not None:
-                _report_tileiras(name, out, args.arch)
+                _report_tileiras(name, out, args.arch, args.occupancy)
             if out.binary is not None and not args.sizes and not args.generic:
                 print(f"tlec: kernel '{name}': a build for no sizes in particular: a launch compiles for its own "
                       "(bounds checks it can drop, alignment), so its registers and spills may differ; --sizes "
@@ -367,7 +367,7 @@ def _report_ptxas(name: str, out, arch: str) -> None:
         print(render(TleError(out.kernel.span, f"ptxas: {loss}", hints), "warning"), file=sys.stderr)
 
 
-def _report_tileiras(name: str, out, arch: str) -> None:
+def _report_tileiras(name: str, out, arch: str, asked: int | None = None) -> None:
     """tlec -v on the Tile IR path: what tileiras gave the kernel, and how many programs that lets an SM hold."""
     extra = out.binary.extra
     registers, threads = extra.get("registers"), out.binary.num_threads
@@ -378,6 +378,15 @@ def _report_tileiras(name: str, out, arch: str) -> None:
     print(f"tlec: kernel '{name}': tileiras: {registers} registers per thread, {threads} threads, {shared} bytes "
           f"of shared memory, {spilled}" + _resident(registers, threads, shared, arch,
                                                     "--occupancy N asks tileiras to fit N"), file=sys.stderr)
+    from .targets.binary import resident_programs
+    programs, limit = resident_programs(registers, threads, shared, arch)
+    if asked is not None and programs < asked:  # a hint, which tileiras may not meet: say so, as ptxas' losses
+        print(f"tlec: kernel '{name}': --occupancy {asked} is a hint tileiras did not meet: {programs} program"
+              f"{'s' if programs != 1 else ''} per SM (the limit: {limit})", file=sys.stderr)
+    if extra.get("stack_bytes"):
+        from .diagnostics import render
+        print(render(TleError(out.kernel.span, f"tileiras spilled {extra['stack_bytes']} bytes per thread to local "
+                                               "memory", ["smaller tiles need fewer registers"]), "warning"), file=sys.stderr)
     if extra.get("occupancy_why"):
         hint, why = extra["occupancy_why"]
         print(f"tlec: kernel '{name}': occupancy hint {hint}, the lowering's choice: {why} (docs/tileir.md, "

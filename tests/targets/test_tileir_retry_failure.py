@@ -250,3 +250,15 @@ def test_tlec_v_says_which_retry_tileiras_failed_on(fake, tmp_path, capsys):
     assert ("tlec: kernel 'mm': tileiras failed on the retry on 8 worker warps (tileiras: failed to compile Tile IR "
             "program, exit status 5), so that retry was dropped and the binary compiled before it kept"
             ) in capsys.readouterr().err
+
+
+def test_tlec_v_warns_of_tileiras_spills_and_an_occupancy_it_did_not_meet(fake, tmp_path, capsys):
+    from tle.cli import main
+    fake(152, 152)  # the first compile and the retry on 8 worker warps both spill
+    src = tmp_path / "mm.tle"
+    src.write_text(textwrap.dedent(MATMUL))
+    assert main([str(src), "--emit=cubin", "--backend=tileir", "--sizes", "M=4096,N=4096,K=4096", "-v",
+                 "--occupancy", "2", "-o", str(tmp_path / "mm.cubin")]) == 0
+    err = capsys.readouterr().err
+    assert "--occupancy 2 is a hint tileiras did not meet: 1 program per SM (the limit: registers)" in err
+    assert "warning: tileiras spilled 152 bytes per thread to local memory" in err
