@@ -385,8 +385,9 @@ def _report_tileiras(name: str, out, arch: str, asked: int | None = None) -> Non
               f"{'s' if programs != 1 else ''} per SM (the limit: {limit})", file=sys.stderr)
     if extra.get("stack_bytes"):
         from .diagnostics import render
-        print(render(TleError(out.kernel.span, f"tileiras spilled {extra['stack_bytes']} bytes per thread to local "
-                                               "memory", ["smaller tiles need fewer registers"]), "warning"), file=sys.stderr)
+        spill = TleError(out.kernel.span, f"tileiras spilled {extra['stack_bytes']} bytes per thread to local memory",
+                         ["smaller tiles need fewer registers"])
+        print(render(spill, "warning"), file=sys.stderr)
     if extra.get("occupancy_why"):
         hint, why = extra["occupancy_why"]
         print(f"tlec: kernel '{name}': occupancy hint {hint}, the lowering's choice: {why} (docs/tileir.md, "
