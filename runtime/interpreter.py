@@ -1848,11 +1848,8 @@ def _note_tile_read(reads: _ReadClaims, span, view: View, starts: list[torch.Ten
 
 def _clipped_window(view: View, start: list[int], tile) -> _Elements | None:
     """The part of the tile at element `start` inside the view, as a window (None: nothing is inside)."""
-    parts = _clip(view, start, tile)
-    if parts is None:
-        return None
-    offset = view.base + sum((s + lo) * st for s, (lo, _), st in zip(start, parts, view.strides))
-    return _Elements(offset, [hi - lo for lo, hi in parts], view.strides)
+    clipped = _clipped(view, start, tile)
+    return None if clipped is None else _Elements(clipped[1], clipped[2], view.strides)
 
 
 def _store(claims: _StoreClaims, span, view: View, starts: list[torch.Tensor], tile, value: torch.Tensor,
@@ -1942,13 +1939,22 @@ def _clip(view: View, start: list[int], tile):
     return parts
 
 
-def _load_strided(view: View, start: list[int], tile, pad) -> torch.Tensor:
-    """One tile for all programs: read the in-view part as a strided window (no index tensors)."""
+def _clipped(view: View, start: list[int], tile):
+    """(per axis [lo, hi), storage offset, sizes) of the part of the tile at element `start` inside the view; None
+    when nothing is."""
     parts = _clip(view, start, tile)
     if parts is None:
-        return torch.full((1, *tile), pad, dtype=view.dtype)
+        return None
     offset = view.base + sum((s + lo) * st for s, (lo, _), st in zip(start, parts, view.strides))
-    sizes = [hi - lo for lo, hi in parts]
+    return parts, offset, [hi - lo for lo, hi in parts]
+
+
+def _load_strided(view: View, start: list[int], tile, pad) -> torch.Tensor:
+    """One tile for all programs: read the in-view part as a strided window (no index tensors)."""
+    clipped = _clipped(view, start, tile)
+    if clipped is None:
+        return torch.full((1, *tile), pad, dtype=view.dtype)
+    parts, offset, sizes = clipped
     if min(view.strides) < 0:  # as_strided takes no negative strides
         window = view.storage[offset + sum(torch.arange(n).reshape([n if i == a else 1 for i in range(len(sizes))])
                                            * st for a, (n, st) in enumerate(zip(sizes, view.strides)))]
@@ -1966,13 +1972,12 @@ def _store_strided(claims: _StoreClaims, span, view: View, start: list[int], til
     """Store one tile through a strided window: every running program's (programs None; value one row each) or
     one program's (programs: its linear id, [1]). False when the view's strides make that unsafe (negative, or
     axes that overlap in memory), and the caller goes through index tensors."""
-    parts = _clip(view, start, tile)
-    if parts is None:
+    clipped = _clipped(view, start, tile)
+    if clipped is None:
         return True
-    sizes = [hi - lo for lo, hi in parts]
+    parts, offset, sizes = clipped
     if not _non_overlapping(sizes, view.strides):
         return False
-    offset = view.base + sum((s + lo) * st for s, (lo, _), st in zip(start, parts, view.strides))
     part = value[(slice(None), *(slice(lo, hi) for lo, hi in parts))]
     if programs is None:
         claims.window(span, view, offset, sizes, view.strides, part)

@@ -670,21 +670,20 @@ class _KernelChecker:
         return consts
 
     def _default_value(self, c, consts: dict):
-        """A constant's default, from the module's consts and the constants before it. A name there that is one
-        of the kernel's dims (`<BK: int = K>`) gets said so: a dim is known only at launch."""
+        """A constant's default, from the module's consts and the constants before it. An unknown name there that
+        is a later constant of the kernel, or one of its dims (`<BK: int = K>`: known only at launch), gets said so."""
         try:
             return _const_value(c.default, self.p.const_values, consts)
         except TleError as e:
+            if not e.message.startswith("unknown name '"):
+                raise
+            name = e.message.split("'")[1]
+            if name in (d.name for d in self.k.const_params):
+                raise TleError(e.span, f"'{name}' is a constant declared after '{c.name}': a default may use only "
+                                       "the constants before it", [f"declare {name} first"]) from None
             dims = {d.id for p in self.k.params if isinstance(p.type, ast.TensorTypeExpr) for d in p.type.dims
                     if isinstance(d, ast.Name)}
-            name = next((n.id for n in ast.walk(c.default) if isinstance(n, ast.Name) and n.id in dims
-                         and n.id not in consts and n.id not in self.p.const_values), None)
-            later = [n.id for n in ast.walk(c.default) if isinstance(n, ast.Name)
-                     and n.id in [d.name for d in self.k.const_params] and n.id not in consts]
-            if later and e.message.startswith(f"unknown name '{later[0]}'"):
-                raise TleError(e.span, f"'{later[0]}' is a constant declared after '{c.name}': a default may use only "
-                                       "the constants before it", [f"declare {later[0]} first"]) from None
-            if name is None or not e.message.startswith(f"unknown name '{name}'"):
+            if name not in dims:
                 raise
             raise TleError(e.span, f"'{name}' is a dim of kernel '{self.k.name}', known only at launch; a constant's "
                                    "default is fixed when the kernel compiles",

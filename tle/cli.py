@@ -341,7 +341,10 @@ _PTXAS_HINTS = {
 def _resident(registers: int, threads: int, shared: int, arch: str, hint: str) -> str:
     """': N programs per SM (the limit: ...)', with what moves a register limit on this path."""
     from .targets.binary import resident_programs
-    programs, limit = resident_programs(registers, threads, shared, arch)
+    return _resident_text(*resident_programs(registers, threads, shared, arch), hint)
+
+
+def _resident_text(programs: int, limit: str, hint: str) -> str:
     return (f": {programs} program{'s' if programs != 1 else ''} per SM (the limit: {limit}"
             f"{'; ' + hint if limit == 'registers' else ''})")
 
@@ -375,11 +378,11 @@ def _report_tileiras(name: str, out, arch: str, asked: int | None = None) -> Non
         return
     shared = out.binary.shared_bytes()
     spilled = f"{extra['stack_bytes']} bytes of stack (spills)" if extra.get("stack_bytes") else "no spills"
-    print(f"tlec: kernel '{name}': tileiras: {registers} registers per thread, {threads} threads, {shared} bytes "
-          f"of shared memory, {spilled}" + _resident(registers, threads, shared, arch,
-                                                    "--occupancy N asks tileiras to fit N"), file=sys.stderr)
     from .targets.binary import resident_programs
     programs, limit = resident_programs(registers, threads, shared, arch)
+    print(f"tlec: kernel '{name}': tileiras: {registers} registers per thread, {threads} threads, {shared} bytes "
+          f"of shared memory, {spilled}" + _resident_text(programs, limit, "--occupancy N asks tileiras to fit N"),
+          file=sys.stderr)
     if asked is not None and programs < asked:  # a hint, which tileiras may not meet: say so, as ptxas' losses
         print(f"tlec: kernel '{name}': --occupancy {asked} is a hint tileiras did not meet: {programs} program"
               f"{'s' if programs != 1 else ''} per SM (the limit: {limit})", file=sys.stderr)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import linecache
-import os
 import unicodedata
 from dataclasses import dataclass, field
 
@@ -165,11 +164,8 @@ class TleErrors(TleError):
 def without_internal_frames(e: TleError) -> TleError:
     """A TleError as a public entry point re-raises it: with no traceback of tle's own frames (the message says
     where in the kernel the mistake is; twenty checker frames above it only bury that). TLE_DEBUG=4 keeps them."""
-    try:
-        keep = int(os.environ.get("TLE_DEBUG", "0")) >= 4  # as tle/debug.py level(), which imports this module
-    except ValueError:
-        keep = False
-    return e if keep else e.with_traceback(None)
+    from .debug import level
+    return e if level() >= 4 else e.with_traceback(None)
 
 
 def user_facing(fn):

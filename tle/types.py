@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .diagnostics import TleError
+
 DTYPES = ("i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2")
 ALIASES = {"bool": "i1"}
 FLOATS = ("f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2")
@@ -67,7 +69,6 @@ def overflows(value: float, dtype: str) -> bool:
 
 def overflow_error(span, value: float, dtype: str):
     """The TleError for a literal or constant that overflows(value, dtype)."""
-    from .diagnostics import TleError
     sign = "-" if value < 0 else ""
     return TleError(span, f"{value!r} does not fit in {dtype}: it rounds to {sign}inf (the largest {dtype} is "
                           f"{LARGEST_FLOAT[dtype]})",
