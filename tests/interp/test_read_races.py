@@ -12,33 +12,28 @@ from tle.diagnostics import TleError
 SEES = r"depends on which program runs first"
 
 
+# a device-side optimizer step read by every program and stored back plus one
+STEP_COUNTER = """
+kernel k<BLOCK: int = 16>(p: tensor<f32>[N], step: tensor<f32>[1]) {
+    let s = load(step, at=0) + 1.0
+    store(p, load(p, tile=BLOCK, at=program_id(0)) * s, at=program_id(0))
+    store(step, s, at=0)
+}
+"""
+
+
 def test_a_step_counter_every_program_reads_and_bumps_races():
-    # a device-side optimizer step read by every program and stored back plus one
-    src = """
-    kernel k<BLOCK: int = 16>(p: tensor<f32>[N], step: tensor<f32>[1]) {
-        let s = load(step, at=0) + 1.0
-        store(p, load(p, tile=BLOCK, at=program_id(0)) * s, at=program_id(0))
-        store(step, s, at=0)
-    }
-    """
     with pytest.raises(TleError, match=r"store to 'step': program \(3, 0, 0\) changes element \[0\] from 0.0 to 1.0, "
                                        r"which program \(0, 0, 0\) reads; what that load sees " + SEES) as e:
-        run(src, "k", (4, 1, 1), {"p": torch.ones(64), "step": torch.zeros(1)})
+        run(STEP_COUNTER, "k", (4, 1, 1), {"p": torch.ones(64), "step": torch.zeros(1)})
     assert e.value.span.line == 5
     assert e.value.notes[0].message == "the load" and e.value.notes[0].span.line == 3
     assert "run in no set order" in str(e.value)
 
 
 def test_one_program_bumping_its_own_counter_is_no_race():
-    src = """
-    kernel k<BLOCK: int = 16>(p: tensor<f32>[N], step: tensor<f32>[1]) {
-        let s = load(step, at=0) + 1.0
-        store(p, load(p, tile=BLOCK, at=program_id(0)) * s, at=program_id(0))
-        store(step, s, at=0)
-    }
-    """
     p, step = torch.ones(16), torch.zeros(1)
-    run(src, "k", (1, 1, 1), {"p": p, "step": step})
+    run(STEP_COUNTER, "k", (1, 1, 1), {"p": p, "step": step})
     assert step.item() == 1.0 and p.tolist() == [1.0] * 16
 
 

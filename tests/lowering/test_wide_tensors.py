@@ -21,15 +21,7 @@ from tle.lowering.tle_to_ttir import tle_to_ttir
 from tle.runtime.kernel import LaunchError
 from tle.targets import tileir
 from tle.targets.triton import compile_ttir, verify_ttir
-
-
-def _has_tileiras() -> bool:
-    try:
-        tileir.find_tileiras()
-        tileir._bc()
-        return True
-    except (FileNotFoundError, ImportError):
-        return False
+from tileir_available import has_tileiras
 
 ROWS = """
 kernel rows<B: int = 1024>(x: tensor<f32>[M, N], y: tensor<f32>[M, N]) {
@@ -180,7 +172,7 @@ def test_a_stride_past_2_31_minus_1_makes_a_tensor_wide_on_its_own():
     assert WideTensor("x") in launch_spec(k, {"S": 1, "M": EDGE, "N": 131072}).inside
 
 
-@pytest.mark.skipif(not _has_tileiras(), reason="tileiras or the pinned cuda-tile bytecode writer is not installed")
+@pytest.mark.skipif(not has_tileiras(), reason="tileiras or the pinned cuda-tile bytecode writer is not installed")
 def test_tile_ir_views_of_a_wide_tensor_take_i64_sizes_and_strides():
     # make_tensor_view takes one integer type for its dynamic sizes and strides: with i64 strides, the sizes are
     # widened for it; the plain view keeps i32 throughout. tileiras compiles both.
@@ -215,7 +207,7 @@ def test_along_a_wide_dim_indices_and_bounds_are_i64():
     assert re.search(r'"arith\.cmpi".* : \(tensor<256xi64>, tensor<256xi64>\) -> tensor<256xi1>', text)
     assert "tensor<256xi32>" in _addptr_offsets(text) and "i64" in _addptr_offsets(text)
     compile_ttir(text, "sm_90")
-    if _has_tileiras():
+    if has_tileiras():
         assert tileir.compile_tileir(tle_to_tileir(ast_to_tle(k, spec)), "sm_90").cubin[:4] == b"\x7fELF"
 
 
@@ -231,7 +223,7 @@ def test_a_2d_view_with_one_dim_past_2_31_minus_1_takes_i64_sizes_throughout():
     assert re.search(r'arith\.extsi %arg2 : i32 to i64', text)  # N, beside M
     assert re.search(r'"tle\.make_view"\(%arg0, %arg1, %\d+, %arg3, %c1_i64\)', text)  # the unit stride i64 too
     verify_ttir(tle_to_ttir(module))
-    if _has_tileiras():
+    if has_tileiras():
         assert tileir.compile_tileir(tle_to_tileir(module), "sm_90").cubin[:4] == b"\x7fELF"
 
 
@@ -272,7 +264,7 @@ def test_a_wide_dims_value_is_i64_where_the_kernel_reads_it():
     assert not re.search(r'"arith\.cmpi".* : \(tensor<256xi32>', text)
     assert re.search(r'"arith\.cmpi".* : \(tensor<256xi32>, tensor<256xi32>\)', _ttir(MASKED, set()))
     compile_ttir(text, "sm_90")
-    if _has_tileiras():
+    if has_tileiras():
         assert tileir.compile_tileir(tle_to_tileir(module), "sm_90").cubin[:4] == b"\x7fELF"
 
 
@@ -286,7 +278,7 @@ def test_a_range_over_a_wide_dim_counts_in_i64():
     assert "arith.trunci" not in text
     assert "tensor<256xi64>" in _addptr_offsets(text)
     compile_ttir(text, "sm_90")
-    if _has_tileiras():
+    if has_tileiras():
         tir = tle_to_tileir(module)
         assert re.search(r'"cuda_tile\.for".*\n\s*\^bb0\(%\w+: !cuda_tile\.tile<i64>', str(tir))
         assert tileir.compile_tileir(tir, "sm_90").cubin[:4] == b"\x7fELF"
@@ -433,7 +425,7 @@ def test_a_slice_of_a_wide_tensor_moves_its_base_in_i64():
     compile_ttir(wide, "sm_90")
 
 
-@pytest.mark.skipif(not _has_tileiras(), reason="tileiras is not installed")
+@pytest.mark.skipif(not has_tileiras(), reason="tileiras is not installed")
 def test_a_slice_of_a_wide_tensor_compiles_on_tile_ir():
     k = _kernel(PACKED_ROWS)
     d = default_spec(k)

@@ -22,18 +22,10 @@ from tle.dialects.mlir import ir
 from tle.lowering import tileir_legality
 from tle.targets import tileir
 from tle.targets.binary import Binary
+from tileir_available import has_tileiras
 
 
-def _has_tileiras() -> bool:
-    try:
-        tileir.find_tileiras()
-        tileir._bc()
-        return True
-    except (FileNotFoundError, ImportError):
-        return False
-
-
-needs_tileiras = pytest.mark.skipif(not _has_tileiras(), reason="tileiras or the cuda-tile bytecode writer missing")
+needs_tileiras = pytest.mark.skipif(not has_tileiras(), reason="tileiras or the cuda-tile bytecode writer missing")
 
 # A dot kernel (one 128x128 accumulator: no worker-warp hint of the lowering's) whose fake first compile spills.
 MATMUL = """
