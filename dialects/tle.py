@@ -420,6 +420,11 @@ def is_kernel(op) -> bool:
     return op.name == "func.func" and "tle.kernel" in op.attributes
 
 
+# The name wrapping the location of the reductions over pairs that move elements between lanes (a sort or topk
+# network's compare-and-swap steps, tle/bitonic.py; flip's swaps): the interpreter's padded-lanes check leaves them
+# alone.
+NETWORK_STEP = "tle.network"
+
 # A kernel compiled with the `asserts` launch option (tlec --asserts) carries this unit attribute: the GPU lowerings
 # then keep its tle.assert ops (tt.assert natively, Tile IR's assert), where they otherwise drop them, as Triton
 # drops tl.device_assert outside its debug mode.

@@ -14,8 +14,8 @@ from ..abi import (LoopSplit, LoopTile, ManyPrograms, ManyWaves, ShortK, Spec, U
                    abi, access_facts, loop_facts)
 from .. import typed as T
 from ..dialects.mlir import ir, isa, new_context
-from ..dialects.tle import constant_int, load_tle, registered, verify_tle
-from ..diagnostics import TleError
+from ..dialects.tle import NETWORK_STEP, constant_int, load_tle, registered, verify_tle
+from ..diagnostics import NetworkSpan, TleError
 from ..types import MAX_COMBINED, MAX_TILE_ELEMENTS, Scalar, Tile, is_f8, is_float
 
 MESH_AXES = ("x", "y", "z")
@@ -62,8 +62,12 @@ def location(span) -> "ir.Location":
     if span is None or span.line <= 0:
         return ir.Location.unknown()
     if span.end_line and span.end_col:
-        return ir.Location.file(span.file, span.line, span.col, span.end_line, span.end_col)
-    return ir.Location.file(span.file, span.line, span.col)
+        loc = ir.Location.file(span.file, span.line, span.col, span.end_line, span.end_col)
+    else:
+        loc = ir.Location.file(span.file, span.line, span.col)
+    if isinstance(span, NetworkSpan):  # a sort network's step (tle/bitonic.py): the interpreter tells them apart
+        return ir.Location.name(NETWORK_STEP, childLoc=loc)
+    return loc
 
 
 def scalar_attr(dtype: str, value) -> "ir.Attribute":

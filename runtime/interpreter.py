@@ -44,6 +44,8 @@ from tle.dialects.mlir import ir, nested_ops, operand_groups
 from tle.dialects.tle import combine_func, print_label, relaxed_atomics
 from tle.types import F8, MLIR_F8
 
+from .padded_lanes import Origin, Padded, PaddedLanes
+
 __all__ = ["interpret", "compile_kernel", "CompiledKernel", "Poison", "View"]
 
 TORCH_DTYPES = {"i1": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
@@ -767,6 +769,24 @@ _CMPF = {  # MLIR's CmpFPredicate numbering. torch's comparisons are ordered, ex
 _CMPI_SIGNED = {0: torch.eq, 1: torch.ne, 2: torch.lt, 3: torch.le, 4: torch.gt, 5: torch.ge}
 _CMPI_UNSIGNED = {6: torch.lt, 7: torch.le, 8: torch.gt, 9: torch.ge}
 
+_ELEMENTWISE = frozenset(_FLOAT_BINARY) | frozenset(_FLOAT_UNARY) | frozenset(_INT_BINARY)
+
+
+def _identity(kind: str, elem: str):
+    """The value that a reduction or scan of this kind leaves the others unchanged with."""
+    if kind == "sum":
+        return 0.0 if elem in FLOATS else 0
+    if kind == "prod":
+        return 1.0 if elem in FLOATS else 1
+    low = kind in ("max", "argmax")
+    if elem == "i1":
+        return not low
+    if elem in FLOATS:
+        return -math.inf if low else math.inf
+    info = torch.iinfo(TORCH_DTYPES[elem])
+    return info.min if low else info.max
+
+
 # Ops that never run in the once-per-launch prologue: they touch memory, depend on the program, or hold regions.
 _NOT_HOISTABLE = ("tle.program_id", "tle.print", "tle.assert", "tle.load", "tle.store", "tle.gather", "tle.scatter",
                   "tle.atomic", "scf.for", "scf.if", "func.return")
@@ -787,6 +807,7 @@ class CompiledKernel:
         self.arg_types = [str(a.type) for a in entry.arguments]
         self.arg_names = _arg_names(func, len(self.arg_slots))
         self.poison = self._taint(entry, lambda op: op.name == "tle.undef", through_ops=False)
+        self.padded = PaddedLanes(func, self._slot, _ELEMENTWISE, _program_of, type_info, _identity)
         self.varying = self._taint(entry, lambda op: op.name in ("tle.program_id", "tle.atomic"), through_ops=True)
         self.batched = not self._control_varies(entry)
         # Arguments whose storage a read-write race can involve (_ReadClaims): none where an atomic's result is read.
@@ -915,6 +936,7 @@ class CompiledKernel:
             if handler is None:
                 raise TleError(span, f"the interpreter does not support the op {name}")
             step = handler(op, span)
+        step = self.padded.wrap(op, span, step)
         # Only scf.for's iter_arg inits may hold poison (a var that is assigned in the loop); anything else that
         # reads a maybe-poison slot checks it first. Slots that can never hold poison cost nothing.
         ins = [self._slot(v) for v in op.operands]
@@ -1567,10 +1589,13 @@ class CompiledKernel:
         elem, tile = type_info(op.result.type)
         pad = _scalar_attr(op.attributes["padding"], elem)
         aranges = _axis_aranges(tile)
+        padded = self.padded.mask_slot(op.result)
 
         def step(env):
             view, starts = env[v], [env[s] for s in idx]
             env[out] = _load(view, starts, tile, pad, aranges)
+            lanes = _padded_lanes(view, starts, tile, aranges)
+            env[padded] = None if lanes is None else Padded(lanes, Origin(span, view.name, pad))
             reads = env[LAUNCH].reads
             if reads.tracks(view):
                 _note_tile_read(reads, span, view, starts, tile, aranges)
@@ -1819,6 +1844,22 @@ def _load(view: View, starts: list[torch.Tensor], tile, pad, aranges) -> torch.T
     got = _take(view.storage, torch.where(valid, flat, 0)) if view.storage.numel() else \
         torch.zeros(flat.shape, dtype=view.dtype)
     return torch.where(valid, got, torch.tensor(pad, dtype=view.dtype))
+
+
+def _padded_lanes(view: View, starts: list[torch.Tensor], tile, aranges) -> torch.Tensor | None:
+    """The lanes of a load's tiles ([programs or 1, *tile]) outside the view, which it pads; None when there are
+    none."""
+    outside = None
+    for a in range(len(tile)):
+        first = starts[a].to(torch.int64) * tile[a]
+        if int(first.min()) >= 0 and int(first.max()) + tile[a] <= view.sizes[a]:
+            continue
+        pos = first.reshape([-1] + [1] * len(tile)) + aranges[a]
+        out = (pos < 0) | (pos >= view.sizes[a])
+        outside = out if outside is None else outside | out
+    if outside is None:
+        return None
+    return outside.expand(outside.shape[0], *tile)
 
 
 def _note_tile_read(reads: _ReadClaims, span, view: View, starts: list[torch.Tensor], tile, aranges) -> None:

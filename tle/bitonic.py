@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 
 from . import typed as T
+from .diagnostics import NetworkSpan
 from .types import BITS, Scalar, Tile, is_float
 
 
@@ -118,7 +119,8 @@ def _compare_and_swap(ck, key, flip, j: int, span):
     view = Tile(dtype, (outer, 2) + inner)
     pairs = ck.temp("sort_pairs", T.Op(span, view, "reshape", [key]), span)
     wide = ck.accumulation_input(pairs, "sum")  # i8/i16 keys sum in i32
-    total = T.Op(span, Tile(wide.type.dtype, (outer,) + inner), "reduce", [wide], {"kind": "sum", "axis": 1})
+    total = T.Op(NetworkSpan.of(span), Tile(wide.type.dtype, (outer,) + inner), "reduce", [wide],
+                 {"kind": "sum", "axis": 1})
     total = ck.coerce(T.Op(span, Tile(wide.type.dtype, (outer, 1) + inner), "reshape", [total]), wide.type)
     partner = ck.temp("sort_partner", ck.convert(ck.binary("-", total, wide, span), dtype, span), span)
     # take the partner where it orders on this element's side: left and smaller, or right and not smaller (reversed
@@ -140,7 +142,8 @@ def _halve(ck, key, k: int, span):
     outer = math.prod(shape) // (2 * k)
     inner = (k,) if k > 1 else ()
     pairs = T.Op(span, Tile(key.type.dtype, (outer, 2) + inner), "reshape", [key])
-    larger = T.Op(span, Tile(key.type.dtype, (outer,) + inner), "reduce", [pairs], {"kind": "max", "axis": 1})
+    larger = T.Op(NetworkSpan.of(span), Tile(key.type.dtype, (outer,) + inner), "reduce", [pairs],
+                  {"kind": "max", "axis": 1})
     return T.Op(span, Tile(key.type.dtype, shape[:-1] + (shape[-1] // 2,)), "reshape", [larger])
 
 

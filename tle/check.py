@@ -24,7 +24,7 @@ from . import ast
 from . import bitonic
 from . import philox
 from . import typed as T
-from .diagnostics import Note, Span, TleError
+from .diagnostics import NetworkSpan, Note, Span, TleError
 from .parser import parse
 from .types import (BITS, DTYPES, FLOATS, MAX_COMBINED, MAX_TILE_ELEMENTS, Scalar, Tensor, Tile, broadcast_shapes,
                     canonical, is_f8, is_float, is_int, overflow_error, overflows, promote, round_f8, wrap)
@@ -2653,8 +2653,8 @@ class _KernelChecker:
             for k in range(axis, axis + steps):
                 wide = self.accumulation_input(y, "sum")  # i8 and i16 sum in i32: cast back, which wraps
                 kept = pairs[:k] + (1,) + pairs[k + 1:]
-                total = T.Op(span, Tile(wide.type.dtype, pairs[:k] + pairs[k + 1:]), "reduce", [wide],
-                             {"kind": "sum", "axis": k})
+                total = T.Op(NetworkSpan.of(span), Tile(wide.type.dtype, pairs[:k] + pairs[k + 1:]), "reduce",
+                             [wide], {"kind": "sum", "axis": k})
                 total = T.Op(span, Tile(wide.type.dtype, kept), "reshape", [total])
                 if wide.type.dtype != bits:
                     total = T.Op(span, Tile(bits, kept), "cast", [total])

@@ -76,6 +76,23 @@ class TleError(Exception):
         return render(self)
 
 
+@dataclass(frozen=True)
+class NetworkSpan(Span):
+    """The span (the call's) of a reduction over pairs that moves elements between lanes: a compare-and-swap step of
+    a sort or topk network (tle/bitonic.py), a swap of flip(). The lowering names its location "tle.network", so
+    that the interpreter's padded-lanes check (runtime/padded_lanes.py) can tell these steps, which move padded
+    lanes by design, from reductions the kernel wrote."""
+
+    @staticmethod
+    def of(span: Span) -> "NetworkSpan":
+        return NetworkSpan(span.file, span.line, span.col, span.end_line, span.end_col)
+
+
+class TlePaddingWarning(UserWarning):
+    """The interpreter saw a result depend on the lanes a load padded past its tensor's edge (a max over a ragged
+    row padded with 0): well defined, and the GPU computes the same value, but almost always a mistake."""
+
+
 def _snippet(span: Span) -> list[str]:
     """The source line and a caret line under span's columns (tabs expanded, wide characters counted twice)."""
     raw = source_line(span.file, span.line) if span.line > 0 else None

@@ -1,0 +1,247 @@
+"""The interpreter's padded-lanes check (runtime/padded_lanes.py): a TlePaddingWarning where a result takes in the
+lanes a load padded past its tensor's edge, and none where the kernel keeps them out (an identity pad, a where(),
+whole rows of a block past the tensor, a forward scan, sort networks)."""
+import warnings
+
+import pytest
+import torch
+
+import tle
+from tle import TlePaddingWarning
+
+
+def launch(source: str, kernel: str, grid, *args, **consts):
+    """Run `kernel` on the interpreter; the TlePaddingWarnings it gave, as text."""
+    mod = tle.compile(source)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", TlePaddingWarning)
+        getattr(mod, kernel)[grid](*args, **consts)
+    return [str(w.message) for w in seen if issubclass(w.category, TlePaddingWarning)]
+
+
+ROW_MAX = """
+kernel row_max<B: int = 8>(x: tensor<f32>[M, N], y: tensor<f32>[M]) {
+    let t = load(x, tile=[1, B], at=[program_id(0), 0])
+    store(y, max(t, axis=1), at=[program_id(0)])
+}
+"""
+
+
+def test_max_over_a_row_padded_with_0_warns_and_keeps_the_defined_value():
+    x = -1 - torch.rand(3, 6)
+    y = torch.empty(3)
+    got = launch(ROW_MAX, "row_max", (3,), x, y)
+    assert len(got) == 1
+    first = got[0].splitlines()
+    assert "warning: max along axis 1 takes in lanes past the edge of 'x', which hold padding: in program " \
+           "(0, 0, 0) the result at tile element [0] is 0 with them and" in first[0]
+    assert any("note: the load that pads 'x' with 0" in line for line in first)
+    assert torch.equal(y, torch.zeros(3))  # the GPU's value too: the padded 0 is the largest
+
+
+def test_rows_that_fill_the_tile_do_not_warn():
+    x = -1 - torch.rand(3, 8)
+    y = torch.empty(3)
+    assert launch(ROW_MAX, "row_max", (3,), x, y) == []
+    assert torch.equal(y, x.amax(1))
+
+
+def test_a_pad_that_the_reduction_leaves_unchanged_does_not_warn():
+    src = ROW_MAX.replace("at=[program_id(0), 0])", "at=[program_id(0), 0], pad=-inf)")
+    x = -1 - torch.rand(3, 6)
+    y = torch.empty(3)
+    assert launch(src, "row_max", (3,), x, y) == []
+    assert torch.equal(y, x.amax(1))
+
+
+def test_once_per_op_and_an_error_where_the_warning_is_one():
+    mod = tle.compile(ROW_MAX)
+    x, y = -1 - torch.rand(3, 6), torch.empty(3)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", TlePaddingWarning)
+        mod.row_max[(3,)](x, y)
+        mod.row_max[(3,)](x, y)
+    assert len([w for w in seen if issubclass(w.category, TlePaddingWarning)]) == 1
+    mod = tle.compile(ROW_MAX)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TlePaddingWarning)
+        for _ in range(2):  # raised at every launch, not only the first
+            with pytest.raises(TlePaddingWarning, match="max along axis 1"):
+                mod.row_max[(3,)](x, y)
+
+
+LAYERNORM_VAR = """
+kernel row_var<BLOCK: int = 16>(x: tensor<f32>[M, N], v: tensor<f32>[M]) {
+    let row = program_id(0)
+    let t = load(x, tile=[1, BLOCK], at=[row, 0])
+    let mean = sum(t, axis=1, keepdims=true) / N
+    let d = t - mean
+    store(v, sum(d * d, axis=1) / N, at=[row])
+}
+"""
+
+
+def test_a_variance_over_x_minus_mean_in_padded_lanes_warns():
+    x = torch.randn(4, 10) + 3
+    var = torch.empty(4)
+    got = launch(LAYERNORM_VAR, "row_var", (4,), x, var)
+    assert len(got) == 1 and "sum along axis 1 takes in lanes past the edge of 'x'" in got[0]
+
+
+def test_the_same_variance_through_where_does_not_warn():
+    src = LAYERNORM_VAR.replace("let d = t - mean",
+                                "let d = where(reshape(arange(0, BLOCK), [1, BLOCK]) < N, t - mean, 0.0)")
+    x = torch.randn(4, 10) + 3
+    var = torch.empty(4)
+    assert launch(src, "row_var", (4,), x, var) == []
+    torch.testing.assert_close(var, x.var(1, unbiased=False))
+
+
+def test_a_softmax_padded_with_0_warns_at_its_sum():
+    src = """
+    kernel softmax<B: int = 16>(x: tensor<f32>[M, N], y: tensor<f32>[M, N]) {
+        let t = load(x, tile=[1, B], at=[program_id(0), 0])
+        let e = exp(t - max(t, axis=1, keepdims=true))
+        store(y, e / sum(e, axis=1, keepdims=true), at=[program_id(0), 0])
+    }
+    """
+    x = torch.randn(2, 12) - 5
+    got = launch(src, "softmax", (2,), x, torch.empty(2, 12))
+    assert len(got) == 2  # the max (all values below 0) and the sum of exp(0 - max) per padded lane
+    assert "max along axis 1" in got[0] and "sum along axis 1" in got[1]
+
+
+def test_rows_of_a_block_past_the_last_row_are_padding_whole_and_do_not_warn():
+    """A block of 4 rows over 6 rows: the second program's last two rows are all padding (the store drops them),
+    the columns past N are set to -inf with where()."""
+    src = """
+    kernel block_max<BM: int = 4, BN: int = 8>(x: tensor<f32>[M, N], y: tensor<f32>[M]) {
+        let t = load(x, tile=[BM, BN], at=[program_id(0), 0])
+        let v = where(reshape(arange(0, BN), [1, BN]) < N, t, -inf)
+        store(y, max(v, axis=1), at=[program_id(0)])
+    }
+    """
+    x = -1 - torch.rand(6, 5)
+    y = torch.empty(6)
+    assert launch(src, "block_max", (2,), x, y) == []
+    assert torch.equal(y, x.amax(1))
+
+
+def test_a_where_that_puts_a_constant_other_than_the_identity_in_padded_lanes_warns():
+    src = """
+    kernel block_max<BN: int = 8>(x: tensor<f32>[M, N], y: tensor<f32>[M]) {
+        let t = load(x, tile=[1, BN], at=[program_id(0), 0])
+        store(y, max(where(reshape(arange(0, BN), [1, BN]) < N, t, 0.0), axis=1), at=[program_id(0)])
+    }
+    """
+    got = launch(src, "block_max", (2,), -1 - torch.rand(2, 5), torch.empty(2))
+    assert len(got) == 1 and "max along axis 1" in got[0]
+
+
+SCANS = """
+kernel scans<B: int = 8>(x: tensor<f32>[N], fwd: tensor<f32>[N], rev: tensor<f32>[N]) {
+    let t = load(x, tile=[B], pad=1.0)
+    store(fwd, cumsum(t, axis=0))
+    store(rev, cumsum(t, axis=0, reverse=true))
+}
+"""
+
+
+def test_a_forward_scan_keeps_the_padding_behind_the_lanes_stored_and_a_reverse_one_does_not():
+    x = torch.rand(5)
+    fwd, rev = torch.empty(5), torch.empty(5)
+    got = launch(SCANS, "scans", (1,), x, fwd, rev)
+    assert len(got) == 1 and "cumulative sum along axis 0" in got[0] and got[0].startswith("<string>:5:")
+    torch.testing.assert_close(fwd, x.cumsum(0))
+
+
+MATMUL = """
+kernel mm<BM: int = 16, BN: int = 16, BK: int = 16>(a: tensor<f32>[M, K], b: tensor<f32>[K, N], c: tensor<f32>[M, N]) {
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) {
+        acc = dot(FA(load(a, tile=[BM, BK], at=[program_id(0), k])), FA(load(b, tile=[BK, BN], at=[k, program_id(1)])),
+                  acc)
+    }
+    store(c, acc, at=[program_id(0), program_id(1)])
+}
+"""
+
+
+def test_a_ragged_k_padded_with_0_adds_nothing_to_a_dot():
+    src = MATMUL.replace("FA(", "(")
+    a, b = torch.randn(20, 24), torch.randn(24, 18)
+    c = torch.empty(20, 18)
+    assert launch(src, "mm", (2, 2), a, b, c) == []
+    torch.testing.assert_close(c, a @ b)
+
+
+def test_a_dot_over_padded_k_lanes_that_are_not_0_warns():
+    src = MATMUL.replace("FA(", "exp(")  # exp(0) = 1 in the padded columns of a and rows of b: products of 1
+    got = launch(src, "mm", (2, 2), torch.randn(20, 24), torch.randn(24, 18), torch.empty(20, 18))
+    assert len(got) == 1 and "dot adds products of lanes past the edge of 'a'" in got[0]
+
+
+def test_attention_scores_over_padded_keys_warn_at_the_row_max():
+    """q k^T over a block of keys past the sequence's end: those columns are 0, not -inf."""
+    src = """
+    kernel scores<BN: int = 16, D: int = 16>(q: tensor<f32>[M, D], k: tensor<f32>[S, D], m: tensor<f32>[M]) {
+        let qt = load(q, tile=[16, D], at=[program_id(0), 0])
+        let kt = load(k, tile=[BN, D], at=[0, 0])
+        store(m, max(dot(qt, transpose(kt)), axis=1), at=[program_id(0)])
+    }
+    """
+    q = torch.randn(16, 16)
+    k = -q[:1].sign() * torch.rand(10, 16)  # keys that score below 0 against q's first row
+    got = launch(src, "scores", (1,), q, k, torch.empty(16))
+    assert len(got) == 1 and "max along axis 1 takes in lanes past the edge of 'k'" in got[0]
+
+
+def test_a_histogram_of_padded_lanes_warns_and_its_mask_keeps_them_out():
+    src = """
+    kernel hist<B: int = 64>(x: tensor<i32>[N], counts: tensor<i32>[8]) {
+        let t = load(x, tile=[B])
+        store(counts, histogram(t, 8MASK))
+    }
+    """
+    x = torch.randint(1, 8, (50,), dtype=torch.int32)
+    counts = torch.empty(8, dtype=torch.int32)
+    got = launch(src.replace("MASK", ""), "hist", (1,), x, counts)
+    assert len(got) == 1 and "histogram counts lanes past the edge of 'x'" in got[0]
+    assert counts[0] == 14  # the 14 padded zeros, as the GPU counts them
+    masked = src.replace("MASK", ", mask=arange(0, B) < N")
+    assert launch(masked, "hist", (1,), x, counts) == []
+    assert torch.equal(counts, torch.bincount(x, minlength=8).int())
+
+
+def test_a_gather_through_padded_indices_summed_warns():
+    """An embedding bag: the bag's ids past its end are the pad 0, and gather row 0 of the table."""
+    src = """
+    kernel bag<B: int = 8, D: int = 4>(ids: tensor<i32>[L], table: tensor<f32>[V, D], out: tensor<f32>[D]) {
+        let i = load(ids, tile=[B])
+        let rows = gather(table, [expand_dims(i, 1), expand_dims(arange(0, D), 0)])
+        store(out, sum(rows, axis=0))
+    }
+    """
+    got = launch(src, "bag", (1,), torch.tensor([3, 1, 2], dtype=torch.int32), torch.randn(5, 4), torch.empty(4))
+    assert len(got) == 1 and "sum along axis 0 takes in lanes past the edge of 'ids'" in got[0]
+
+
+def test_sorting_a_row_padded_to_sort_last_does_not_warn():
+    src = """
+    kernel s<B: int = 16>(x: tensor<f32>[N], y: tensor<f32>[N]) {
+        store(y, sort(load(x, tile=[B], pad=inf)))
+    }
+    """
+    x, y = torch.randn(10), torch.empty(10)
+    assert launch(src, "s", (1,), x, y) == []
+    assert torch.equal(y, x.sort().values)
+
+
+def test_a_reduction_over_pairs_that_the_kernel_wrote_is_checked():
+    src = """
+    kernel pair_max(x: tensor<i32>[N], y: tensor<i32>[M]) {
+        store(y, max(reshape(load(x, tile=[16]), [8, 2]), axis=1))
+    }
+    """
+    got = launch(src, "pair_max", (1,), -torch.arange(1, 16, dtype=torch.int32), torch.empty(8, dtype=torch.int32))
+    assert len(got) == 1 and "max along axis 1" in got[0]
