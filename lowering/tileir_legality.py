@@ -544,8 +544,9 @@ def _op_reason(op: "ir.Operation", arch: str) -> str | None:
     if name == "tle.histogram":
         return ("histogram() has no Tile IR lowering: Tile IR has no histogram operation, and counting by "
                 "comparing each value with every bin would hold values x bins elements (for a few bins, write that "
-                "count yourself: sum(cast<i32>(expand_dims(t, 1) == expand_dims(arange(B), 0)), axis=0); or add "
-                "one atomic_add per element)")
+                "count yourself: sum(cast<i32>(expand_dims(t, 1) == expand_dims(arange(B), 0)), axis=0), with "
+                "'and expand_dims(mask, 1)' inside the cast where the histogram has a mask=; or add one atomic_add "
+                "per element)")
     if name == "tle.inline_asm":
         return ("asm() inlines PTX, and Tile IR has no way to carry native code: tileiras compiles Tile IR "
                 "operations only")

@@ -68,6 +68,16 @@ def test_a_comment_naming_an_element_type_is_a_comment():
         _check_file("bad.tle", text.replace("// T", "// N"), {})
 
 
+def test_a_comment_giving_a_constant_in_hex_is_a_comment():
+    """Hash code documents its multipliers' bits: `const C1 = -2048144789   // 0x85ebca6b`."""
+    text = ("const C1 = -2048144789   // 0x85ebca6b\n"
+            "kernel k(x: tensor<i32>[N]) {\n"
+            "    let m = 255 // 0b11111111\n"
+            "    store(x, load(x, tile=[16]) * C1 + m)\n"
+            "}\n")
+    _check_file("ok.tle", text, {})
+
+
 def _deep_examples():
     from tle.parser import _EXAMPLES
     for label, examples in _EXAMPLES.items():

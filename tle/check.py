@@ -328,7 +328,18 @@ def _suggest_keyword(name: str, candidates) -> list[str]:
 def _suggest_dtype(name: str) -> list[str]:
     if name in _DTYPE_SYNONYMS:
         return [f"tle spells it {_DTYPE_SYNONYMS[name]}"]
+    if re.fullmatch(r"u(int)?(8|16|32|64)", name):
+        bits = re.sub(r"\D", "", name)
+        return [f"tle has no unsigned types: declare i{bits} and pass the tensor as .view(torch.int{bits}); the "
+                f"bits are the same, and integer ops wrap as unsigned ones do (widen before comparing or dividing: "
+                f"cast<i64>(x) & 0x{(1 << int(bits)) - 1:X})" if bits != "64" else
+                "tle has no unsigned types: declare i64 and pass the tensor as .view(torch.int64)"]
     return _suggest(name, _all_dtypes())
+
+
+def _a(t) -> str:
+    """'a' or 'an' before a type's name: an i32, an f16, a bf16, a tile<f32>[4]."""
+    return f"{'an' if str(t)[:1] in 'if' else 'a'} {t}"
 
 
 def _const_value(e: ast.Expr, consts: dict, kernel_consts: dict):
@@ -981,7 +992,7 @@ class _KernelChecker:
         target = self.assign_target(s.name, at)
         value = self.expr(s.value)
         if s.op != "=":
-            value = self.binary(s.op[0], T.Read(at, target.type, target), value, s.span, at, s.value.span)
+            value = self.binary(s.op[:-1], T.Read(at, target.type, target), value, s.span, at, s.value.span)
         self.assign(target, value, s.span, s.value.span)
 
     def stmt_AssignMany(self, s: ast.AssignMany):
@@ -1384,11 +1395,18 @@ class _KernelChecker:
                            [f"write an integer, or convert explicitly: cast<{dtype}>({v!r})"])
         bits = BITS[dtype]
         if not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
-            unsigned = 0 <= v < 2 ** bits and bits < 64  # a mask such as 0xFF on packed bytes (tle has no uint8)
-            raise TleError(x.span, f"the integer {v} does not fit in {dtype}",
-                           [f"{dtype} holds {-(2 ** (bits - 1))} to {2 ** (bits - 1) - 1}"] +
-                           ([f"to read {dtype} bits as unsigned, widen first: cast<{'i32' if bits < 32 else 'i64'}>"
-                             f"(x) & 0x{2 ** bits - 1:X}"] if unsigned else []))
+            unsigned = 0 <= v < 2 ** bits  # a mask such as 0xFF on packed bytes, a hash's multiplier (no uint32)
+            notes = [f"{dtype} holds {-(2 ** (bits - 1))} to {2 ** (bits - 1) - 1}"]
+            widen = f"cast<{'i32' if bits < 32 else 'i64'}>(x) & 0x{2 ** bits - 1:X}"
+            if unsigned and v == 2 ** bits - 1 and bits < 64:  # x & 0xFF: the byte read as unsigned
+                notes.append(f"to read {dtype} bits as unsigned, widen first: {widen}")
+            elif unsigned:
+                notes.append(f"for these {bits} bits as {_a(dtype)} (a hash constant, a mask), cast it: "
+                             f"cast<{dtype}>(0x{v:X}) is {wrap(v, dtype)}; +, -, *, &, |, ^ and << give the bits an "
+                             f"unsigned type would")
+                if bits < 64:
+                    notes.append(f"to compare, divide or shift right {dtype} bits as unsigned, widen first: {widen}")
+            raise TleError(x.span, f"the integer {v} does not fit in {dtype}", notes)
         return wrap(v, dtype)
 
     def broadcast_to(self, x: T.Expr, shape: tuple[int, ...]) -> T.Expr:
@@ -1809,7 +1827,7 @@ class _KernelChecker:
             # a scalar is the one-element tile at `at` (a row's sum at its row: `store(y, sum(acc), at=r)`), in the
             # tensor's element type, or a literal that takes it
             if v.type.dtype != t.type.dtype and not (isinstance(v, T.Const) and v.weak):
-                raise TleError(a["value"].span, f"cannot store a {v.type} into {t.type} '{t.name}'",
+                raise TleError(a["value"].span, f"cannot store {_a(v.type)} into {t.type} '{t.name}'",
                                [f"convert it: cast<{t.type.dtype}>(...)"])
             v = self.coerce(v, Tile(t.type.dtype, (1,) * rank))
         if len(v.type.shape) != rank:
@@ -1817,7 +1835,7 @@ class _KernelChecker:
                                             f"has {rank}",
                            ["reshape the tile to the tensor's rank"])
         if v.type.dtype != t.type.dtype:
-            raise TleError(a["value"].span, f"cannot store a {v.type} into {t.type} '{t.name}'",
+            raise TleError(a["value"].span, f"cannot store {_a(v.type)} into {t.type} '{t.name}'",
                            [f"convert it: cast<{t.type.dtype}>(...)"])
         at = self.tile_indices(a, t, v.type.shape, e.span, "writes")
         return T.Op(e.span, None, "store", [v, *at], self.tma_hint(a), tensor=t)

@@ -354,7 +354,7 @@ def parse(text: str, filename: str = "<string>") -> ast.Module:
 
 
 _OPERAND_ENDS = {"NAME", "INT", "FLOAT", "RPAR", "RSQB"}
-_BINDS = {"=", "+=", "-=", "*=", "/=", "let", "var", "const", "return"}
+_BINDS = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "let", "var", "const", "return"}
 # a line with code, then a comment that reads as one operand: the lines _no_floor_division looks at closely
 _OPERAND = r"\d[\w.]*|[A-Za-z_]\w*|\(\s*[\w.]+(\s*[-+*/%]\s*[\w.]+)*\s*\)"  # 2, BLOCK, (k + 1); not (see docs)
 _TRAILING_OPERAND_COMMENT = re.compile(rf"\S[ \t]*//[ \t]*({_OPERAND})[ \t]*$", re.M)
@@ -366,7 +366,8 @@ def _no_floor_division(text: str, filename: str) -> None:
     and reads as one (a number, a parenthesised expression, or a name the file uses) is an error. A comment that
     starts with a word (`// 2 warps`, `// the count`, `// (see docs)`) is one. (Inside brackets, the comment would
     eat the closing one: a syntax error.) An element type (`// f32`) or a dtype constant (`// T`) is never an
-    operand: it cannot be divided by, and such a comment says what type a value has."""
+    operand: it cannot be divided by, and such a comment says what type a value has; nor is a hex or binary
+    number, which such a comment gives as the bits of the value before it."""
     if not _TRAILING_OPERAND_COMMENT.search(text):  # the common case, without lexing the file again
         return
     prev, binds, depth, line, names, found = None, False, 0, 0, set(), []
@@ -392,6 +393,8 @@ def _no_floor_division(text: str, filename: str) -> None:
         operand = tok[2:].strip()
         a_name = operand[:1].isalpha() or operand[:1] == "_"
         if a_name and (canonical(operand) is not None or operand in types):
+            continue
+        if operand[:2].lower() in ("0x", "0b"):  # `const M = -2048144789   // 0x85ebca6b`: a value's bits
             continue
         if re.fullmatch(_OPERAND, operand) and (operand in names or not a_name):
             raise TleError(Span(filename, tok.line, tok.column, tok.line, tok.column + len(tok.rstrip())),
@@ -610,7 +613,7 @@ def _several_names_label(tok: str, expected: set[str], prev: Token | None) -> st
     want = {_terminal_name(t) for t in expected}
     if want == {"','", "'='"} and tok == ":":
         return "several names take no type annotation: write let a, b = ... and convert on the right (cast<f32>(x))"
-    if want == {"','", "'='"} and tok in ("+=", "-=", "*=", "/=", "%="):
+    if want == {"','", "'='"} and tok in ("+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="):
         return f"{tok} assigns one var at a time: write a {tok} x and b {tok} y"
     if tok == "(" and prev is not None and str(prev) in ("let", "var"):
         return f"names after {prev} take no parentheses: {prev} a, b = ..."

@@ -808,3 +808,29 @@ def test_loads_and_stores_out_of_the_view_are_padded_and_dropped():
         assert torch.equal(y, want_y)
         assert torch.equal(u, torch.full((8, 8), 3.0))
 
+
+def test_bitwise_compound_assignments_and_binary_literals():
+    """murmur3's finaliser as hash code writes it: h ^= h >> 16 (arithmetic, as i32's >> is: masked to a logical
+    shift), h *= a multiplier given by its bits, and masks in binary."""
+    src = """
+    kernel fmix(x: tensor<i32>[N]) {
+        var h = load(x, tile=[16])
+        h ^= (h >> 16) & 0xFFFF
+        h *= cast<i32>(0x85ebca6b)
+        h ^= (h >> 13) & 0x7FFFF
+        h |= 0b1010
+        h <<= 1
+        h &= 0x7fffffff
+        h >>= 0b10
+        store(x, h)
+    }
+    """
+    x = torch.randint(-2 ** 31, 2 ** 31 - 1, (16,), dtype=torch.int32)
+    h = x.long() & 0xFFFFFFFF
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = ((h | 0b1010) << 1) & 0x7FFFFFFF
+    h >>= 2
+    run(src, "fmix", (1, 1, 1), {"x": x})
+    assert torch.equal(x.long(), h)
