@@ -101,6 +101,12 @@ class Kernel:
         self._tune_space = None  # runtime/tuning.py: set through .tune_space
         self._tuned: dict = {}  # tuning key -> best configuration, for the buckets seen by this process
         self._prebuilt: dict = {}  # binary key -> Binary bytes compiled by tuning's workers, consumed on first use
+        for p in [*self.decl.const_params, *self.decl.params]:
+            if p.name in LAUNCH_OPTIONS:  # kernel[grid](..., backend=3) would set the option, never this
+                kind = "constant" if p in self.decl.const_params else "parameter"
+                raise TleError(p.span, f"{kind} '{p.name}' has the name of a launch option, so a launch could never "
+                                       f"give it by name", [f"launch options: {', '.join(LAUNCH_OPTIONS)}; rename "
+                                                            f"the {kind}"])
         if getattr(self.decl, "tune", ()):  # the kernel's own tune(...) clause
             from ..check import tuning_space
             self.tune_space = tuning_space(self.decl)
@@ -185,11 +191,19 @@ class Kernel:
                 if d is not None:
                     constants[dname] = d
         for k, v in list(constants.items()):
-            if not isinstance(v, (bool, int, float, str)):
-                d = tle_dtype(v)  # a torch dtype given for a dtype constant
+            if _numpy_scalar(v):  # BLOCK=np.int64(64), read off an array's shape
+                constants[k] = v.item()
+            elif not isinstance(v, (bool, int, float, str)):
+                try:
+                    d = tle_dtype(v)  # a torch dtype given for a dtype constant
+                except TypeError:  # unhashable: a list, a tensor
+                    d = None
                 if d is None:
                     raise LaunchError(f"constant {k}={v!r}: expected an int, float, bool or element type")
                 constants[k] = d
+        for k, v in list(options.items()):
+            if _numpy_scalar(v):
+                options[k] = v.item()
         return values, constants, options
 
     def _read_off(self, name: str, dtype: str) -> str:
@@ -215,6 +229,9 @@ class Kernel:
                     continue
                 if not isinstance(v, torch.Tensor):
                     raise LaunchError(f"{self.name}: parameter '{p.name}' is a {p.type}; got {type(v).__name__}")
+                if v.layout != torch.strided:
+                    raise LaunchError(f"{self.name}: parameter '{p.name}' is a {v.layout} tensor; kernels read "
+                                      f"dense (strided) ones: pass {p.name}.to_dense()")
                 want = p.type.dtype
                 if tle_dtype(v.dtype) != want:
                     # bool and unsigned tensors have signed twins of their width: a view, where a .to() copies
@@ -357,6 +374,19 @@ class Kernel:
             self._planned(grid, args, kwargs)(grid, args, kwargs)
         except TleError as e:
             raise without_internal_frames(e) from e.__cause__
+        except (OverflowError, TypeError, ValueError) as e:
+            self._recheck(grid, args, kwargs, e)
+
+    def _recheck(self, grid, args, kwargs, error: Exception):
+        """A launch through a plan failed on a value the plan passes as it comes (an int past i32, a float for an
+        int): the plan's signature holds the types, not the values, so it did not check them. Check the arguments
+        as a first launch does, which raises the LaunchError naming the parameter; else the error as it was."""
+        if not isinstance(error, LaunchError):
+            try:
+                self._plan(args, dict(kwargs), grid, tune=False)
+            except TleError as e:
+                raise without_internal_frames(e) from e.__cause__
+        raise error
 
     def _planned(self, grid, args, kwargs):
         sig = _signature(args, kwargs)
@@ -376,6 +406,8 @@ class Kernel:
             plan(grid, args, kwargs)
         except TleError as e:
             raise without_internal_frames(e) from e.__cause__
+        except (OverflowError, TypeError, ValueError) as e:
+            self._recheck(grid, args, kwargs, e)
         table = self._fast_table(grid)
         if key is not None and len(table) < self.MAX_PLANS:
             fast = plan.fast
@@ -518,6 +550,15 @@ class Kernel:
         (`backend=`, `num_warps=`, ...; the module's backend by default, "auto" routed as on a GPU). The tensors
         may be CPU tensors: then give `arch` (default sm_90) and `sms` (default 132, the H200's) for the GPU meant;
         CUDA tensors name their own. A tuned kernel shows the configuration given, not the tuned one."""
+        from ..compiler import STAGES, arch_problem, compile_kernel
+        text_stages = [s for s in dict.fromkeys(STAGES["triton"] + STAGES["tileir"] + ("sass",))
+                       if s not in ("ast", "tilebc", "cubin")]
+        if stage not in text_stages:
+            raise LaunchError(f"{self.name}.ir(): stage {stage!r} is not one of {', '.join(text_stages)}")
+        if arch is not None and arch_problem(arch):
+            raise LaunchError(f"{self.name}.ir(): arch {arch!r}: {arch_problem(arch)}")
+        if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms < 1):
+            raise LaunchError(f"{self.name}.ir(): sms is the GPU's count of SMs, a positive int; got {sms!r}")
         values, constants, options = self._bind(args, dict(kwargs))
         kernel = self._checked_kernel(constants)
         flat, device, dims = self._check_args(kernel, values)
@@ -531,7 +572,6 @@ class Kernel:
         planned = self._concrete_grid(grid) if not callable(grid) else self._grid(grid, meta)
         spec = self._spec(kernel, flat, planned, sms if backend in ("tileir", "auto") else None)
         num_warps, num_stages, occupancy, asserts = self._compile_options(options)
-        from ..compiler import STAGES, compile_kernel
         owner = [b for b, stages in STAGES.items() if stage in stages and stage not in ("ast", "tle", "cubin", "sass")]
         if owner and backend != "auto" and owner[0] != backend:
             raise LaunchError(f"{self.name}.ir(): stage {stage!r} comes from the {owner[0]} backend; this asks for "
@@ -557,8 +597,10 @@ class Kernel:
 
     @staticmethod
     def _grid(grid, meta):
-        if type(grid) is tuple and len(grid) == 3:  # the common case, kept cheap
-            return grid
+        if type(grid) is tuple and len(grid) == 3:  # the common case, kept cheap: three ints, none negative
+            x, y, z = grid
+            if type(x) is int and type(y) is int and type(z) is int and x >= 0 and y >= 0 and z >= 0:
+                return grid
         if callable(grid):
             try:
                 grid = grid(meta)
@@ -676,7 +718,10 @@ def _signature(args, kwargs):
         elif t in _PLAIN:  # tested before hasattr, which is slow when it fails
             key.append(t)
         elif hasattr(v, "data_ptr"):
-            key.append((v.dtype, v.shape, v.stride(), v.data_ptr() % 16 == 0, v.device))
+            try:
+                key.append((v.dtype, v.shape, v.stride(), v.data_ptr() % 16 == 0, v.device))
+            except RuntimeError:  # a sparse tensor has no strides or storage: the plan's checks say so
+                return None
         elif isinstance(v, numbers.Integral):  # numpy's ints: divisibility by 16 is specialised on, as for ints
             key.append((t, int(v) % 16 == 0))
         else:

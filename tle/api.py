@@ -54,6 +54,16 @@ def compile(source: str, *, backend: str = "auto", quiet: bool = True, arch: str
     launch may also give asserts=True or False itself."""
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
+    if not isinstance(source, str):
+        raise TypeError(f"tle.compile takes a path to a .tle file or the source text, got {type(source).__name__}"
+                        + (" (decode bytes first: source.decode())" if isinstance(source, bytes) else ""))
+    if backend not in ("auto", "triton", "tileir", "interp"):
+        raise ValueError(f"tle.compile: backend must be auto, triton, tileir or interp, not {backend!r}")
+    if arch is not None:
+        from .compiler import arch_problem
+        problem = arch_problem(arch)
+        if problem:
+            raise ValueError(f"tle.compile: arch {arch!r}: {problem}")
     if filename is None and _a_path(source):
         if not os.path.exists(source):
             raise FileNotFoundError(f"tle.compile: no file {source!r} (it takes a path to a .tle file, or source "

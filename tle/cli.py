@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import traceback
 
@@ -116,15 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     args.sizes, args.grid = _parse_launch(args.sizes, args.grid, args.generic, parser)
     if args.sms is not None and (args.grid is None or args.sms < 1):
         parser.error("--sms needs --grid and a positive count: it says how many waves the grid's programs make")
-    arch = args.arch
-    if re.fullmatch(r"sm_\d+a", arch):
-        parser.error(f"--arch {arch}: write {arch[:-1]} (the arch-specific features are used where the kernel "
-                     "needs them)")
-    if not (arch.startswith("sm_") and arch[3:].isdigit()):
-        parser.error(f"--arch {arch}: expected sm_NN, e.g. sm_90")
-    if int(arch[3:]) not in KNOWN_ARCHS:  # ptxas would say it of an arch the user did not type (sm_95 -> sm_95a)
-        parser.error(f"--arch {arch}: not an NVIDIA GPU architecture ptxas knows; one of "
-                     f"{', '.join(f'sm_{a}' for a in sorted(KNOWN_ARCHS))}")
+    from .compiler import arch_problem
+    problem = arch_problem(args.arch)
+    if problem:
+        parser.error(f"--arch {args.arch}: {problem}")
     from .runtime.kernel import NUM_STAGES, NUM_WARPS
     if args.num_warps is not None and args.num_warps not in NUM_WARPS:
         parser.error(f"--num-warps {args.num_warps}: a power of two from 1 to 32 (at most 1024 threads a program)")
@@ -159,10 +153,6 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("  (set TLE_DEBUG=4 for a traceback; please report it)", file=sys.stderr)
         return 3
-
-
-# The compute capabilities ptxas takes (CUDA 12.8/13): what --arch may name.
-KNOWN_ARCHS = frozenset({50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
 
 
 def _occupancy(text: str) -> int:
@@ -300,7 +290,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
         result = out.stages[args.emit]
         if args.emit in BINARY_EMITS:
             path = args.output or f"{name}.{args.emit}"
-            if args.output and len(names) > 1:
+            if args.output and len(names) > 1 and args.output != os.devnull:  # -o /dev/null: build, keep none
                 root, ext = os.path.splitext(args.output)
                 path = f"{root}.{name}{ext or '.' + args.emit}"
             with open(path, "wb") as f:

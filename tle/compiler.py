@@ -27,6 +27,7 @@ and one whose full-precision f32 dot ptxas spills on its default warps is compil
 from __future__ import annotations
 
 import contextlib
+import re
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -44,6 +45,24 @@ STAGES = {
     "tileir": ("ast", "tle", "tileir", "tilebc", "cubin"),
 }
 BACKENDS = ("auto", "triton", "tileir")
+# The compute capabilities ptxas takes (CUDA 12.8/13): what an arch (tlec --arch, tle.compile(arch=), .ir(arch=))
+# may name.
+KNOWN_ARCHS = frozenset({50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
+
+
+def arch_problem(arch) -> str | None:
+    """What is wrong with an arch's name ("sm_90"), or None. Said before ptxas runs: it would name an arch the
+    user did not write (sm_95 -> sm_95a), and an int or "banana" would fail inside Triton."""
+    if not isinstance(arch, str):
+        return f"an arch is named by a string such as 'sm_90', not {type(arch).__name__} {arch!r}"
+    if re.fullmatch(r"sm_\d+a", arch):
+        return f"write {arch[:-1]} (the arch-specific features are used where the kernel needs them)"
+    if not (arch.startswith("sm_") and arch[3:].isdigit()):
+        return "expected sm_NN, e.g. sm_90"
+    if int(arch[3:]) not in KNOWN_ARCHS:
+        return ("not an NVIDIA GPU architecture ptxas knows; one of "
+                f"{', '.join(f'sm_{a}' for a in sorted(KNOWN_ARCHS))}")
+    return None
 
 
 @dataclass

@@ -198,3 +198,76 @@ def test_a_grid_function_reading_a_name_meta_lacks_says_what_meta_holds():
 
 def triton_cdiv(a, b):
     return -(-a // b)
+
+
+VADD = """kernel vadd<BLOCK: int = 64>(x: tensor<f32>[N], y: tensor<f32>[N], out: tensor<f32>[N]) {
+    let i = program_id(0)
+    store(out, load(x, tile=[BLOCK], at=[i]) + load(y, tile=[BLOCK], at=[i]), at=[i])
+}
+kernel fill(y: tensor<i32>[N], v: i32) {
+    store(y, full<i32>[16](v))
+}
+"""
+
+
+@pytest.mark.parametrize("grid", [(1.5, 1, 1), (2, -1, 1), ("2", 1, 1)])
+def test_a_grid_of_three_sizes_is_checked_like_any_other(grid):
+    """A 3-tuple took a fast path that passed 1.5 on (one program: 64 of 100 elements written)."""
+    k = tle.compile(VADD).vadd
+    with pytest.raises(LaunchError, match="grid"):
+        k[grid](torch.randn(100), torch.randn(100), torch.zeros(100))
+
+
+def test_a_scalar_that_a_cached_plan_cannot_pass_is_a_launch_error_naming_it():
+    """The plan of fill(y, 5) is keyed by the scalar's type, not its value: the next launch's value is checked as a
+    first launch's would be."""
+    k = tle.compile(VADD).fill
+    y = torch.zeros(16, dtype=torch.int32)
+    k[(1,)](y, 5)
+    with pytest.raises(LaunchError, match=r"fill: scalar 'v' = 1099511627776 does not fit i32"):
+        k[(1,)](y, 2 ** 40)
+    import numpy as np
+    k[(1,)](y, np.array(5))
+    with pytest.raises(LaunchError, match=r"parameter 'v' is an i32 scalar; got 5.5"):
+        k[(1,)](y, np.array(5.5))
+
+
+def test_constants_from_numpy_and_ones_that_are_no_values():
+    import numpy as np
+    k = tle.compile(VADD).vadd
+    x, y, out = torch.randn(100), torch.randn(100), torch.zeros(100)
+    k[(4,)](x, y, out, BLOCK=np.int64(32))
+    assert torch.equal(out, x + y)
+    with pytest.raises(LaunchError, match=r"constant BLOCK=\[64\]: expected an int, float, bool or element type"):
+        k[(2,)](x, y, out, BLOCK=[64])
+
+
+def test_a_sparse_tensor_is_told_to_be_dense():
+    k = tle.compile(VADD).vadd
+    with pytest.raises(LaunchError, match=r"parameter 'x' is a torch.sparse_coo tensor; .* pass x.to_dense\(\)"):
+        k[(2,)](torch.randn(100).to_sparse(), torch.randn(100), torch.zeros(100))
+
+
+@pytest.mark.parametrize("name", ["num_warps", "backend"])
+def test_a_constant_or_parameter_named_like_a_launch_option_is_refused(name):
+    with pytest.raises(tle.TleError, match=f"'{name}' has the name of a launch option"):
+        tle.compile(f"kernel k<{name}: int = 4>(y: tensor<i32>[N]) {{ store(y, full<i32>[16](1)) }}")
+    with pytest.raises(tle.TleError, match=f"parameter '{name}' has the name of a launch option"):
+        tle.compile(f"kernel k(y: tensor<i32>[N], {name}: i32) {{ store(y, full<i32>[16]({name})) }}")
+
+
+def test_ir_and_compile_check_stage_arch_sms_and_backend_first():
+    k = tle.compile(VADD).vadd
+    x = torch.randn(100)
+    with pytest.raises(LaunchError, match=r"stage 'PTX' is not one of tle, ttir, ttgir, llir, ptx, tileir, sass"):
+        k.ir((2,), x, x, x, stage="PTX")
+    with pytest.raises(LaunchError, match=r"arch 90: an arch is named by a string such as 'sm_90'"):
+        k.ir((2,), x, x, x, arch=90)
+    with pytest.raises(LaunchError, match=r"sms is the GPU's count of SMs, a positive int; got 0"):
+        k.ir((2,), x, x, x, sms=0)
+    with pytest.raises(ValueError, match="backend must be auto, triton, tileir or interp, not 'bogus'"):
+        tle.compile(VADD, backend="bogus")
+    with pytest.raises(ValueError, match="arch 'sm_999': not an NVIDIA GPU architecture ptxas knows"):
+        tle.compile(VADD, arch="sm_999")
+    with pytest.raises(TypeError, match=r"got bytes \(decode bytes first"):
+        tle.compile(VADD.encode())
