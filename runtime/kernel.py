@@ -436,6 +436,8 @@ class Kernel:
         from_callable = planned is None and callable(grid)
         if from_callable:
             planned = self._grid(grid, meta)
+        if on_gpu and planned is not None:
+            _within_cuda_grid(planned)
         spec = self._spec(kernel, flat, planned, sms)
         num_warps, num_stages, occupancy, asserts = self._compile_options(options)
         entry = self._entry(kernel, constants, spec, backend, device, num_warps, num_stages, occupancy, asserts)
@@ -569,7 +571,8 @@ class Kernel:
         arch = arch or self.arch or (_arch_of(device) if on_gpu else "sm_90")
         sms = sms or (_sm_count(device) if on_gpu else 132)
         meta = {**kernel.constants, **dims}
-        planned = self._concrete_grid(grid) if not callable(grid) else self._grid(grid, meta)
+        planned = self._grid(grid, meta)  # checked as a launch's: the code shown is for a grid that can launch
+        _within_cuda_grid(planned)
         spec = self._spec(kernel, flat, planned, sms if backend in ("tileir", "auto") else None)
         num_warps, num_stages, occupancy, asserts = self._compile_options(options)
         owner = [b for b, stages in STAGES.items() if stage in stages and stage not in ("ast", "tle", "cubin", "sass")]
@@ -729,14 +732,24 @@ def _signature(args, kwargs):
     for k, v in kwargs.items():
         if type(v) not in _PLAIN and hasattr(v, "data_ptr"):
             key.append((k, v.dtype, v.shape, v.stride(), v.data_ptr() % 16 == 0, v.device))
-        else:
-            key.append((k, v))
+        else:  # by type too: num_warps=4.0 == 4 and True == 1, but only one of each is a valid value
+            key.append((k, type(v), v))
     key = tuple(key)
     try:
         hash(key)
     except TypeError:
         return None
     return key
+
+
+def _within_cuda_grid(grid) -> None:
+    """CUDA's limits on a grid (x up to 2^31 - 1, y and z up to 65535), said before cuLaunchKernel refuses it with
+    CUDA_ERROR_INVALID_VALUE."""
+    for axis, n, limit in zip("xyz", grid, (2 ** 31 - 1, 65535, 65535)):
+        if n > limit:
+            raise LaunchError(f"grid {tuple(grid)}: {n} programs along {axis}, more than CUDA launches ({limit}); "
+                              + ("put the most programs on x, or " if axis != "x" else "") +
+                              "let each program loop over several tiles")
 
 
 def _numpy_scalar(v) -> bool:

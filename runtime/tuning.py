@@ -95,16 +95,21 @@ class TuneSpace:
                 raise ValueError(f"TuneSpace: {name} lists a value twice: {values}")
             if name == "num_warps" and not all(type(v) is int and v in (1, 2, 4, 8, 16, 32) for v in values):
                 raise ValueError(f"TuneSpace: num_warps must be powers of two from 1 to 32, got {values}")
-            if name == "num_stages" and not all(type(v) is int and v >= 1 for v in values):
-                raise ValueError(f"TuneSpace: num_stages must be ints >= 1, got {values}")
+            if name == "num_stages" and not all(type(v) is int and 1 <= v <= 8 for v in values):
+                raise ValueError(f"TuneSpace: num_stages must be ints from 1 to 8 (what a launch takes), got {values}")
             if name == "occupancy" and not all(v is None or type(v) is int and v in OCCUPANCIES for v in values):
                 raise ValueError(f"TuneSpace: occupancy must be None or ints from 1 to 32, got {values}")
             if name == "backend" and not all(v in BACKENDS for v in values):
                 raise ValueError(f"TuneSpace: backend must be among {', '.join(BACKENDS)}, got {values}")
         if self.key_dims is not None:
             self.key_dims = list(self.key_dims)
-        if self.budget_s <= 0 or self.max_candidates < 1 or self.compile_timeout_s <= 0:
-            raise ValueError("TuneSpace: budget_s, max_candidates and compile_timeout_s must be positive")
+        for setting in ("budget_s", "max_candidates", "compile_timeout_s", "jobs"):
+            v = getattr(self, setting)
+            if setting == "jobs" and v is None:
+                continue
+            whole = setting in ("max_candidates", "jobs")
+            if isinstance(v, bool) or not isinstance(v, int if whole else (int, float)) or v <= 0:
+                raise ValueError(f"TuneSpace: {setting} must be a positive {'int' if whole else 'number'}, got {v!r}")
 
     @classmethod
     def coerce(cls, value) -> "TuneSpace":
@@ -120,6 +125,15 @@ class TuneSpace:
     def validate(self, decl) -> "TuneSpace":
         """Check the names and value types against a kernel declaration (tle.ast.Kernel)."""
         consts = {c.name: c.kind for c in decl.const_params}
+        read_off = sorted({p.type.dtype for p in decl.params if hasattr(p.type, "dims")} & set(self.params))
+        if read_off:  # T: dtype of tensor<T>: a launch reads it off the tensors, whose type the trials cannot change
+            raise ValueError(f"TuneSpace: kernel '{decl.name}' reads {', '.join(read_off)} off its tensors' "
+                             f"dtypes, so it cannot be tuned: the arguments fix it")
+        dims = {d.id for p in decl.params for d in getattr(p.type, "dims", ()) if hasattr(d, "id")}
+        unknown = [d for d in (self.key_dims or ()) if d not in dims]
+        if unknown:
+            raise ValueError(f"TuneSpace.key_dims: kernel '{decl.name}' has no symbolic dim "
+                             f"{', '.join(repr(d) for d in unknown)} (its dims: {', '.join(sorted(dims)) or 'none'})")
         for name, values in self.params.items():
             if name in OPTIONS:
                 continue
@@ -284,7 +298,10 @@ def import_(path: str, db: str | None = None) -> int:
 
 
 def lookup(kernel, *args, **kwargs) -> dict | None:
-    """The stored result for launching `kernel` with these arguments (its shape bucket), or None."""
+    """The stored result for launching `kernel` with these arguments (its shape bucket), or None (also for a kernel
+    with no tuning space: nothing of it was tuned)."""
+    if kernel.tune_space is None:
+        return None
     return lookup_key(_Launch(kernel, None, args, kwargs).key)
 
 

@@ -70,6 +70,11 @@ def test_a_size_for_no_dim_of_the_kernel_names_the_dims(rows, capsys):
     assert "--sizes K: no kernel compiled from" in capsys.readouterr().err
 
 
+def test_a_kernel_the_file_does_not_have_is_a_command_line_error(rows, capsys):
+    assert main([rows, "--emit=tle", "--kernel", "row"]) == 2
+    assert "error: no kernel named 'row'" in capsys.readouterr().err
+
+
 def test_a_size_for_a_constant_says_to_give_it_with_d(tmp_path, capsys):
     path = tmp_path / "c.tle"
     path.write_text(ROWS.replace("kernel rows(", "kernel rows<D: int = 1024>(").replace("1024]", "D]"))

@@ -17,7 +17,7 @@ import sys
 import traceback
 
 from . import debug
-from .diagnostics import TleError
+from .diagnostics import TleError, render
 
 EMITS = ("ast", "tle", "ttir", "ttgir", "llir", "ptx", "tileir", "tilebc", "cubin", "sass")
 BINARY_EMITS = ("cubin", "tilebc")
@@ -178,9 +178,13 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
     names = [args.kernel] if args.kernel else program.kernel_names()
     if not names:
         raise TleError(None, f"{filename} declares no kernel")
-    if args.kernel and args.kernel not in program.kernels:
+    if args.kernel and args.kernel not in program.kernels:  # a mistake on the command line: exit 2
         from .check import check_kernel
-        check_kernel(program, args.kernel)  # raises the "no kernel named" error with suggestions
+        try:
+            check_kernel(program, args.kernel)  # the "no kernel named" error, with suggestions
+        except TleError as e:
+            print(render(e), file=sys.stderr)
+            return 2
     from .abi import WideDim, WideTensor, generic_spec, launch_spec
     from .check import check_kernel
     from .compiler import compile_kernel, num_warps_choice, ordered_reduces, split_dot_loops
@@ -342,7 +346,7 @@ def _resident_text(programs: int, limit: str, hint: str) -> str:
 def _report_ptxas(name: str, out, arch: str) -> None:
     """tlec -v on the native path: registers and spills, how many programs an SM holds then, and each of ptxas'
     "Potential Performance Loss" remarks as a warning at the kernel's source line (ptxas itself names no line)."""
-    from .diagnostics import Note, render
+    from .diagnostics import Note
     from .targets.triton import ptxas_report
     report = ptxas_report(out.stages["ptx"])
     spilled = (f"{report.spill_stores} bytes spilled to local memory ({report.spill_loads} read back)"

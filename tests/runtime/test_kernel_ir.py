@@ -49,7 +49,7 @@ def test_ir_refuses_the_interpreter_and_binary_stages():
     x = torch.randn(8, 1024)
     with pytest.raises(LaunchError, match="backend must be auto, triton or tileir"):
         k.ir((8,), x, torch.empty_like(x), backend="interp")
-    with pytest.raises(LaunchError, match="is not text"):
+    with pytest.raises(LaunchError, match="stage 'cubin' is not one of tle, ttir, ttgir, llir, ptx, tileir, sass"):
         k.ir((8,), x, torch.empty_like(x), stage="cubin")
 
 

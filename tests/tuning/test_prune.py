@@ -166,9 +166,21 @@ def test_space_validation(matmul):
         TuneSpace({"BX": [1]}).validate(matmul.program.kernels["matmul"])
     with pytest.raises(ValueError, match="int constant"):
         TuneSpace({"BM": [64, 1.5]}).validate(matmul.program.kernels["matmul"])
+    # T is tensor<T>'s: the launch reads it off the tensors, so trials of another T could not launch
+    with pytest.raises(ValueError, match="reads T off its tensors' dtypes, so it cannot be tuned"):
+        TuneSpace({"T": ["f16", "bf16"]}).validate(matmul.program.kernels["matmul"])
+    acc = tle.compile("kernel k<A: dtype = f32>(x: tensor<f32>[N]) {\n"
+                      "    store(x, cast<f32>(cast<A>(load(x, tile=[16]))))\n}")
     with pytest.raises(ValueError, match="dtype constant"):
-        TuneSpace({"T": ["f16", "f17"]}).validate(matmul.program.kernels["matmul"])
-    TuneSpace({"T": ["f16", "bf16"]}).validate(matmul.program.kernels["matmul"])
+        TuneSpace({"A": ["f16", "f17"]}).validate(acc.program.kernels["k"])
+    TuneSpace({"A": ["f16", "bf16"]}).validate(acc.program.kernels["k"])
+    with pytest.raises(ValueError, match="has no symbolic dim 'M'"):
+        TuneSpace({"A": ["f16"]}, key_dims=["M"]).validate(acc.program.kernels["k"])
+    for bad in ({"budget_s": "60"}, {"jobs": 0}, {"max_candidates": 1.5}):
+        with pytest.raises(ValueError, match="must be a positive"):
+            TuneSpace({"A": ["f16"]}, **bad)
+    with pytest.raises(ValueError, match="num_stages must be ints from 1 to 8"):
+        TuneSpace({"num_stages": [2, 9]})
     with pytest.raises(ValueError, match="num_warps"):
         TuneSpace({"num_warps": [3]})
     with pytest.raises(ValueError, match="backend"):
