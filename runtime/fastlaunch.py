@@ -365,6 +365,7 @@ static int pack(const Plan *plan, const ArgValue *values, Py_ssize_t nargs, uint
         case K_F32: {
             if (!double_of(a, &d)) return 0;
             float f = (float)d;
+            if (f - f != 0 && d - d == 0) return 0;  /* a finite value that rounds to inf: the Python path says so */
             vals[i] = 0;
             memcpy(&vals[i], &f, sizeof f);
             break;

@@ -42,7 +42,7 @@ import torch
 from tle.diagnostics import Note, TleError, span_of_location
 from tle.dialects.mlir import ir, nested_ops, operand_groups
 from tle.dialects.tle import combine_func, print_label, relaxed_atomics
-from tle.types import F8, MLIR_F8
+from tle.types import F8, MLIR_F8, overflows
 
 from .padded_lanes import Origin, Padded, PaddedLanes
 
@@ -1707,6 +1707,8 @@ class CompiledKernel:
         if t in FLOATS:
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
                 raise TypeError(f"kernel {self.name}: argument {i} ({name}) must be a number, got {value!r}")
+            if overflows(float(value), MLIR_F8.get(t, t)):
+                raise OverflowError(f"kernel {self.name}: argument {i} ({name}) = {value!r} does not fit {t}")
             return torch.tensor([float(value)], dtype=dt)
         if t == "i1":
             if not isinstance(value, (bool, np.bool_)):

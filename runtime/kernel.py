@@ -24,6 +24,7 @@ from .. import debug
 from ..abi import Spec, abi, spec_of
 from ..check import OCCUPANCIES, Program, check_kernel
 from ..diagnostics import TleError, user_facing, without_internal_frames
+from ..types import overflows
 from . import cache
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "backend", "occupancy", "asserts")
@@ -287,6 +288,9 @@ class Kernel:
                         raise LaunchError(f"{self.name}: scalar '{p.name}' = {v} does not fit {d}")
                 else:
                     ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+                    if ok and overflows(float(v), d):
+                        raise LaunchError(f"{self.name}: scalar '{p.name}' = {v!r} does not fit {d}: it would round "
+                                          f"to {'-' if v < 0 else ''}inf")
                 if not ok:
                     shown = {"i1": "a bool", "bf16": "a bf16"}.get(d, f"an {d}")  # as read: an i8, an f32
                     raise LaunchError(self._scalar_mismatch(p.name, shown, d, v))

@@ -31,6 +31,7 @@ import struct
 import weakref
 
 from tle.targets.binary import Binary
+from tle.types import overflows
 
 _STATIC_SMEM_LIMIT = 48 * 1024  # above this, dynamic shared memory must be opted into per function
 
@@ -113,10 +114,14 @@ class _Arguments:
 
     def real(self, arg, index: int) -> float:
         try:
-            return float(arg)
+            value = float(arg)
         except (TypeError, ValueError):
             raise TypeError(f"kernel {self.kernel}: argument {index} must be a number ({self.params[index]}), "
                             f"got {type(arg).__name__}") from None
+        if overflows(value, self.params[index]):  # 1e300 as an f32 would pass on as inf
+            raise OverflowError(f"kernel {self.kernel}: argument {index} = {value!r} does not fit "
+                                f"{self.params[index]}")
+        return value
 
     def half(self, arg, index: int) -> int:
         return _half_bits(self.real(arg, index), self.params[index])

@@ -1,7 +1,7 @@
 """On the GPU, both paths: the fiftieth session's changes that only the CPU machine saw. A constant power as
 multiplies (against the interpreter, bit for bit in f32), a tensor passed as None (a null pointer) and a 0-dim
 tensor (a one-element tensor; the second launch goes through the C launcher), and a kernel whose default warps
-would overflow shared memory (compiled on fewer)."""
+would overflow shared memory (compiled on fewer); and the fifty-second session's launch checks."""
 import pytest
 import torch
 
@@ -128,3 +128,28 @@ def test_f64_narrowing_and_sqrt_match_the_interpreter_bit_for_bit(backend):
         got = torch.empty_like(x, device="cuda")
         mod.s[(16,)](x.cuda(), got, backend=backend)
         assert torch.equal(got.cpu(), want), dt
+
+
+SCALE = """kernel s(x: tensor<f32>[N], a: f32, n: i32) {
+    store(x, load(x, tile=[16], at=program_id(0)) * a + cast<f32>(n), at=program_id(0))
+}"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_values_a_cached_plan_passes_as_they_come_are_checked_like_a_first_launchs(backend):
+    """The C launcher's plan is keyed by types: an int past i32 or a float that rounds to inf in f32 go back to the
+    Python path, which names the parameter (fifty-second session); a 3-tuple grid with a fraction is refused."""
+    k = tle.compile(SCALE).s
+    x = torch.ones(64, device="cuda")
+    for _ in range(3):  # the second and third launches go through the C launcher
+        k[(4,)](x, 2.0, 1, backend=backend)
+    assert torch.equal(x, torch.full_like(x, 15.0))
+    with pytest.raises(tle.LaunchError, match=r"scalar 'a' = 1e\+300 does not fit f32"):
+        k[(4,)](x, 1e300, 1, backend=backend)
+    with pytest.raises(tle.LaunchError, match=r"scalar 'n' = 1099511627776 does not fit i32"):
+        k[(4,)](x, 2.0, 2 ** 40, backend=backend)
+    with pytest.raises(tle.LaunchError, match=r"a grid of 1.5 programs"):
+        k[(1.5, 1, 1)](x, 2.0, 1, backend=backend)
+    with pytest.raises(tle.LaunchError, match=r"70000 programs along y, more than CUDA launches"):
+        k[(1, 70000)](x, 2.0, 1, backend=backend)
+    assert torch.equal(x, torch.full_like(x, 15.0))

@@ -271,3 +271,15 @@ def test_ir_and_compile_check_stage_arch_sms_and_backend_first():
         tle.compile(VADD, arch="sm_999")
     with pytest.raises(TypeError, match=r"got bytes \(decode bytes first"):
         tle.compile(VADD.encode())
+
+
+def test_a_float_scalar_that_rounds_to_inf_in_its_type_is_refused_on_every_launch():
+    k = tle.compile("kernel s(x: tensor<f32>[N], a: f32) {\n    store(x, load(x, tile=[16]) * a)\n}").s
+    x = torch.ones(16)
+    with pytest.raises(LaunchError, match=r"scalar 'a' = 1e\+300 does not fit f32: it would round to inf"):
+        k[(1,)](x, 1e300)
+    k[(1,)](x, 2.0)
+    with pytest.raises(LaunchError, match=r"scalar 'a' = -1e\+39 does not fit f32"):  # through the cached plan
+        k[(1,)](x, -1e39)
+    k[(1,)](x, float("inf"))  # an infinity given is one
+    assert torch.isinf(x).all()
