@@ -1849,8 +1849,8 @@ def _load(view: View, starts: list[torch.Tensor], tile, pad, aranges) -> torch.T
 
 
 def _padded_lanes(view: View, starts: list[torch.Tensor], tile, aranges) -> torch.Tensor | None:
-    """The lanes of a load's tiles ([programs or 1, *tile]) outside the view, which it pads; None when there are
-    none."""
+    """The lanes of a load's tiles outside the view, which it pads, as a bool tensor that broadcasts to the tiles
+    ([programs or 1, *tile], size 1 along the axes no lane of which is outside); None when there are none."""
     outside = None
     for a in range(len(tile)):
         first = starts[a].to(torch.int64) * tile[a]
@@ -1859,9 +1859,7 @@ def _padded_lanes(view: View, starts: list[torch.Tensor], tile, aranges) -> torc
         pos = first.reshape([-1] + [1] * len(tile)) + aranges[a]
         out = (pos < 0) | (pos >= view.sizes[a])
         outside = out if outside is None else outside | out
-    if outside is None:
-        return None
-    return outside.expand(outside.shape[0], *tile)
+    return outside
 
 
 def _note_tile_read(reads: _ReadClaims, span, view: View, starts: list[torch.Tensor], tile, aranges) -> None:

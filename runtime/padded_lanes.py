@@ -141,11 +141,14 @@ class PaddedLanes:
         return got
 
     def _shaped(self, step, value, mask, outs, out_masks):
-        """Reshapes, broadcasts, transposes, splits: the op itself moves the mask's lanes as it moves the value's."""
+        """Reshapes, broadcasts, transposes, splits: the op itself moves the mask's lanes as it moves the value's
+        (the mask expanded to the value's shape first: masks keep the size-1 axes they broadcast along, which makes
+        carrying them through elementwise ops cheap)."""
         def carried(env):
             step(env)
             m = env[mask]
-            got = [None] * len(outs) if m is None else self._shadow(env, step, {value: m.mask}, outs)
+            got = [None] * len(outs) if m is None else \
+                self._shadow(env, step, {value: m.mask.expand(env[value].shape)}, outs)
             for s, g in zip(out_masks, got):
                 env[s] = None if g is None else Padded(g, m.origin)
         return carried
@@ -194,7 +197,7 @@ class PaddedLanes:
             mx, mi = (env[m] if m is not None else None for m in masks)
             took = None
             if mx is not None:
-                got, = self._shadow(env, step, {values[0]: mx.mask}, [out])
+                got, = self._shadow(env, step, {values[0]: mx.mask.expand(env[values[0]].shape)}, [out])
                 took = Padded(got, mx.origin)
             env[out_mask] = _either(took, mi)
         return carried
