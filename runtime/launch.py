@@ -31,7 +31,9 @@ import struct
 import weakref
 
 from tle.targets.binary import Binary
-from tle.types import overflows
+from tle.types import ROUNDS_TO_INF, overflows
+
+_F32_INF = ROUNDS_TO_INF["f32"]  # the least value that rounds to inf in f32
 
 _STATIC_SMEM_LIMIT = 48 * 1024  # above this, dynamic shared memory must be opted into per function
 
@@ -148,6 +150,8 @@ def _packer(kernel: str, params: list[str], slots: list):
             value = f"{a} if {a}.__class__ is int and {low} <= {a} <= {high} else slow.integer({a}, {i})"
         elif kind in ("f16", "bf16"):
             value = f"slow.half({a}, {i})"
+        elif kind == "f32":  # a float that rounds to inf in f32 (1e300), an infinity and NaN: slow.real decides
+            value = f"{a} if {a}.__class__ is float and -{_F32_INF!r} < {a} < {_F32_INF!r} else slow.real({a}, {i})"
         else:
             value = f"{a} if {a}.__class__ is float else slow.real({a}, {i})"
         lines.append(f"    s{i}.value = {value}")

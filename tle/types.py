@@ -59,12 +59,12 @@ def wrap(v: int, dtype: str) -> int:
 # Where a finite value stops fitting a float type: from these magnitudes on it rounds to infinity (the largest finite
 # value plus half its last unit, where round-to-nearest-even goes up: each largest value has an odd mantissa).
 LARGEST_FLOAT = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38}
-_ROUNDS_TO_INF = {"f16": 65520.0, "bf16": 3.3961775292304957e38, "f32": 3.4028235677973366e38}
+ROUNDS_TO_INF = {"f16": 65520.0, "bf16": 3.3961775292304957e38, "f32": 3.4028235677973366e38}
 
 
 def overflows(value: float, dtype: str) -> bool:
     """Whether a finite value becomes an infinity in dtype (an 8-bit float saturates instead: round_f8)."""
-    return math.isfinite(value) and abs(value) >= _ROUNDS_TO_INF.get(dtype, math.inf)
+    return math.isfinite(value) and abs(value) >= ROUNDS_TO_INF.get(dtype, math.inf)
 
 
 def overflow_error(span, value: float, dtype: str):
