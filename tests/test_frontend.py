@@ -284,7 +284,7 @@ def test_a_scalar_stores_as_the_one_element_tile_at_its_index():
 
 
 def test_a_scalar_of_another_type_is_not_stored():
-    with pytest.raises(TleError, match=r"cannot store a f32 into tensor<f16>\[M\] 'y'"):
+    with pytest.raises(TleError, match=r"cannot store an f32 into tensor<f16>\[M\] 'y'"):
         kernel("kernel k(y: tensor<f16>[M]) {\n    store(y, 1.5 * cast<f32>(program_id(0)), at=program_id(0))\n}\n")
 
 

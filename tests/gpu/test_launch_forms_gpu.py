@@ -75,12 +75,14 @@ BF16_SUM = """kernel k(x: tensor<bf16>[N], acc: tensor<bf16>[M]) {
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_bf16_atomic_add(backend):
+    """Values of -1, 0 and 1: every partial sum of an element's 512 is an integer far inside bf16's exact range (up
+    to 256; a random walk of 512 such steps stays within about 19 per standard deviation), so the sum is exact in
+    any order and must equal torch's. (Random normal values needed a tolerance that the H100 broke once.)"""
     k = tle.compile(BF16_SUM).k
-    x = torch.randn(4096, device="cuda").bfloat16()
+    x = torch.randint(-1, 2, (4096,), device="cuda").bfloat16()
     acc = torch.zeros(8, device="cuda").bfloat16()
     k[(64,)](x, acc, backend=backend)
-    want = x.float().reshape(-1, 8).sum(0)
-    assert torch.allclose(acc.float(), want, atol=0.5, rtol=0.05)  # 512 bf16 roundings per element, in any order
+    assert torch.equal(acc.float(), x.float().reshape(-1, 8).sum(0))
 
 
 F64_SCATTER_ADD = """kernel k(idx: tensor<i32>[N], v: tensor<f64>[N], out: tensor<f64>[B]) {
