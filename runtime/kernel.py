@@ -175,8 +175,13 @@ class Kernel:
         values = dict(zip((p.name for p in params), args))
         for k, v in kwargs.items():
             if k not in {p.name for p in params}:
-                raise LaunchError(f"{self.name}() has no parameter or constant '{k}' (parameters: "
-                                  f"{', '.join(p.name for p in params)}; constants: {', '.join(const_names)})")
+                import difflib
+                close = difflib.get_close_matches(k, [p.name for p in params] + const_names + list(LAUNCH_OPTIONS),
+                                                  n=1)
+                raise LaunchError(f"{self.name}() has no parameter, constant or launch option '{k}'"
+                                  + (f" (did you mean '{close[0]}'?)" if close else "") +
+                                  f"; parameters: {', '.join(p.name for p in params)}; constants: "
+                                  f"{', '.join(const_names) or 'none'}; launch options: {', '.join(LAUNCH_OPTIONS)}")
             if k in values:
                 raise LaunchError(f"{self.name}() got parameter '{k}' twice")
             values[k] = v

@@ -283,3 +283,13 @@ def test_a_float_scalar_that_rounds_to_inf_in_its_type_is_refused_on_every_launc
         k[(1,)](x, -1e39)
     k[(1,)](x, float("inf"))  # an infinity given is one
     assert torch.isinf(x).all()
+
+
+def test_a_misspelt_keyword_gets_a_did_you_mean_from_parameters_constants_and_options():
+    k = tle.compile(VADD).vadd
+    x = torch.randn(100)
+    with pytest.raises(LaunchError, match=r"no parameter, constant or launch option 'BLOKC' \(did you mean 'BLOCK'\?\)"):
+        k[(2,)](x, x, x, BLOKC=64)
+    with pytest.raises(LaunchError, match=r"'num_warp' \(did you mean 'num_warps'\?\); parameters: x, y, out; "
+                                          r"constants: BLOCK; launch options: num_warps"):
+        k[(2,)](x, x, x, num_warp=4)
