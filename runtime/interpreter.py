@@ -25,6 +25,8 @@ an element another program changes: _ReadClaims), reads of uninitialised vars, i
 zero, out-of-range shift amounts and float->int casts, NaN in atomic max/min, views that reach outside their
 tensor's storage, a scan's or reduction's `identity=` that its combine fn does not leave elements unchanged
 with (Tile IR pads with it), and a combine fn that is not associative (the GPU groups elements as it likes).
+One more is a warning, the value being defined: a result that takes in the lanes a load padded past its
+tensor's edge (runtime/padded_lanes.py).
 
 Only the generic MLIR Python API is used (op.name, attributes, operands, results, regions, types as text), so
 this runs with both binding providers (torch_mlir and jaxlib.mlir).
