@@ -566,8 +566,9 @@ class Kernel:
                        if s not in ("ast", "tilebc", "cubin")]
         if stage not in text_stages:
             raise LaunchError(f"{self.name}.ir(): stage {stage!r} is not one of {', '.join(text_stages)}")
-        if arch is not None and arch_problem(arch):
-            raise LaunchError(f"{self.name}.ir(): arch {arch!r}: {arch_problem(arch)}")
+        problem = arch_problem(arch) if arch is not None else None
+        if problem:
+            raise LaunchError(f"{self.name}.ir(): arch {arch!r}: {problem}")
         if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms < 1):
             raise LaunchError(f"{self.name}.ir(): sms is the GPU's count of SMs, a positive int; got {sms!r}")
         values, constants, options = self._bind(args, dict(kwargs))
@@ -591,9 +592,8 @@ class Kernel:
         compiled = compile_kernel(self.program, self.name, constants, spec, backend=backend, arch=arch, stop=stage,
                                   num_warps=num_warps, num_stages=num_stages, occupancy=occupancy, asserts=asserts)
         text = compiled.stages.get(stage)
-        if not isinstance(text, str):
-            raise LaunchError(f"{self.name}.ir(): stage {stage!r} is not text; stages: tle, ttir, ttgir, llir, ptx, "
-                              "tileir, sass")
+        if not isinstance(text, str):  # a safety net: the stage was checked against text_stages above
+            raise LaunchError(f"{self.name}.ir(): stage {stage!r} is not text; stages: {', '.join(text_stages)}")
         return text
 
     def _choose_backend(self, backend: str, on_gpu: bool) -> str:

@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 
 from tle.diagnostics import Note, TleError, TlePaddingWarning, render
-from tle.dialects.mlir import nested_ops, operand_groups
+from tle.dialects.mlir import ir, nested_ops, operand_groups
 from tle.dialects.tle import NETWORK_STEP
 
 # op name -> how its result's mask follows from its operands' masks
@@ -118,9 +118,9 @@ class PaddedLanes:
             return self._histogram(op, span, step, values, ins)
         if name == "tle.dot":
             return self._dot(span, step, values, ins, outs[0], out_masks[0])
-        kind = str(op.attributes["kind"]).strip('"')
+        kind = ir.StringAttr(op.attributes["kind"]).value
         identity = self.identity_of(kind, self.type_info(op.operands[0].type)[0])
-        axis = int(str(op.attributes["axis"]).split(":")[0]) + 1
+        axis = ir.IntegerAttr(op.attributes["axis"]).value + 1
         return self._reduction(span, step, name == "tle.scan", kind, axis, identity, values[0], ins[0], outs[0],
                                out_masks[0])
 
@@ -288,7 +288,7 @@ class PaddedLanes:
 
     def _histogram(self, op, span, step, values, masks):
         """histogram(x, bins, mask=): it must not count padded lanes that fall in a bin."""
-        bins = int(str(op.results[0].type).split("<")[1].split("x")[0])
+        bins = self.type_info(op.results[0].type)[1][0]
         user_mask = values[1] if len(values) > 1 else None
 
         def checked(env):
