@@ -1855,13 +1855,24 @@ def _padded_lanes(view: View, starts: list[torch.Tensor], tile, aranges) -> torc
     ([programs or 1, *tile], size 1 along the axes no lane of which is outside); None when there are none."""
     outside = None
     for a in range(len(tile)):
-        first = starts[a].to(torch.int64) * tile[a]
-        if int(first.min()) >= 0 and int(first.max()) + tile[a] <= view.sizes[a]:
-            continue
-        pos = first.reshape([-1] + [1] * len(tile)) + aranges[a]
-        out = (pos < 0) | (pos >= view.sizes[a])
-        outside = out if outside is None else outside | out
+        out = _outside(view, a, _first_lanes(starts, tile, a), tile, aranges)
+        if out is not None:
+            outside = out if outside is None else outside | out
     return outside
+
+
+def _first_lanes(starts: list[torch.Tensor], tile, axis: int) -> torch.Tensor:
+    """Per program, the element at which its tile starts along `axis`, as [programs, 1, ...] (rank + 1 dims)."""
+    return starts[axis].to(torch.int64).reshape([-1] + [1] * len(tile)) * tile[axis]
+
+
+def _outside(view: View, axis: int, first: torch.Tensor, tile, aranges) -> torch.Tensor | None:
+    """Which lanes along `axis` of the tiles starting at `first` (_first_lanes) fall outside the view, as a bool
+    tensor that broadcasts to the tiles; None when none does (the common case, decided without the lanes)."""
+    if int(first.min()) >= 0 and int(first.max()) + tile[axis] <= view.sizes[axis]:
+        return None
+    pos = first + aranges[axis]
+    return (pos < 0) | (pos >= view.sizes[axis])
 
 
 def _note_tile_read(reads: _ReadClaims, span, view: View, starts: list[torch.Tensor], tile, aranges) -> None:
@@ -1956,14 +1967,13 @@ def _window_plan(view: View, starts: list[torch.Tensor], tile, store: bool):
 def _tile_offsets(view: View, starts: list[torch.Tensor], tile, aranges):
     """Flat storage offsets of a tile whose tile index differs per program, and the in-view mask (None when
     every element is inside the view)."""
-    rank = len(tile)
     flat, valid = view.base, None
-    for a in range(rank):
-        pos = starts[a].to(torch.int64).reshape([-1] + [1] * rank) * tile[a] + aranges[a]
-        flat = flat + pos * view.strides[a]
-        if int(pos.min()) < 0 or int(pos.max()) >= view.sizes[a]:
-            inside = (pos >= 0) & (pos < view.sizes[a])
-            valid = inside if valid is None else valid & inside
+    for a in range(len(tile)):
+        first = _first_lanes(starts, tile, a)
+        flat = flat + (first + aranges[a]) * view.strides[a]
+        outside = _outside(view, a, first, tile, aranges)
+        if outside is not None:
+            valid = ~outside if valid is None else valid & ~outside
     shape = _broadcast(flat.shape, valid.shape if valid is not None else (1,))
     flat = flat.expand(shape)
     if valid is not None:

@@ -61,7 +61,11 @@ class LaunchError(TypeError):
 def _whole(g) -> int:
     """A grid size as an int: an int, numpy's or a 0-d integer tensor, or a float that is a whole number. A float
     with a fraction (`N / BLOCK`) is an error: int() would round it down and drop the last, partial tile."""
+    if isinstance(g, bool):  # a compare's result is no count (int(True) would launch one program)
+        raise LaunchError(f"a grid of {g!r} programs: a grid size is an int, not a bool")
     if isinstance(g, float):
+        if g != g or g in (float("inf"), float("-inf")):
+            raise LaunchError(f"a grid of {g} programs: a grid size is a whole number")
         if not g.is_integer():
             raise LaunchError(f"a grid of {g} programs: a float with a fraction would be rounded down, dropping the "
                               "last, partial tile; round up with triton.cdiv(N, BLOCK) or (N + BLOCK - 1) // BLOCK")
@@ -619,7 +623,7 @@ class Kernel:
             except KeyError as e:  # Triton's meta["BLOCK_SIZE"] spelled for this kernel's names
                 raise LaunchError(f"the grid function read meta[{e.args[0]!r}], which this launch does not have; "
                                   f"meta holds the constants and dims: {', '.join(sorted(meta))}") from None
-        if isinstance(grid, int):
+        if isinstance(grid, numbers.Number) or getattr(grid, "ndim", None) == 0:  # one count, as its 1-tuple is
             grid = (grid,)
         try:
             grid = tuple(_whole(g) for g in grid)

@@ -462,6 +462,10 @@ def test_compile_takes_a_path_or_says_that_it_is_missing(tmp_path):
         tle.compile(str(tmp_path / "k.tl"))
     (tmp_path / "k.tlx").write_text(path.read_text())
     assert tle.compile(str(tmp_path / "k.tlx")).k.name == "k"  # a path is a path, whatever its ending
+    # filename= names the file in messages; it read the path itself as source text (a syntax error at its '/')
+    assert tle.compile(str(path), filename="shown.tle").program.file == "shown.tle"
+    with pytest.raises(FileNotFoundError, match=r"no file '.*missing\.tle'"):
+        tle.compile(str(tmp_path / "missing.tle"), filename="shown.tle")
 
 
 def test_compile_checks_the_kernels_under_their_defaults_once(monkeypatch):

@@ -64,11 +64,11 @@ def compile(source: str, *, backend: str = "auto", quiet: bool = True, arch: str
         problem = arch_problem(arch)
         if problem:
             raise ValueError(f"tle.compile: arch {arch!r}: {problem}")
-    if filename is None and _a_path(source):
+    if _a_path(source):  # a path is read whether or not filename= names it; filename= then names it in messages
         if not os.path.exists(source):
             raise FileNotFoundError(f"tle.compile: no file {source!r} (it takes a path to a .tle file, or source "
                                     "text)")
-        filename = source
+        filename = filename or source
         with open(source, encoding="utf-8") as f:
             source = f.read()
     if not isinstance(asserts, bool):

@@ -326,6 +326,10 @@ def _suggest_keyword(name: str, candidates) -> list[str]:
 
 
 def _suggest_dtype(name: str) -> list[str]:
+    key = name.strip().lower()  # 'F32' and 'f32 ' are f32, not (by edit distance) i32
+    if key != name and canonical(key):
+        return [f"tle spells it {canonical(key)}"]
+    name = key
     if name in _DTYPE_SYNONYMS:
         return [f"tle spells it {_DTYPE_SYNONYMS[name]}"]
     if re.fullmatch(r"u(int)?(8|16|32|64)", name):
@@ -750,7 +754,7 @@ class _KernelChecker:
             d = dtype_of(v)
             if d is None:
                 raise TleError(span, f"constant '{c.name}' must be an element type (f16, bf16, f32, ...); got {v!r}",
-                               _suggest(str(v), _all_dtypes()))
+                               _suggest_dtype(str(v)))
             return d
         if isinstance(v, str):
             v = {"true": True, "false": False}.get(v.strip(), v)

@@ -380,12 +380,17 @@ def test_a_grid_of_a_fractional_float_is_refused_not_rounded_down():
     with pytest.raises(LaunchError, match=r"a grid of 3\.125 programs: .* round up with triton\.cdiv"):
         k[(100 / 32,)](x, y, 2.0, 1)
     assert torch.isnan(y).all()  # nothing ran
-    for grid in [(4.0,), (np.int64(4),), (torch.tensor(4),), 4, [4]]:
+    # a bare count is its 1-tuple: 4.0 and np.int64(4) were refused bare and taken as (4.0,) and (np.int64(4),)
+    for grid in [(4.0,), (np.int64(4),), (torch.tensor(4),), 4, [4], 4.0, np.int64(4), torch.tensor(4)]:
         y.fill_(float("nan"))
         k[grid](x, y, 2.0, 1)
         assert torch.equal(y, x * 2.0 + 1.0), grid
     with pytest.raises(LaunchError, match="grid must be 1 to 3 non-negative ints"):
         k[("4",)](x, y, 2.0, 1)
+    for grid, message in [(True, "an int, not a bool"), ((4, False), "an int, not a bool"),
+                          (float("nan"), "a whole number"), ((float("inf"),), "a whole number")]:
+        with pytest.raises(LaunchError, match=message):  # int(True) launched one program
+            k[grid](x, y, 2.0, 1)
 
 
 def test_calling_a_kernel_without_a_grid_says_how_to_launch_it():
