@@ -23,7 +23,9 @@ kernel rec<BM: int = 1, BN: int = 1024, AXIS: int = 1, REV: bool = false>(a: ten
     let tb = load(b, tile=[BM, BN], at=[i, j])
     let _, hs = scan(ta, tb, axis=AXIS, combine=linear, identity=[1.0, 0.0], reverse=REV)
     store(h, hs, at=[i, j])
-    store(p, cumprod(ta, axis=AXIS, reverse=REV) + cummax(tb, axis=AXIS, reverse=REV), at=[i, j])
+    // padded with max's identity: a reverse cummax meets the padding first (the interpreter warns where it is 0)
+    let tm = load(b, tile=[BM, BN], at=[i, j], pad=-inf)
+    store(p, cumprod(ta, axis=AXIS, reverse=REV) + cummax(tm, axis=AXIS, reverse=REV), at=[i, j])
     let _, whole = reduce(ta, tb, axis=AXIS, combine=linear, identity=[1.0, 0.0], keepdims=true)
     store(last, broadcast(whole, [BM, BN]), at=[i, j])
 }
