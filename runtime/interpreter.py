@@ -410,7 +410,8 @@ class _ReadClaims:
             m = self.maps[view.address] = {"read_lo": full(self.FIRST), "read_hi": full(self.NONE),
                                            "store_lo": full(self.FIRST), "store_hi": full(self.NONE),
                                            "changer": full(self.NONE),
-                                           "read_op": None, "change_op": None, "changed": False}
+                                           "read_lo_op": None, "read_hi_op": None, "change_op": None,
+                                           "changed": False}
         return m
 
     def release(self) -> None:
@@ -422,15 +423,17 @@ class _ReadClaims:
         self.maps.clear()
 
     def _note_op(self, m: dict, key: str, at: _Elements, span, where=None) -> None:
-        """Record which op read (key "read_op") or changed ("change_op") these elements: one index while only one
-        op has, a map once a second one does."""
+        """Record which op changed these elements (key "change_op"), or read them in their lowest or highest
+        reading program ("read_lo_op", "read_hi_op"): one index while only one op has, a map once a second one
+        does. `where` (a mask over the access, or a function giving it, called only once there is a map) limits
+        it to some elements."""
         k = self._op(span)
         if m[key] is None:
             m[key] = k
         elif isinstance(m[key], int) and m[key] != k:
             m[key] = torch.full_like(m["read_lo"], m[key], dtype=torch.int16)
         if isinstance(m[key], torch.Tensor):
-            at.put(m[key], k, where)
+            at.put(m[key], k, where() if callable(where) else where)
 
     def _op_at(self, m: dict, key: str, offset: int):
         op = m[key]
@@ -484,7 +487,10 @@ class _ReadClaims:
                                      f"program runs first", [Note("the store", store), self.NOTE])
         at.fold(m["read_lo"], lo, "amin")
         at.fold(m["read_hi"], hi, "amax")
-        self._note_op(m, "read_op", at, span)
+        # the op of each element's lowest and of its highest reader: a race names the load of the program it names
+        # (one op's name for all readers pointed a stencil's race at the neighbour's gather that was not racing)
+        self._note_op(m, "read_lo_op", at, span, lambda: at.of(m["read_lo"]) == lo)
+        self._note_op(m, "read_hi_op", at, span, lambda: at.of(m["read_hi"]) == hi)
 
     def stored(self, span, view: View, at: _Elements, old: torch.Tensor, new: torch.Tensor, lo, hi) -> None:
         """Programs lo .. hi store `new` over `old` at `at` (old and new in its shape; lo == hi: one program's)."""
@@ -501,7 +507,7 @@ class _ReadClaims:
             k, lo_k, hi_k, offset = _first_of(seen, lo, hi, at)
             reader = int(read_lo[k]) if int(read_lo[k]) != lo_k or lo_k != hi_k else int(read_hi[k])
             writer = lo_k if lo_k != reader else hi_k
-            load = self._op_at(m, "read_op", offset)
+            load = self._op_at(m, "read_lo_op" if reader == int(read_lo[k]) else "read_hi_op", offset)
             raise TleError(span, f"store to '{view.name}': program {self.launch.program(writer)} changes element "
                                  f"{_element_of(view, offset)} from {_scalar_text(old[k])} to "
                                  f"{_scalar_text(new.expand(old.shape)[k])}, which program "

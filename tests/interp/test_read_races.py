@@ -69,6 +69,25 @@ def test_a_stencil_updated_in_place_races_with_programs_one_at_a_time():
         run(src, "k", (4, 1, 1), {"x": torch.ones(64)})
 
 
+def test_the_race_names_the_load_of_the_program_it_names():
+    """A smoothing stencil in place: program 1 reads element 3 through its left gather, program 0 changes it. The
+    note named the right gather (the last op that read element 3, in program 0 itself): the wrong neighbour."""
+    src = """
+    kernel smooth<B: int = 4>(u: tensor<f32>[N], v: tensor<f32>[N]) {
+        let i = program_id(0) * B + arange(0, B)
+        let inner = (i > 0) & (i < N - 1)
+        let lf = gather(u, i - 1, mask=inner)
+        let rt = gather(u, i + 1, mask=inner)
+        store(v, where(inner, (lf + rt) * 0.5, 0.0), at=program_id(0))
+    }
+    """
+    u = torch.randn(12)
+    with pytest.raises(TleError, match=r"program \(0, 0, 0\) changes element \[3\] .* which program \(1, 0, 0\) "
+                                       r"reads") as e:
+        run(src, "smooth", (3, 1, 1), {"u": u, "v": u})
+    assert e.value.notes[0].message == "the load" and e.value.notes[0].span.line == 5  # lf's gather, not rt's (6)
+
+
 def test_a_read_modify_write_through_gather_and_scatter_races():
     # an embedding's backward written with gather and scatter where two programs share a row
     src = """
