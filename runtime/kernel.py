@@ -251,7 +251,10 @@ class Kernel:
                            ("" if v.dtype == torch.bool else f"; read them as unsigned with "
                             f"cast<{'i32' if v.element_size() < 4 else 'i64'}>(x) & "
                             f"0x{(1 << (8 * v.element_size())) - 1:X}")
-                           if twin == want else f"convert it with .to({torch_dtype(want)})")
+                           if twin == want else
+                           # .to(float32) of a complex tensor drops its imaginary part: view its parts instead
+                           f"pass torch.view_as_real({p.name}) as a tensor of [..., 2] ({{re, im}} pairs); no copy"
+                           if v.is_complex() else f"convert it with .to({torch_dtype(want)})")
                     raise LaunchError(f"{self.name}: parameter '{p.name}' is a {p.type}{self._read_off(p.name, want)}; "
                                       f"got a tensor of {v.dtype} ({how})")
                 if want == "i1":

@@ -788,3 +788,16 @@ def test_an_expression_of_a_thousand_terms_compiles():
         with open(path, "w") as f:
             f.write(src)
         assert main([path, "--emit=ttir", "-o", os.path.join(d, "long.ttir")]) == 0
+
+
+def test_tilde_of_a_bool_is_not_as_in_torch_and_triton():
+    """`~mask` is how torch and Triton code negate a mask; it was refused ('~' needs an integer operand) and its note
+    sent the author to `a & not b`, a syntax error."""
+    import torch
+
+    import tle
+    src = ("kernel k(x: tensor<f32>[N], y: tensor<f32>[N]) {\n    let t = load(x, tile=[16], at=0)\n"
+           "    store(y, where((t > 0.0) & ~(t > 1.0), t, 0.0), at=0)\n}\n")
+    x, y = torch.randn(16) * 2, torch.zeros(16)
+    tle.compile(src).k[(1,)](x, y)
+    assert torch.equal(y, torch.where((x > 0) & ~(x > 1), x, 0.0))

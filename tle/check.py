@@ -330,6 +330,9 @@ def _suggest_dtype(name: str) -> list[str]:
     if key != name and canonical(key):
         return [f"tle spells it {canonical(key)}"]
     name = key
+    if re.fullmatch(r"c(omplex)?(32|64|128)", name):
+        return ["tle has no complex types: declare the tensor <f32>[..., 2] (or f16, f64) and pass "
+                "torch.view_as_real(z), its {re, im} pairs; split(t) gives the two parts"]
     if name in _DTYPE_SYNONYMS:
         return [f"tle spells it {_DTYPE_SYNONYMS[name]}"]
     if re.fullmatch(r"u(int)?(8|16|32|64)", name):
@@ -1247,15 +1250,14 @@ class _KernelChecker:
 
     def expr_UnaryOp(self, e: ast.UnaryOp):
         x = self.expr(e.operand)
-        if e.op == "not":
+        if e.op == "not" or (e.op == "~" and x.type.dtype == "i1"):  # ~mask: torch's and Triton's logical not
             self.require_bool(x, e.operand.span, "'not'")
             if isinstance(x, T.Const):
                 return T.Const(e.span, x.type, not x.value)
             return T.Op(e.span, x.type, "not", [x])
         if e.op == "~":
-            if not is_int(x.type.dtype) or x.type.dtype == "i1":
-                raise TleError(e.operand.span, f"'~' needs an integer operand, got {x.type}",
-                               ["for a bool, write not x"] if x.type.dtype == "i1" else None)
+            if not is_int(x.type.dtype):
+                raise TleError(e.operand.span, f"'~' needs an integer or bool operand, got {x.type}")
             if isinstance(x, T.Const):
                 return T.Const(e.span, x.type, wrap(~x.value, x.type.dtype), x.weak)
             return T.Op(e.span, x.type, "xor", [x, self.coerce(T.Const(e.span, Scalar(x.type.dtype), -1), x.type)])

@@ -567,6 +567,10 @@ def _python_habit_label(text: str, tok: Token, prev: Token | None) -> str | None
     if str(tok) in ("&", "|") and prev is not None and str(prev) == str(tok) and prev.end_pos == tok.start_pos:
         word = {"&": "and", "|": "or"}[str(tok)]
         return f"tle writes '{tok}{tok}' as '{word}': (a > 0) {word} (b < 5)"
+    if str(tok) == "not" and prev is not None and str(prev) in ("&", "|", "^", "==", "!=", "<", "<=", ">", ">=",
+                                                                 "+", "-", "*", "/", "%"):
+        return (f"'not' binds more loosely than '{prev}' (as in Python): write a {prev} (not b), or a and not b "
+                "for bools")
     if str(tok) == "=" and re.search(r"\bfn\s+\w+\s*\([^()]*$", line):
         return ("a fn parameter has no default value: pass every argument at the call (a kernel's compile-time "
                 "constants take defaults: kernel k<EPS: float = 1e-6>)")

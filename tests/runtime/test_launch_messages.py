@@ -77,6 +77,21 @@ def test_a_bool_tensor_is_refused_with_the_view_that_passes_it():
     assert torch.equal(out, x.masked_fill(keep[:, ::2], 0.0))
 
 
+def test_a_complex_tensor_is_told_view_as_real_not_a_cast_that_drops_its_imaginary_part():
+    src = """kernel conj(z: tensor<f32>[N, 2]) {
+        let re, im = split(load(z, tile=[8, 2], at=[program_id(0), 0]))
+        store(z, join(re, -im), at=[program_id(0), 0])
+    }"""
+    k = tle.compile(src).conj
+    z = torch.randn(8, dtype=torch.complex64)
+    with pytest.raises(LaunchError, match=r"got a tensor of torch.complex64 \(pass torch.view_as_real\(z\) as a "
+                                          r"tensor of \[\.\.\., 2\]"):
+        k[(1,)](z)
+    want = z.conj().resolve_conj()  # (conj() alone is a view of z)
+    k[(1,)](torch.view_as_real(z))  # the same storage: z itself changes
+    assert torch.equal(z, want)
+
+
 def test_an_unsigned_tensor_is_refused_with_the_signed_view_that_passes_it():
     src = """kernel k(x: tensor<i8>[N], y: tensor<i32>[N]) {
         store(y, cast<i32>(load(x, tile=[64], at=program_id(0))) & 0xFF, at=program_id(0))
