@@ -801,3 +801,41 @@ def test_tilde_of_a_bool_is_not_as_in_torch_and_triton():
     x, y = torch.randn(16) * 2, torch.zeros(16)
     tle.compile(src).k[(1,)](x, y)
     assert torch.equal(y, torch.where((x > 0) & ~(x > 1), x, 0.0))
+
+
+STATIC_STAGES = """
+kernel stages<LOG: int = 3>(x: tensor<f32>[N], y: tensor<f32>[N]) {
+    var t = load(x, tile=[1 << LOG], at=0)
+    var acc = zeros<f32>[1 << LOG]
+    for s in static_range(LOG) {
+        let h = 1 << s
+        let a, b = split(transpose(reshape(t, [(1 << LOG) / (2 * h), 2, h]), perm=[0, 2, 1]))
+        t = reshape(transpose(join(a + b, a - b), perm=[0, 2, 1]), [1 << LOG])
+        acc += t * cast<f32>(s + 1)
+    }
+    for i in range(LOG) unroll(LOG) {
+        acc *= 1.0
+    }
+    store(y, acc, at=0)
+}
+"""
+
+
+@pytest.mark.parametrize("log", [0, 1, 4])
+def test_static_range_gives_each_copy_a_constant_that_can_shape_tiles(log):
+    """An FFT's butterfly stages reshape by 1 << s: Triton's tl.static_range, which porting.md mapped to
+    range(n) unroll(n), whose variable is a run-time value ('tile size must be a compile-time constant'). LOG = 0
+    also checks unroll(0), which was refused."""
+    import torch
+
+    import tle
+    n = 1 << log
+    x, y = torch.randn(n), torch.zeros(n)
+    tle.compile(STATIC_STAGES).stages[(1,)](x, y, LOG=log)
+    t, acc = x.clone(), torch.zeros(n)
+    for s in range(log):
+        h = 1 << s
+        r = t.reshape(n // (2 * h), 2, h).transpose(1, 2)
+        t = torch.stack([r[..., 0] + r[..., 1], r[..., 0] - r[..., 1]], -1).transpose(1, 2).reshape(n)
+        acc += t * (s + 1)
+    torch.testing.assert_close(y, acc)

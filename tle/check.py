@@ -1066,9 +1066,12 @@ class _KernelChecker:
 
     def stmt_For(self, s: ast.For):
         it = s.iter
+        if isinstance(it, ast.Call) and it.func == "static_range":
+            self.static_loop(s)
+            return
         if not (isinstance(it, ast.Call) and it.func == "range"):
             raise TleError(it.span, "a for loop iterates over range(stop), range(start, stop) or "
-                                    "range(start, stop, step)")
+                                    "range(start, stop, step), or static_range(...) with constant bounds")
         if it.kwargs:
             raise TleError(it.kwargs[0].span, "range() takes positional arguments only")
         if not 1 <= len(it.args) <= 3:
@@ -1117,6 +1120,45 @@ class _KernelChecker:
             self.out, self.scope = saved_out, saved_scope
         self.out.append(T.For(s.span, var, start, stop, step, body, frame.carried, stages, unroll))
 
+    def static_loop(self, s: ast.For):
+        """for i in static_range(...): the body once per value, with i a compile-time constant in each copy, as
+        Triton's tl.static_range. What a run-time loop variable cannot do, it can: size a tile, pick a stage
+        (1 << i in a reshape), decide an if at compile time. Outer vars the body assigns are plain assignments
+        in sequence, as in a taken if's branch."""
+        it = s.iter
+        if it.kwargs:
+            raise TleError(it.kwargs[0].span, "static_range() takes positional arguments only")
+        if not 1 <= len(it.args) <= 3:
+            raise TleError(it.span, f"static_range() takes 1 to 3 arguments (stop, start and stop, or start, stop "
+                                    f"and step), got {len(it.args)}")
+        bounds = []
+        for a in it.args:
+            v = self.expr(a)
+            if not isinstance(v, T.Const) or not isinstance(v.value, int) or isinstance(v.value, bool):
+                raise TleError(a.span, "a bound of static_range() must be a compile-time integer",
+                               ["for a bound known only at run time, loop over range(...) (its variable is then a "
+                                "run-time value)"])
+            bounds.append(v.value)
+        if len(bounds) == 3 and bounds[2] == 0:
+            raise TleError(it.args[2].span, "the step of static_range() must not be 0")
+        values = range(*bounds)
+        if len(values) > _MAX_STATIC_STEPS:
+            raise TleError(it.span, f"static_range() of {len(values)} steps: it copies the body once per step, and "
+                                    f"more than {_MAX_STATIC_STEPS} would make a huge kernel",
+                           ["loop over range(...) instead, with unroll(N) for a partial unrolling"])
+        if s.hints:
+            raise TleError(s.hints[0].span, f"static_range() loops take no {s.hints[0].name}(): the body is copied "
+                                            "once per step already")
+        saved = self.scope
+        try:
+            for value in values:
+                self.scope = _Scope(saved)
+                var = T.Const(s.span, Scalar("i32" if -2 ** 31 <= value < 2 ** 31 else "i64"), value)
+                self.declare(s.var, s.name_span or s.span, var)
+                self.block(s.body)
+        finally:
+            self.scope = saved
+
     def hint_int(self, h: ast.LoopHint, key: str) -> int:
         args = list(h.args) + [kw.value for kw in h.kwargs if kw.name == key]
         bad = [kw for kw in h.kwargs if kw.name != key]
@@ -1125,6 +1167,8 @@ class _KernelChecker:
         if len(args) != 1:
             raise TleError(h.span, f"{h.name} takes one argument: {h.name}({key}=N)")
         v = self.expr(args[0])
+        if isinstance(v, T.Const) and v.value == 0 and key == "factor" and not isinstance(v.value, bool):
+            return 1  # unroll(LOG) with LOG = 0: nothing to unroll, as unroll(1)
         if not isinstance(v, T.Const) or not isinstance(v.value, int) or isinstance(v.value, bool) or v.value < 1:
             raise TleError(args[0].span, f"{h.name}({key}=...) must be a positive compile-time integer")
         return v.value
@@ -1202,7 +1246,7 @@ class _KernelChecker:
                 return T.Const(e.span, Scalar("f32"), BUILTIN_CONSTS[e.id], weak=True)
             if e.id in self.p.const_values:
                 return self.const_expr(self.p.const_values[e.id], e.span)
-            if e.id in self.p.fns or e.id in BUILTINS or e.id == "range":
+            if e.id in self.p.fns or e.id in BUILTINS or e.id in ("range", "static_range"):
                 raise TleError(e.span, f"'{e.id}' is a function; call it: {e.id}(...)")
             self.unknown(e.id, e.span)
         if isinstance(v, T.Variable):
@@ -1238,8 +1282,8 @@ class _KernelChecker:
 
     def not_callable(self, e: ast.Call):
         """The error for a call of something that is not a fn or a builtin."""
-        if e.func == "range":
-            raise TleError(e.span, "range() is only allowed as the iterable of a for loop")
+        if e.func in ("range", "static_range"):
+            raise TleError(e.span, f"{e.func}() is only allowed as the iterable of a for loop")
         if e.func in self.p.kernels:
             raise TleError(e.name_span, f"'{e.func}' is a kernel; kernels cannot call kernels",
                            ["write the shared part as a fn"])
@@ -1518,7 +1562,8 @@ class _KernelChecker:
         if e.func in self.fn_stack:
             chain = " -> ".join(self.fn_stack[self.fn_stack.index(e.func):] + [e.func])
             raise TleError(e.name_span, f"fn '{e.func}' calls itself ({chain}); recursion is not supported",
-                           ["fns are inlined at compile time; write the repetition as a for loop"])
+                           ["fns are inlined at compile time; write the repetition as a for loop (over "
+                            "static_range(...) where a step needs its index as a constant, to size a tile)"])
         params = [p.name for p in fn.params]
         if len(e.args) > len(params):
             raise TleError(e.span, f"fn '{fn.name}' takes {len(params)} argument{'s' if len(params) != 1 else ''},"
@@ -2959,4 +3004,5 @@ BUILTIN_NAMES = tuple(BUILTINS) + ("range", "zeros", "ones", "full", "cast", "bi
 EFFECT_BUILTINS = ("store", "scatter", *(f"atomic_{k}" for k in ATOMIC_DTYPES), "print", "assert")
 FLOAT_DTYPES = FLOATS
 # Names that no declaration may take besides the builtin functions: range, the constants, the element types.
-RESERVED = ("range", *BUILTIN_CONSTS, *_all_dtypes(), "i1")
+RESERVED = ("range", "static_range", *BUILTIN_CONSTS, *_all_dtypes(), "i1")
+_MAX_STATIC_STEPS = 1024  # static_range's copies of its body
