@@ -241,7 +241,9 @@ class PaddedLanes:
                 bad = ~_same(got, without) & ~whole
                 if bool(bad.any()):
                     self._fail(env, span, m.origin, bad,
-                               lambda w, p: f"{what} along axis {axis - 1} takes in lanes past the edge of "
+                               # (a 1-D tile's axis goes unsaid: sum(t) of a 2-D t reduces its flattened 1-D)
+                               lambda w, p: f"{what}{f' along axis {axis - 1}' if scan or x.dim() > 2 else ''} takes "
+                                            f"in lanes past the edge of "
                                             f"'{m.origin.name}', which hold padding: in program {p} the result"
                                             f"{_pos(w)} is {_item(got, w)} with them and {_item(without, w)} "
                                             f"without")

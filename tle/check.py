@@ -117,12 +117,17 @@ def _declare(prog: Program, table: str, name: str, decl) -> None:
     getattr(prog, table)[name] = decl
 
 
+_BROADCAST_NOTE = ["sizes must match, or be 1, axis by axis from the right (numpy rules); reshape or expand_dims one "
+                   "side, or reduce with keepdims=true"]
+
+
 def _taken(name: str) -> str:
     """Why a declaration cannot take this name (a builtin function, an element type, a builtin constant, range)."""
     if name in BUILTIN_CONSTS:
         return f"'{name}' is a builtin constant and cannot be redefined"
-    if canonical(name) is not None:
-        return f"'{name}' is an element type and cannot name anything else"
+    if canonical(name) is not None or name == "i1":
+        other = " (bool's other spelling)" if name == "i1" else ""
+        return f"'{name}' is an element type{other} and cannot name anything else (rename it: {name}_)"
     return f"'{name}' is a builtin and cannot be redefined (rename it: {name}_, {name}s)"
 
 
@@ -1358,8 +1363,7 @@ class _KernelChecker:
         shape = broadcast_shapes(_shape(a), _shape(b))
         if shape is None:
             raise TleError(span, f"tile shapes {list(_shape(a))} and {list(_shape(b))} do not broadcast",
-                           ["sizes must match, or be 1, axis by axis from the right (numpy rules); reshape or "
-                            "expand_dims one side, or reduce with keepdims=true"])
+                           _BROADCAST_NOTE)
         name = BINARY_OPS[op]
         if isinstance(a, T.Const) and isinstance(b, T.Const):
             return self.fold(op, self.coerce(a, Scalar(dtype)), self.coerce(b, Scalar(dtype)), dtype, span)
@@ -2498,7 +2502,8 @@ class _KernelChecker:
             return T.Const(e.span, Scalar(dtype), math.atan2(float(y.value), float(x.value)), y.weak and x.weak)
         shape = broadcast_shapes(_shape(y), _shape(x))
         if shape is None:
-            raise TleError(e.span, f"atan2() operands do not broadcast: {list(_shape(y))}, {list(_shape(x))}")
+            raise TleError(e.span, f"atan2() operands do not broadcast: {list(_shape(y))}, {list(_shape(x))}",
+                           _BROADCAST_NOTE)
         ty = Tile(dtype, shape) if shape else Scalar(dtype)
         return T.Op(e.span, ty, "atan2", [self.coerce(y, ty), self.coerce(x, ty)])
 
@@ -2597,7 +2602,7 @@ class _KernelChecker:
         shape = broadcast_shapes(shape, _shape(y)) if shape is not None else None
         if shape is None:
             raise TleError(e.span, f"where() operands do not broadcast: {list(_shape(c))}, {list(_shape(x))}, "
-                                   f"{list(_shape(y))}")
+                                   f"{list(_shape(y))}", _BROADCAST_NOTE)
         ty = Tile(dtype, shape) if shape else Scalar(dtype)
         cty = Tile("i1", shape) if shape else Scalar("i1")
         return T.Op(e.span, ty, "where", [self.coerce(c, cty), self.coerce(x, ty), self.coerce(y, ty)])
@@ -2679,7 +2684,8 @@ class _KernelChecker:
         dtype = self.common_dtype(x, y)
         shape = broadcast_shapes(_shape(x), _shape(y))
         if shape is None:
-            raise TleError(span, f"join() operands do not broadcast: {list(_shape(x))} and {list(_shape(y))}")
+            raise TleError(span, f"join() operands do not broadcast: {list(_shape(x))} and {list(_shape(y))}",
+                           _BROADCAST_NOTE)
         if 2 * math.prod(shape) > MAX_TILE_ELEMENTS:
             raise TleError(span, f"join() would make a tile of {2 * math.prod(shape)} elements, more than "
                                  f"{MAX_TILE_ELEMENTS}")
@@ -2891,7 +2897,8 @@ class _KernelChecker:
         """The high 32 bits of the 64-bit product of two i32 values read as unsigned (CUDA's __umulhi)."""
         shape = broadcast_shapes(_shape(x), _shape(y))
         if shape is None:
-            raise TleError(span, f"tile shapes {list(_shape(x))} and {list(_shape(y))} do not broadcast")
+            raise TleError(span, f"tile shapes {list(_shape(x))} and {list(_shape(y))} do not broadcast",
+                           _BROADCAST_NOTE)
         if isinstance(x, T.Const) and isinstance(y, T.Const):
             return T.Const(span, Scalar("i32"), wrap(((x.value & 0xFFFFFFFF) * (y.value & 0xFFFFFFFF)) >> 32, "i32"))
         ty = Tile("i32", shape) if isinstance(x.type, Tile) or isinstance(y.type, Tile) else Scalar("i32")

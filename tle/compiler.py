@@ -104,9 +104,21 @@ def route(module, kernel_name: str, arch: str, backend: str) -> tuple[str, str |
     where = f" at {first.span}" if getattr(first, "span", None) is not None and first.span.line > 0 else ""
     reason = f"{first.reason}{where}"
     if backend == "tileir":
+        # each reason once: the same one at other places is a list of places (a gather in three stages of an
+        # FFT repeated a paragraph three times)
+        places: dict[str, list] = {first.reason: []}
+        for b in blockers[1:]:
+            places.setdefault(b.reason, []).append(b.span)
+        notes = []
+        for why, spans in places.items():
+            at = [f"{sp.line}:{sp.col}" for sp in spans if sp is not None]
+            if why == first.reason:
+                notes += [f"the same at {', '.join(at)}"] if at else []
+            elif spans:
+                more = f" and {len(at) - 1} more" if len(at) > 1 else ""
+                notes.append(why + (f" (at {at[0]}{more})" if at else ""))
         raise TleError(first.span, f"kernel '{kernel_name}' cannot take the Tile IR path: {first.reason}",
-                       [b.reason + (f" (at {b.span})" if b.span is not None else "") for b in blockers[1:]]
-                       + ["use backend 'auto' or 'triton' to compile it on the native CUDA path"])
+                       notes + ["use backend 'auto' or 'triton' to compile it on the native CUDA path"])
     return "triton", reason
 
 

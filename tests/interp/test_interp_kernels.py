@@ -328,7 +328,8 @@ def test_reduce_over_axis_0_and_whole_tile():
     """
     x = torch.randint(-5, 5, (3, 6), dtype=torch.int32)
     cols, am, total = (torch.zeros(n, dtype=torch.int32) for n in (8, 8, 1))
-    with pytest.warns(TlePaddingWarning, match=r"sum along axis 0 takes in lanes past the edge of 'x'"):
+    # (the whole tile's sum reduces it flattened: no axis named, where 'along axis 0' read as the columns')
+    with pytest.warns(TlePaddingWarning, match=r"warning: sum takes in lanes past the edge of 'x'"):
         run(src, "red2", (1, 1, 1), {"x": x, "cols": cols, "total": total, "am": am})  # the sum counts the pads
     padded = torch.full((4, 8), -1000, dtype=torch.int32)
     padded[:3, :6] = x

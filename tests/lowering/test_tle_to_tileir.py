@@ -2166,3 +2166,18 @@ def test_an_empty_window_keeps_a_tensor_map_of_size_one():
     assert len(ops(module, "maxi")) == 2
     assert len(ops(module, "make_tensor_view")) == 5  # x, w, y, and the two windows
     assert len(ops(module, "select")) == 2  # the row index of each window's one load; w's load has none
+
+
+def test_a_refusal_gives_a_reason_once_and_the_other_places_it_holds():
+    """Three erf of f64 gave the same paragraph three times as notes (a porter's FFT: a gather per stage)."""
+    from tle.compiler import route
+    src = ERF64.replace("erf(load(x, tile=[64], at=[i]))",
+                        "erf(load(x, tile=[64], at=[i])) + erf(load(y, tile=[64], at=[i])) +\n"
+                        "        erf(load(x, tile=[64], at=[i]) * 2.0)")
+    module = build(src, "k", file="k.tle")[2]
+    with pytest.raises(TleError) as err:
+        route(module, "k", "sm_90", "tileir")
+    notes = [n.message if hasattr(n, "message") else str(n) for n in err.value.notes]
+    assert (err.value.span.line, err.value.span.col) == (3, 14) and "erf of f64" in err.value.message
+    assert sum("erf of f64" in n for n in notes) == 0, notes
+    assert notes[0] == "the same at 3:48, 4:9", notes
