@@ -173,3 +173,20 @@ def test_verbose_says_why_auto_took_tile_ir(rows, tmp_path, capsys):
     assert main([rows, "-v", "-o", str(tmp_path / "r.cubin")]) == 0
     err = capsys.readouterr().err
     assert "on the CUDA Tile IR path: auto's first choice, and no rule sends this kernel to the native path" in err
+    assert "--sizes M=...,N=... and --grid X,Y show that launch's binary" in err  # the kernel's own dims
+
+
+def test_verbose_says_when_emit_chose_the_path_and_what_auto_would_take(rows, tmp_path, capsys):
+    """--emit=tileir without --backend said 'auto's first choice' for a kernel that auto sends to the native
+    path (a porter's f32 dot)."""
+    assert main([rows, "-v", "--emit=ttir", "-o", str(tmp_path / "r.ttir")]) == 0
+    err = capsys.readouterr().err
+    assert "on the native CUDA path (Triton), as --emit=ttir asks; auto would take the CUDA Tile IR path" in err
+    src = tmp_path / "f32dot.tle"
+    src.write_text("kernel mm(a: tensor<f32>[M, K], b: tensor<f32>[K, N], c: tensor<f32>[M, N]) {\n"
+                   "    store(c, dot(load(a, tile=[32, 32]), load(b, tile=[32, 32])))\n}\n")
+    assert main([str(src), "-v", "--emit=tileir", "-o", str(tmp_path / "mm.tileir")]) == 0
+    err = capsys.readouterr().err
+    assert ("on the CUDA Tile IR path, as --emit=tileir asks; auto would take the native CUDA path (Triton): a dot "
+            "of f32 operands at full precision") in err
+    assert "auto's first choice" not in err

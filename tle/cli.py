@@ -187,7 +187,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             return 2
     from .abi import WideDim, WideTensor, generic_spec, launch_spec
     from .check import check_kernel
-    from .compiler import compile_kernel, num_warps_choice, ordered_reduces, split_dot_loops
+    from .compiler import backend_for_stage, compile_kernel, num_warps_choice, ordered_reduces, route, split_dot_loops
     # Each kernel's own -D constants; one that no kernel has is an error before anything compiles.
     own_of = {n: {k: v for k, v in constants.items() if any(c.name == k for c in program.kernels[n].const_params)}
               for n in names}
@@ -240,7 +240,13 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
         if args.verbose and args.emit not in ("ast", "tle"):
             how = (f"the native CUDA path (Triton): {out.fallback}" if out.fallback else
                    {"tileir": "the CUDA Tile IR path", "triton": "the native CUDA path (Triton)"}[out.backend])
-            if args.backend == "auto" and out.backend == "tileir":  # say why, as for a fallback
+            forced = args.backend == "auto" and backend_for_stage(args.emit, "auto") != "auto"
+            if forced:  # --emit=tileir or ttir chose the path, not auto: say what auto would take
+                auto, why = route(out.module, name, args.arch, "auto")
+                how += (f", as --emit={args.emit} asks; auto would take " +
+                        ("it too" if auto == out.backend else
+                         f"the native CUDA path (Triton): {why}" if auto == "triton" else "the CUDA Tile IR path"))
+            elif args.backend == "auto" and out.backend == "tileir":  # say why, as for a fallback
                 how += (": auto's first choice, and no rule sends this kernel to the native path (docs/tileir.md, "
                         "'Legality', lists what does; --backend=triton compiles it there)")
             print(f"tlec: kernel '{name}' compiled for {args.arch} on {how}", file=sys.stderr)
@@ -281,9 +287,10 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             elif out.backend == "tileir" and out.binary is not None:
                 _report_tileiras(name, out, args.arch, args.occupancy)
             if out.binary is not None and not args.sizes and not args.generic:
+                sizes = ",".join(f"{d}=..." for d in out.kernel.dims) or "M=..."  # this kernel's own dims
                 print(f"tlec: kernel '{name}': a build for no sizes in particular: a launch compiles for its own "
                       "(bounds checks it can drop, alignment), so its registers and spills may differ; --sizes "
-                      "M=...,N=... and --grid X,Y show that launch's binary", file=sys.stderr)
+                      f"{sizes} and --grid X,Y show that launch's binary", file=sys.stderr)
             elif out.binary is not None and args.sizes:
                 unsized = [d for d in out.kernel.dims if d not in args.sizes]
                 if unsized:  # a launch knows every size: this build may keep checks and offsets that one drops
