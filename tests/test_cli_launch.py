@@ -190,3 +190,45 @@ def test_verbose_says_when_emit_chose_the_path_and_what_auto_would_take(rows, tm
     assert ("on the CUDA Tile IR path, as --emit=tileir asks; auto would take the native CUDA path (Triton): a dot "
             "of f32 operands at full precision") in err
     assert "auto's first choice" not in err
+
+
+BLOCK_SPARSE = """kernel bsmm<BM: int = 64, BN: int = 64, BK: int = 32>(a: tensor<f16>[M, K], b: tensor<f16>[K, N],
+        mask: tensor<i8>[MB, KB], c: tensor<f16>[M, N]) {
+    var acc = zeros<f32>[BM, BN]
+    for k in range(cdiv(K, BK)) pipeline(stages=3) {
+        if load(mask, at=[program_id(0), k]) != 0 {
+            acc = dot(load(a, tile=[BM, BK], at=[program_id(0), k]), load(b, tile=[BK, BN], at=[k, program_id(1)]),
+                      acc)
+        }
+    }
+    store(c, cast<f16>(acc), at=[program_id(0), program_id(1)])
+}
+"""
+
+
+def test_verbose_says_a_pipelined_loops_loads_under_an_if_run_unstaged(tmp_path, capsys):
+    """A porter's block-sparse matmul asked pipeline(stages=3) and tested each K block with an if: Triton's
+    pipeliner left the loads unstaged (one stage of shared memory, where the same loop without the if has three),
+    and nothing said so."""
+    pytest.importorskip("triton")
+    from tle.abi import launch_spec
+    from tle.check import check_kernel, load_program
+    from tle.compiler import compile_kernel
+    sizes = dict(M=4096, N=4096, K=4096, MB=64, KB=128)
+    shared = {}
+    for name, src in (("if", BLOCK_SPARSE), ("dense", BLOCK_SPARSE.replace(
+            "if load(mask, at=[program_id(0), k]) != 0 {", "if true {"))):
+        program = load_program(src, "bsmm.tle")
+        spec = launch_spec(check_kernel(program, "bsmm", {}), sizes, (64, 64, 1), None)
+        out = compile_kernel(program, "bsmm", {}, spec, backend="triton", arch="sm_90")
+        shared[name] = out.binary.shared_bytes()
+    assert shared == {"if": 8192, "dense": 24576}  # the fact the message states: 1 stage against 3
+    path = tmp_path / "bsmm.tle"
+    path.write_text(BLOCK_SPARSE)
+    assert main([str(path), "--backend=triton", "-v", "-o", str(tmp_path / "b.cubin")]) == 0
+    err = capsys.readouterr().err
+    assert ("the loop at " + str(path) + ":4:5 asks pipeline(stages=...), but its loads at 6:23, 6:70 are under the "
+            "if at 5:9, and the native path's pipeliner stages only the loads at the loop's own level") in err
+    path.write_text(BLOCK_SPARSE.replace("if load(mask, at=[program_id(0), k]) != 0 {", "if true {"))
+    assert main([str(path), "--backend=triton", "-v", "-o", str(tmp_path / "b.cubin")]) == 0
+    assert "unstaged" not in capsys.readouterr().err

@@ -187,7 +187,8 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             return 2
     from .abi import WideDim, WideTensor, generic_spec, launch_spec
     from .check import check_kernel
-    from .compiler import backend_for_stage, compile_kernel, num_warps_choice, ordered_reduces, route, split_dot_loops
+    from .compiler import (backend_for_stage, compile_kernel, num_warps_choice, ordered_reduces, route,
+                           split_dot_loops, unstaged_loads)
     # Each kernel's own -D constants; one that no kernel has is an error before anything compiles.
     own_of = {n: {k: v for k, v in constants.items() if any(c.name == k for c in program.kernels[n].const_params)}
               for n in names}
@@ -263,6 +264,13 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
                 print(f"tlec: kernel '{name}': the loop at {loop.span} runs as two, its last tile alone checked: its "
                       "dot's K is not a multiple of 16 bytes, so a check on every tile would load them element by "
                       "element (docs/language.md, \"Rows of 16 bytes\")", file=sys.stderr)
+            for loop, branch, loads in unstaged_loads(out) if out.backend == "triton" else ():
+                at = ", ".join(f"{sp.line}:{sp.col}" for sp in loads)
+                print(f"tlec: kernel '{name}': the loop at {loop} asks pipeline(stages=...), but its load"
+                      f"{'s' if len(loads) > 1 else ''} at {at} {'are' if len(loads) > 1 else 'is'} under the if at "
+                      f"{branch.line}:{branch.col}, and the native path's pipeliner stages only the loads at the "
+                      "loop's own level: they run unstaged. A loop that walks a list of the blocks to read, rather "
+                      "than testing each, keeps its loads staged", file=sys.stderr)
             for span, fn in ordered_reduces(out):
                 print(f"tlec: kernel '{name}': the reduce() at {span} keeps the elements' order, as a scan and its "
                       f"last element, because '{fn}' need not commute; if it does (Welford's merge does), "

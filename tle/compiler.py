@@ -468,6 +468,29 @@ def split_dot_loops(out: Compiled) -> list:
             and (ordinal := described[id(n)][0].ordinal) in reads and LoopSplit(ordinal) in lowered.inside]
 
 
+def unstaged_loads(out: Compiled) -> list:
+    """(loop span, if span, load spans) of each loop with pipeline(stages=N > 1) whose tile loads sit under an if
+    in its body, for `tlec -v` on the native path: Triton's pipeliner stages only the loads at the loop's own
+    level, so these run unstaged (a porter's block-sparse matmul, testing each K block: one stage of shared memory
+    where its dense twin had three)."""
+    from .dialects.mlir import ir, nested_ops
+    from .diagnostics import span_of_location
+    found = []
+    for loop in nested_ops(out.module.operation):
+        stages = loop.attributes["tle.num_stages"] if "tle.num_stages" in loop.attributes else None
+        if loop.name != "scf.for" or stages is None or ir.IntegerAttr(stages).value < 2:
+            continue
+        for op in loop.regions[0].blocks[0].operations:
+            op = op.operation
+            if op.name != "scf.if":
+                continue
+            loads = [span_of_location(x.location) for x in nested_ops(op)
+                     if x.name == "tle.load" and ir.RankedTensorType(x.results[0].type).rank > 0]
+            if loads:
+                found.append((span_of_location(loop.location), span_of_location(op.location), loads))
+    return found
+
+
 def ordered_reduces(out: Compiled) -> list:
     """(span, fn name) of each reduce() with combine= in out's tle module that keeps the elements' order as a scan
     of its own (not commutative=true, and no scan of the same values before it to take the last element from), for
