@@ -800,8 +800,14 @@ def _backend_version(backend: str) -> str:
 
 
 def program_fingerprint(program: Program) -> str:
-    """A hash of the kernel file and every file it imports (their texts)."""
+    """A hash of the kernel file's path and the texts of it and every file it imports."""
+    return cache.key_of(program.file, program_texts(program))
+
+
+def program_texts(program: Program) -> list[str]:
+    """The texts of the kernel file and of every file it imports, in the order of their paths."""
     files = {d.span.file for table in (program.kernels, program.fns, program.consts) for d in table.values()}
+    files.add(program.file)
     texts = []
     for f in sorted(files):
         if f == program.file:
@@ -809,5 +815,5 @@ def program_fingerprint(program: Program) -> str:
         elif os.path.exists(f):
             with open(f, encoding="utf-8") as fh:
                 texts.append(fh.read())
-    return cache.key_of(program.file, texts)
+    return texts
 

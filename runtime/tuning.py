@@ -9,12 +9,12 @@ configuration of its bucket: an in-memory dict, then one SELECT on the database,
 that configuration is cached per argument signature as any other, so a repeated launch costs what it always did.
 
 The database (SQLite, TLE_TUNE_DB, default ~/.cache/tle/tuning.sqlite or $TLE_CACHE_DIR/tuning.sqlite) has one row
-per key. The key is a hash of: the kernel's source fingerprint (its file and imports), its name, the constants and
-launch options that are not tuned, the shape bucket (each dim <= 64 exactly, larger ones rounded up to a power of
-two; TuneSpace.key_dims picks which dims count), the specialisation facts (16-divisibility and unit strides, which
-change the binary), the parameter dtypes, the GPU's name and compute capability, the tle version, the backend
-compilers' versions and the tuned space itself. docs/tuning.md describes the schema, the pruning rules and the
-search.
+per key. The key is a hash of: the kernel's source fingerprint (the texts of its file and imports), its name, the
+constants and launch options that are not tuned (and a fixed grid), the shape bucket (each dim <= 64 exactly,
+larger ones rounded up to a power of two; TuneSpace.key_dims picks which dims count), the specialisation facts
+(16-divisibility and unit strides, which change the binary), the parameter dtypes, the GPU's name and compute
+capability, the tle release version, the backend compilers' versions and the tuned space itself. docs/tuning.md
+describes the schema, the pruning rules and the search.
 
 Search: (1) static pruning by a cost model read off the checked kernel (`prune`); (2) parallel compilation in
 worker processes with a per-configuration timeout (`compile_configs`); (3) successive halving on the device
@@ -41,10 +41,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .. import __version__ as TLE_VERSION  # noqa: F401
+from .. import __version__ as TLE_VERSION
 from ..check import OCCUPANCIES
 from ..compiler import default_num_warps, largest_tile
-from .cache import build_id as _build_id
 from ..diagnostics import TleError
 from ..types import BYTES
 
@@ -83,15 +82,21 @@ class TuneSpace:
     on_cpu: bool = False
 
     def __post_init__(self):
+        self.check()
+
+    def check(self) -> "TuneSpace":
+        """Normalise and check the values and settings. Run when the space is made and again at each tuning, since
+        the settings may be changed on an attached space (`mod.matmul.tune_space.budget_s = 60`)."""
         if not isinstance(self.params, dict) or not self.params:
             raise ValueError("TuneSpace: params must be a non-empty dict of name -> list of values")
-        self.params = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in self.params.items()}
+        self.params = {k: _values(k, v) for k, v in self.params.items()}
         for name, values in self.params.items():
             if not isinstance(name, str) or not name.isidentifier():
                 raise ValueError(f"TuneSpace: '{name}' is not a name")
             if not values:
                 raise ValueError(f"TuneSpace: {name} has no values")
-            if len(set(map(repr, values))) != len(values):
+            # by equality, not by spelling: 1 and 1.0 are one value of a float constant
+            if any(a == b and (type(a) is bool) == (type(b) is bool) for i, a in enumerate(values) for b in values[:i]):
                 raise ValueError(f"TuneSpace: {name} lists a value twice: {values}")
             if name == "num_warps" and not all(type(v) is int and v in (1, 2, 4, 8, 16, 32) for v in values):
                 raise ValueError(f"TuneSpace: num_warps must be powers of two from 1 to 32, got {values}")
@@ -102,14 +107,25 @@ class TuneSpace:
             if name == "backend" and not all(v in BACKENDS for v in values):
                 raise ValueError(f"TuneSpace: backend must be among {', '.join(BACKENDS)}, got {values}")
         if self.key_dims is not None:
+            if isinstance(self.key_dims, str) or not all(isinstance(d, str) for d in self.key_dims):
+                raise ValueError(f"TuneSpace: key_dims must be a list of dim names (['M', 'N']), got "
+                                 f"{self.key_dims!r}")
             self.key_dims = list(self.key_dims)
         for setting in ("budget_s", "max_candidates", "compile_timeout_s", "jobs"):
             v = getattr(self, setting)
             if setting == "jobs" and v is None:
                 continue
             whole = setting in ("max_candidates", "jobs")
-            if isinstance(v, bool) or not isinstance(v, int if whole else (int, float)) or v <= 0:
+            if isinstance(v, bool) or not isinstance(v, int if whole else (int, float)) or not v > 0 \
+                    or not math.isfinite(v):
                 raise ValueError(f"TuneSpace: {setting} must be a positive {'int' if whole else 'number'}, got {v!r}")
+        for setting in ("reference", "timer"):
+            if getattr(self, setting) is not None and not callable(getattr(self, setting)):
+                raise ValueError(f"TuneSpace: {setting} must be a function or None, got "
+                                 f"{type(getattr(self, setting)).__name__}")
+        if not isinstance(self.on_cpu, bool):
+            raise ValueError(f"TuneSpace: on_cpu must be True or False, got {self.on_cpu!r}")
+        return self
 
     @classmethod
     def coerce(cls, value) -> "TuneSpace":
@@ -156,6 +172,19 @@ class TuneSpace:
         return [dict(zip(names, combo)) for combo in itertools.product(*(params[n] for n in names))]
 
 
+def _values(name, values) -> list:
+    """A space's values as a list of plain Python values: a list, tuple, range or numpy array gives its elements
+    (numpy scalars become ints, floats, bools), any other single value is a list of one. A set is refused: its
+    order is arbitrary, and the first value is the base configuration when the default is not among them."""
+    if isinstance(values, (set, frozenset, dict)):
+        raise ValueError(f"TuneSpace: {name}: give the values as a list, not a {type(values).__name__}")
+    if hasattr(values, "tolist") and not isinstance(values, (str, bytes)):  # a numpy array (or scalar)
+        values = values.tolist()
+    if not isinstance(values, (list, tuple, range)):
+        values = [values]
+    return [v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v for v in values]
+
+
 def _ckey(config: dict) -> tuple:
     return tuple(config.items())
 
@@ -169,7 +198,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS tuned (
     key TEXT PRIMARY KEY,       -- sha256 of the key columns below, as sorted JSON
     kernel TEXT NOT NULL,       -- kernel name
-    fingerprint TEXT NOT NULL,  -- hash of the .tle file and its imports (runtime.kernel.program_fingerprint)
+    fingerprint TEXT NOT NULL,  -- hash of the texts of the .tle file and its imports (source_fingerprint)
     fixed TEXT NOT NULL,        -- JSON: constants and launch options that were not tuned
     shape TEXT NOT NULL,        -- JSON: dim -> bucket
     spec TEXT NOT NULL,         -- specialisation facts: arguments divisible by 16, unit strides
@@ -191,8 +220,21 @@ KEY_COLUMNS = ("kernel", "fingerprint", "fixed", "shape", "spec", "dtypes", "dev
                "backend_versions", "space")
 COLUMNS = ("key",) + KEY_COLUMNS + ("config", "time_s", "default_time_s", "exact_shape", "stats", "created")
 
+SCHEMA_VERSION = 1  # PRAGMA user_version of a database this module made; 0: made before it was set (same table)
 _connections: dict = {}
 _db_lock = threading.Lock()
+_warned: set = set()
+# the connections opened read-only, by id(), each kept with its id: an id alone is reused by a later connection once
+# this one is gone (a test that reopened its database then found its new, writable one "read-only")
+_read_only: dict[int, sqlite3.Connection] = {}
+
+
+class TuneDBError(TuneError):
+    """The tuning database cannot be opened, read or written; the message names the file and what to do."""
+
+
+class TuneImportError(TuneError, ValueError):
+    """A file given to import_() cannot be imported (nothing of it was); a ValueError, as it always was."""
 
 
 def db_path() -> str:
@@ -202,23 +244,93 @@ def db_path() -> str:
     return os.path.join(root, "tuning.sqlite")
 
 
+def _db_error(path: str, e: Exception) -> TuneDBError:
+    why = str(e) or type(e).__name__
+    if isinstance(e, sqlite3.DatabaseError) and "not a database" in why:
+        why = "the file is not an SQLite database (garbage or truncated)"
+    elif "locked" in why:
+        return TuneDBError(f"tuning database {path}: another process held it locked for 60 s; set TLE_TUNE_DB to "
+                           "another file if that lasts")
+    return TuneDBError(f"tuning database {path}: {why}; move it away, or set TLE_TUNE_DB to another file")
+
+
 def _db(path: str | None = None) -> sqlite3.Connection:
-    """One connection per database file and process (WAL journal, 60 s busy timeout), opened on first use."""
+    """One connection per database file and process, opened on first use: WAL journal and a 60 s busy timeout
+    when the file can be written; read-only (lookups only) when it cannot. Errors name the file (TuneDBError)."""
     path = path or db_path()
-    key = (os.path.abspath(path), os.getpid())
+    key = (os.path.abspath(path) if path != ":memory:" else path, os.getpid())
     conn = _connections.get(key)
     if conn is None:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        conn = sqlite3.connect(path, timeout=60.0, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 60000")
-        _while_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"))
-
-        def create():
-            with conn:
-                conn.executescript(SCHEMA)
-        _while_locked(create)
+        try:
+            conn = _open(path)
+        except TuneDBError:
+            raise
+        except (sqlite3.Error, OSError) as e:
+            raise _db_error(path, e) from None
         _connections[key] = conn
     return conn
+
+
+def _writable(path: str) -> bool:
+    """Can this process write the database (and its -wal and -shm files, beside it)?"""
+    if path == ":memory:":
+        return True
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.exists(path):
+        return os.access(path, os.W_OK) and os.access(folder, os.W_OK | os.X_OK)
+    return True  # made below; makedirs and connect say why not
+
+
+def _open(path: str) -> sqlite3.Connection:
+    if os.path.isdir(path):
+        raise TuneDBError(f"tuning database {path} is a directory; set TLE_TUNE_DB to a file")
+    if path != ":memory:" and os.path.exists(path) and not os.access(path, os.R_OK):
+        raise TuneDBError(f"tuning database {path} cannot be read (permissions); fix them, or set TLE_TUNE_DB to "
+                          "another file")
+    if not _writable(path):
+        # read-only: no journal switch and no CREATE, which would fail; mode=ro still needs the -shm file of a WAL
+        # database, which a read-only folder may lack, so immutable=1 (no locking: nobody can write it here) is the
+        # fallback
+        for mode in ("mode=ro", "mode=ro&immutable=1"):
+            conn = sqlite3.connect(f"file:{os.path.abspath(path)}?{mode}", uri=True, timeout=60.0,
+                                   check_same_thread=False)
+            try:
+                _check_schema(conn, path)
+                _read_only[id(conn)] = conn
+                return conn
+            except sqlite3.OperationalError:
+                conn.close()
+        raise TuneDBError(f"tuning database {path} is read-only and cannot be opened for reading either; set "
+                          "TLE_TUNE_DB to another file")
+    folder = os.path.dirname(os.path.abspath(path))
+    if path != ":memory:":
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as e:
+            raise TuneDBError(f"tuning database {path}: cannot make its folder {folder} ({e.strerror}); set "
+                              "TLE_TUNE_DB to a file in a folder you can write") from None
+    conn = sqlite3.connect(path, timeout=60.0, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout = 60000")
+    _while_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+
+    def create():
+        with conn:
+            if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'tuned'").fetchone():
+                conn.executescript(SCHEMA)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    _while_locked(create)
+    _check_schema(conn, path)
+    return conn
+
+
+def _check_schema(conn, path: str) -> None:
+    """A database made by another version of this module (another table, a newer schema) is refused, not misread."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    columns = tuple(r[1] for r in conn.execute("PRAGMA table_info(tuned)"))
+    if version not in (0, SCHEMA_VERSION) or (columns and columns != COLUMNS):
+        raise TuneDBError(f"tuning database {path} has another schema (version {version}, columns "
+                          f"{', '.join(columns) or 'none'}): written by another tle? Move it away, or set "
+                          "TLE_TUNE_DB to another file")
 
 
 def _while_locked(step, timeout_s: float = 60.0):
@@ -235,66 +347,160 @@ def _while_locked(step, timeout_s: float = 60.0):
             time.sleep(0.02)
 
 
+def _warn_once(message: str) -> None:
+    """A database problem is told once per process (every launch of a new bucket would hit it again)."""
+    if message not in _warned:
+        _warned.add(message)
+        import warnings
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
 def make_key(fields: dict) -> str:
     return hashlib.sha256(json.dumps({k: fields[k] for k in KEY_COLUMNS}, sort_keys=True).encode()).hexdigest()
 
 
 def lookup_key(key: str, db: str | None = None) -> dict | None:
     """The row stored under `key`, or None. One indexed SELECT."""
+    path = db or db_path()
     with _db_lock:
-        cur = _db(db).execute(f"SELECT {', '.join(COLUMNS)} FROM tuned WHERE key = ?", (key,))
-        row = cur.fetchone()
+        try:
+            row = _db(path).execute(f"SELECT {', '.join(COLUMNS)} FROM tuned WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error as e:
+            raise _db_error(path, e) from None
     return _row(row) if row else None
 
 
 def _row(row) -> dict:
     out = dict(zip(COLUMNS, row))
     for k in ("config", "stats"):
-        out[k] = json.loads(out[k])
+        try:
+            out[k] = json.loads(out[k])
+        except (TypeError, ValueError):
+            out[k] = None  # a row written by hand: _list shows it, a lookup refuses it (_usable)
     return out
 
 
 def store(row: dict, db: str | None = None) -> None:
     """INSERT OR REPLACE one row in its own transaction (concurrent writers wait on the busy timeout)."""
-    values = [json.dumps(row[c], sort_keys=True) if c in ("config", "stats") else row.get(c) for c in COLUMNS]
+    _store([row], db)
+
+
+def _store(rows_: list, db: str | None = None) -> None:
+    """Write rows in one transaction: all or none."""
+    path = db or db_path()
     with _db_lock:
-        conn = _db(db)
-        with conn:
-            conn.execute(f"INSERT OR REPLACE INTO tuned ({', '.join(COLUMNS)}) VALUES "
-                         f"({', '.join('?' * len(COLUMNS))})", values)
+        conn = _db(path)
+        if _read_only.get(id(conn)) is conn:
+            raise TuneDBError(f"tuning database {path} is read-only here (lookups only); set TLE_TUNE_DB to a file "
+                              "you can write to store results")
+        try:
+            with conn:
+                for row in rows_:
+                    values = [json.dumps(row[c], sort_keys=True) if c in ("config", "stats") else row.get(c)
+                              for c in COLUMNS]
+                    conn.execute(f"INSERT OR REPLACE INTO tuned ({', '.join(COLUMNS)}) VALUES "
+                                 f"({', '.join('?' * len(COLUMNS))})", values)
+        except sqlite3.Error as e:
+            raise _db_error(path, e) from None
 
 
 def rows(kernel: str | None = None, db: str | None = None) -> list[dict]:
+    path = db or db_path()
     sql = f"SELECT {', '.join(COLUMNS)} FROM tuned" + (" WHERE kernel = ?" if kernel else "") + " ORDER BY created"
     with _db_lock:
-        return [_row(r) for r in _db(db).execute(sql, (kernel,) if kernel else ())]
+        try:
+            return [_row(r) for r in _db(path).execute(sql, (kernel,) if kernel else ())]
+        except sqlite3.Error as e:
+            raise _db_error(path, e) from None
 
 
 def export(path: str, db: str | None = None) -> int:
     """Write every row as JSON ({"tle_tuning": 1, "rows": [...]}); return how many."""
     data = rows(db=db)
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"tle_tuning": 1, "rows": data}, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"tle_tuning": 1, "rows": data}, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise TuneError(f"cannot write the export to {path}: {e.strerror or e}") from None
     return len(data)
 
 
+def _bad_row(r) -> str | None:
+    """Why an imported row cannot be stored, or None."""
+    if not isinstance(r, dict):
+        return f"a row must be an object, not {type(r).__name__}"
+    missing = [c for c in COLUMNS if c not in r and c != "default_time_s"]
+    if missing:
+        return f"it lacks {', '.join(missing)}"
+    extra = sorted(set(r) - set(COLUMNS))
+    if extra:
+        return f"unknown field{'s' if len(extra) > 1 else ''} {', '.join(extra)}"
+    strings = [c for c in ("key",) + KEY_COLUMNS + ("exact_shape", "created") if not isinstance(r[c], str)]
+    if strings:
+        return f"{', '.join(strings)} must be strings"
+    if not isinstance(r["config"], dict) or not r["config"] or not all(
+            isinstance(k, str) and k.isidentifier() and (v is None or type(v) in (int, float, bool, str))
+            for k, v in r["config"].items()):
+        return "config must be an object of parameter names to numbers, booleans, strings or null"
+    for c in ("time_s", "default_time_s"):
+        v = r.get(c)
+        if (v is not None or c == "time_s") and not (type(v) in (int, float) and math.isfinite(v) and v > 0):
+            return f"{c} must be a positive finite number, got {v!r}"
+    if r["stats"] is not None and not isinstance(r["stats"], dict):
+        return "stats must be an object or null"
+    if make_key(r) != r["key"]:
+        return "its key does not match its key columns"
+    return None
+
+
 def import_(path: str, db: str | None = None) -> int:
-    """Insert (or replace) the rows of a file written by export(); return how many."""
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    if not isinstance(data, dict) or data.get("tle_tuning") != 1 or not isinstance(data.get("rows"), list):
-        raise ValueError(f"{path}: not a tle tuning export")
-    for r in data["rows"]:
-        missing = [c for c in COLUMNS if c not in r and c != "default_time_s"]
-        if missing:
-            raise ValueError(f"{path}: a row lacks {', '.join(missing)}")
-        if make_key(r) != r["key"]:
-            raise ValueError(f"{path}: a row's key does not match its key columns")
-    for r in data["rows"]:
-        store(r, db)
-    return len(data["rows"])
+    """Store the rows of a file written by export(), all or none; return how many were stored.
+
+    Every row is checked first (fields, types, its key against its key columns); one bad row refuses the whole
+    file, naming the row. A key twice in the file: the faster row is taken (then the newer). A key already in the
+    database keeps the faster of the two results: an import never replaces a faster local result with a slower
+    one (said on stderr when it keeps the local one)."""
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise TuneImportError(f"cannot import {path}: {why}") from None
+    if not isinstance(data, dict) or data.get("tle_tuning") != 1 or type(data.get("tle_tuning")) is not int \
+            or not isinstance(data.get("rows"), list):
+        raise TuneImportError(f"cannot import {path}: not a tle tuning export ({{\"tle_tuning\": 1, \"rows\": [...]}})")
+    chosen: dict = {}
+    for i, r in enumerate(data["rows"]):
+        why = _bad_row(r)
+        if why:
+            name = r.get("kernel") if isinstance(r, dict) else None
+            shown = f"row {i}" + (f" ({name})" if isinstance(name, str) else "")
+            raise TuneImportError(f"cannot import {path}: {shown}: {why}; nothing was imported")
+        if r["stats"] is None:
+            r = {**r, "stats": {}}
+        old = chosen.get(r["key"])
+        if old is None or _better(r, old):
+            chosen[r["key"]] = r
+    kept = []
+    for key, r in list(chosen.items()):
+        local = lookup_key(key, db)
+        if local is not None and local.get("time_s") and not _better(r, local):
+            kept.append(r["kernel"])
+            del chosen[key]
+    if kept:
+        print(f"tle: import {path}: kept {len(kept)} local result{'s' if len(kept) > 1 else ''} faster than (or as "
+              f"fast as and newer than) the file's ({', '.join(sorted(set(kept)))})", file=sys.stderr)
+    _store(list(chosen.values()), db)
+    return len(chosen)
+
+
+def _better(a: dict, b: dict) -> bool:
+    """Of two results of one key: the faster; at equal times, the newer."""
+    return (a["time_s"], str(b["created"])) < (b["time_s"], str(a["created"]))
 
 
 def lookup(kernel, *args, **kwargs) -> dict | None:
@@ -340,6 +546,27 @@ def _backend_versions(backends) -> str:
     return ";".join(out)
 
 
+def source_fingerprint(program) -> str:
+    """A hash of the texts of the kernel's file and of every file it imports, without their paths: the same kernel
+    reached as `examples/x.tle`, `/abs/.../x.tle` or `../x.tle` (tlec tune and tle.compile in other folders) shares
+    its results; an edit of any of those files is a new key. (runtime.kernel.program_fingerprint, the binary
+    cache's, also hashes the path.)"""
+    from .kernel import program_texts
+    texts = program_texts(program)
+    h = hashlib.sha256()
+    for t in sorted(texts):
+        h.update(hashlib.sha256(t.encode()).digest())
+    return h.hexdigest()[:40]
+
+
+def _fixed_grid(grid) -> tuple:
+    """A fixed grid as the launch sees it: ints, trailing 1s dropped ((8,), (8, 1) and 8 are one grid)."""
+    dims = list(grid)
+    while len(dims) > 1 and dims[-1] == 1:
+        dims.pop()
+    return tuple(dims)
+
+
 class _Launch:
     """One launch's arguments, bound and checked once: the tuned parameters left after what the caller pinned, the
     fixed constants and options, dims, specialisation, device and the database key."""
@@ -349,6 +576,7 @@ class _Launch:
         space = kernel.tune_space
         if space is None:
             raise TuneError(f"kernel '{kernel.name}' has no tuning space (set kernel.tune_space)")
+        space.check().validate(kernel.decl)  # its settings may have been changed since it was attached
         self.kernel, self.grid, self.args, self.kwargs, self.space = kernel, grid, args, dict(kwargs), space
         values, constants, options = kernel._bind(args, dict(kwargs))
         self.params = {k: v for k, v in space.params.items() if k not in kwargs}
@@ -380,21 +608,64 @@ class _Launch:
         backends = self.params["backend"] if "backend" in self.params else [fixed["backend"]]
         device, capability = _device_info(self.device)
         dtypes = {p.name: p.type.dtype for p in checked.params}
+        # The key holds what decides the result, each written one way: every constant that is not tuned with its
+        # value (a default given explicitly is the default), options left at None are absent, a fixed grid (a
+        # tuple, not a function of the constants) is part of it (which configurations cover the problem depends
+        # on it), and the space is hashed with its names and values sorted.
+        key_fixed = {**{k: v for k, v in checked.constants.items() if k not in self.params},
+                     **{k: v for k, v in fixed.items() if k in OPTIONS and v is not None}}
+        if options.get("asserts"):
+            key_fixed["asserts"] = True
+        if grid is not None and not callable(grid):
+            key_fixed["grid"] = list(_fixed_grid(kernel._grid(grid, {})))  # checked as a launch checks it
+        space_text = json.dumps({k: sorted(json.dumps(v, default=str) for v in vals)
+                                 for k, vals in self.params.items()}, sort_keys=True)
         self.fields = {
-            "kernel": kernel.name, "fingerprint": kernel.fingerprint,
-            "fixed": json.dumps(fixed, sort_keys=True),
+            "kernel": kernel.name, "fingerprint": source_fingerprint(kernel.program),
+            "fixed": json.dumps(key_fixed, sort_keys=True, default=str),
             "shape": json.dumps({d: bucket(self.dims[d]) for d in key_dims}, sort_keys=True),
             # Without the 8/4/2 divisibility of dims and strides and without the launch facts (tle/abi.py): sizes
             # of one bucket that differ only there share a result, as they would have before those facts; the
             # timing uses this launch's facts.
             "spec": dataclasses.replace(self.spec, divisible=frozenset(), inside=frozenset()).key(),
             "dtypes": json.dumps(dtypes, sort_keys=True),
-            "device": device, "capability": capability, "tle_version": _build_id(),
+            "device": device, "capability": capability,
+            # tle's release version alone, not runtime.cache.build_id (the version plus a hash of tle's own source):
+            # a tuned configuration stays a valid, checked choice when the compiler is edited, and a development
+            # checkout would otherwise tune every bucket again after each edit of any tle file (minutes each).
+            # A release retunes; within one, `--force` / tune(force=True) retunes after a change to the lowering.
+            "tle_version": TLE_VERSION,
             "backend_versions": _backend_versions(["interp" if b == "auto" and not self.on_gpu else b
                                                    for b in backends]),
-            "space": hashlib.sha256(json.dumps(self.params, sort_keys=True, default=str).encode()).hexdigest()[:16],
+            "space": hashlib.sha256(space_text.encode()).hexdigest()[:16],
         }
         self.key = make_key(self.fields)
+
+
+_key_locks: dict = {}  # tuning key -> the lock its tuning holds in this process
+_key_locks_lock = threading.Lock()
+
+
+def _key_lock(key: str) -> threading.Lock:
+    """Threads of one process launching the same new bucket: one tunes, the others wait for it and reuse its result
+    (processes are not serialised: both tune, docs/tuning.md)."""
+    with _key_locks_lock:
+        return _key_locks.setdefault(key, threading.Lock())
+
+
+def _stored(launch) -> dict | None:
+    """The database row of this launch's key, or None; a database that cannot be read is warned about, once, and
+    the launch tunes (its result is then kept in this process only)."""
+    try:
+        row = lookup_key(launch.key)
+    except TuneDBError as e:
+        _warn_once(f"tle: {e}; tuning '{launch.kernel.name}' without its stored results")
+        return None
+    if row is not None and not (isinstance(row["config"], dict) and set(row["config"]) == set(launch.params)):
+        _warn_once(f"tle: tuning database {db_path()}: the row of '{launch.kernel.name}' (key {launch.key[:12]}) "
+                   f"holds config {row['config']!r}, not values of {', '.join(launch.params)}: tuning again")
+        return None
+    return row
 
 
 def configure(kernel, grid, args, kwargs) -> dict:
@@ -404,9 +675,12 @@ def configure(kernel, grid, args, kwargs) -> dict:
         return kwargs  # nothing left to tune, or the interpreter (TuneSpace.on_cpu)
     config = kernel._tuned.get(launch.key)
     if config is None:
-        row = lookup_key(launch.key)
-        config = row["config"] if row is not None else tune(launch).config
-        kernel._tuned[launch.key] = config
+        with _key_lock(launch.key):
+            config = kernel._tuned.get(launch.key)  # tuned by another thread while this one waited
+            if config is None:
+                row = _stored(launch)
+                config = row["config"] if row is not None else tune(launch).config
+                kernel._tuned[launch.key] = config
     return {**kwargs, **config}
 
 
@@ -456,6 +730,8 @@ class Facts:
     free_loops: bool = False  # a loop without pipeline(stages=): num_stages matters
     stages_staged: bool = False  # a dot loop with pipeline(stages=) that loads more than its dot's operands: whether
     #                              num_stages equals its depth decides whether those loads are staged too
+    launched: int = 1  # programs the grid gives (0: the launch runs nothing)
+    grid: tuple = ()  # the grid
     written: set = field(default_factory=set)  # tensors stored, scattered or updated atomically
     read: set = field(default_factory=set)
     atomics: bool = False
@@ -632,6 +908,7 @@ class Pruned:
     kept: list  # configs (dicts), ranked: the base first, then by predicted time
     dropped: dict  # rule -> number of configs it dropped
     facts: dict  # ckey -> Facts
+    reasons: dict = field(default_factory=dict)  # rule -> the first message, where there is one (a check error)
 
 
 def hint_only_constants(program, name: str) -> frozenset:
@@ -677,10 +954,13 @@ def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dic
     facts: dict = {}
     threads_of: dict = {}
     errors: dict = {}
+    reasons: dict = {}
 
-    def drop(rule, n):
+    def drop(rule, n, why=None):
         if n:
             dropped[rule] = dropped.get(rule, 0) + n
+            if why:
+                reasons.setdefault(rule, why)
 
     # R0: one configuration per distinct binary: options a backend ignores are dropped, then duplicates
     seen, cands = set(), []
@@ -695,14 +975,19 @@ def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dic
                 errors[ck] = str(e)
         checked = checked_by_consts[ck]
         if checked is None:
-            drop("does not check", 1)
+            drop("does not check", 1, f"{_show(c)}: {errors[ck]}")
             continue
         backend = c.get("backend", fixed_backend)
         if backend == "auto" and auto_route is not None:
             backend = auto_route
         stages = c.get("num_stages", DEFAULT_OPTIONS["num_stages"])
         meta = {**checked.constants, **dims}
-        f = analyze(checked, dims, stages, grid_of(grid, meta))
+        try:
+            launch_grid = grid_of(grid, meta)
+        except Exception as e:  # noqa: BLE001 - the grid function fails for this configuration: dropped, with why
+            drop("grid fails", 1, f"{_show(c)}: the grid raised {type(e).__name__}: {e}")
+            continue
+        f = analyze(checked, dims, stages, launch_grid)
         ignored = ("num_warps", "num_stages", *hint_only) if backend == "tileir" else \
             ("num_warps", "num_stages", "occupancy", *hint_only) if backend == "interp" else \
             ("occupancy",) if f.free_loops or f.stages_staged else ("occupancy", "num_stages")
@@ -716,7 +1001,7 @@ def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dic
         # which the binary never saw. The base itself therefore stands for its group.
         if base is not None:
             c = {o: (base[o] if o in ignored and o in base else v) for o, v in c.items()}
-        f.programs = programs_of(grid, meta)
+        f.programs, f.launched, f.grid = max(1, math.prod(launch_grid)), math.prod(launch_grid), launch_grid
         facts[_ckey(c)] = f
         threads_of[_ckey(c)] = (c.get("num_warps") or default_num_warps(checked)) * 32 if backend == "triton" else None
         cands.append(c)
@@ -753,7 +1038,7 @@ def prune(program, name: str, configs: list, *, fixed_constants: dict, dims: dic
         cands.sort(key=lambda c: c != base)
     # R6: at most max_candidates, by predicted time
     drop("R6 over max_candidates (ranked by predicted time)", max(0, len(cands) - max_candidates))
-    return Pruned(cands[:max_candidates], dropped, facts)
+    return Pruned(cands[:max_candidates], dropped, facts, reasons)
 
 
 def route_of(program, name: str, constants: dict, arch: str) -> str:
@@ -965,7 +1250,7 @@ class Search:
 
 
 def successive_halving(configs, measure, *, reps: int = 10, keep: int = 3, max_reps: int = 100,
-                       final_rounds: int = 4, deadline: float | None = None, on_time=None) -> Search:
+                       final_rounds: int = 4, deadline: float | None = None, on_time=None, dropped=()) -> Search:
     """Time every configuration with `reps` launches (measure(ckey, reps) -> seconds, inf for a failure), keep the
     fastest third, double the launches, and repeat until at most `keep` are left or the deadline passes. `configs`
     may be a generator (configurations arriving as they compile).
@@ -973,7 +1258,10 @@ def successive_halving(configs, measure, *, reps: int = 10, keep: int = 3, max_r
     The finalists are then timed against each other in `final_rounds` interleaved rounds of max_reps / 2 launches,
     in alternating order (A B C, C B A, ...), and ranked by their mean over the rounds. Timed one after another, as
     the earlier rounds are, near-equal finalists are ranked by the GPU's clock drift as much as by their code
-    (docs/tuning.md); with an even number of alternating rounds a drift linear in time adds the same to each."""
+    (docs/tuning.md); with an even number of alternating rounds a drift linear in time adds the same to each.
+
+    `dropped`: configurations found wrong after they were timed (a container the caller fills as it goes); they
+    leave the search wherever they are."""
     times: dict = {}
     alive: list = []
     calls = total = 0
@@ -993,6 +1281,7 @@ def successive_halving(configs, measure, *, reps: int = 10, keep: int = 3, max_r
     for c in configs:
         if math.isfinite(timed(c, reps)):
             alive.append(c)
+    alive = [c for c in alive if c not in dropped]
     while len(alive) > keep and not over():
         alive.sort(key=times.get)
         alive = alive[:max(1, math.ceil(len(alive) / keep))]
@@ -1003,7 +1292,7 @@ def successive_halving(configs, measure, *, reps: int = 10, keep: int = 3, max_r
             if over():
                 break
             timed(c, reps)
-        alive = [c for c in alive if math.isfinite(times[c])]
+        alive = [c for c in alive if math.isfinite(times[c]) and c not in dropped]
     if len(alive) > 1 and not over():
         samples: dict = {c: [] for c in alive}
         for r in range(final_rounds):
@@ -1015,6 +1304,7 @@ def successive_halving(configs, measure, *, reps: int = 10, keep: int = 3, max_r
             if samples[c]:
                 times[c] = statistics.fmean(samples[c]) if all(map(math.isfinite, samples[c])) else math.inf
         alive = [c for c in alive if math.isfinite(times[c])]
+    alive = [c for c in alive if c not in dropped]
     if not alive:
         return Search(None, math.inf, times, calls, total)
     best = min(alive, key=times.get)
@@ -1098,6 +1388,39 @@ def _matches(got, want) -> str | None:
     return None if err <= _tolerance(got.dtype) else f"relative error {err:.2e}"
 
 
+def _expected(reference, args, outputs, names, kernel_name) -> list:
+    """TuneSpace.reference(args), checked: one tensor per tensor the kernel writes (a single tensor for one)."""
+    import torch
+    try:
+        got = reference(args)
+    except Exception as e:  # noqa: BLE001 - the user's function: say whose error it is
+        raise TuneError(f"tuning '{kernel_name}': TuneSpace.reference(args) raised {type(e).__name__}: {e}") from e
+    if isinstance(got, torch.Tensor):
+        got = [got]
+    if not isinstance(got, (list, tuple)) or len(got) != len(outputs) or \
+            not all(isinstance(g, torch.Tensor) and g.shape == o.shape for g, o in zip(got, outputs)):
+        shown = [tuple(g.shape) if isinstance(g, torch.Tensor) else type(g).__name__ for g in got] \
+            if isinstance(got, (list, tuple)) else type(got).__name__
+        raise TuneError(f"tuning '{kernel_name}': TuneSpace.reference(args) must return the expected values of "
+                        f"the {len(outputs)} tensor(s) the kernel writes, in order: "
+                        f"{', '.join(f'{n} {tuple(o.shape)}' for n, o in zip(names, outputs))}; it returned {shown}")
+    return [g.detach().to(o.device) for g, o in zip(got, outputs)]
+
+
+def _covers_more(outs, holes, ref_outs, ref_holes) -> bool:
+    """Do `outs` write every element the reference wrote, with its values, and more besides?"""
+    more = False
+    for o, h, r, rh in zip(outs, holes, ref_outs, ref_holes):
+        if h is None or rh is None:
+            if _matches(o, r):
+                return False
+            continue
+        if (h & ~rh).any() or _matches(o[~rh], r[~rh]):
+            return False
+        more |= bool((rh & ~h).any())
+    return more
+
+
 def tune(launch: _Launch) -> TuneResult:
     """Tune one launch's bucket: prune, compile in parallel, check and time by successive halving; store the best."""
     import torch
@@ -1120,7 +1443,9 @@ def tune(launch: _Launch) -> TuneResult:
                    max_candidates=space.max_candidates, auto_route=auto_route)
     cands = pruned.kept
     if not cands:
-        raise TuneError(f"tuning '{kernel.name}': every configuration was pruned ({pruned.dropped})")
+        why = "; ".join(f"{rule} ({n}){': ' + pruned.reasons[rule] if rule in pruned.reasons else ''}"
+                        for rule, n in pruned.dropped.items())
+        raise TuneError(f"tuning '{kernel.name}': every configuration was pruned: {why}")
     facts = pruned.facts
     progress = Progress(kernel.name, len(cands))
 
@@ -1132,26 +1457,46 @@ def tune(launch: _Launch) -> TuneResult:
                 c.get("num_stages", launch.fixed.get("num_stages")),  # None: the kernel's default
                 c.get("occupancy", launch.fixed.get("occupancy")))  # None: the lowering's choice
 
-    # What a run changes: outputs are snapshot and restored at the end; kernels that accumulate into them (atomics,
-    # or outputs they also read) get them restored before every run.
-    any_facts = next(iter(facts.values()))
-    written = [launch.values[n] for n in sorted(any_facts.written)]
-    snapshots = [(t, t.clone()) for t in written]
-    accumulate = any_facts.atomics or bool(any_facts.written & any_facts.read)
-    resets = snapshots if accumulate else []
+    # What a run changes: every tensor some candidate writes (a constant may decide which one: the union over the
+    # candidates), saved now and restored at the end. Before its output check a run starts from the saved values
+    # where the kernel reads what it writes (atomics, an output it also loads, or an output sharing storage with
+    # another argument: an in-place launch), and from poison (NaN, the integer minimum) elsewhere, so that an
+    # element no program wrote shows. The timer restores the former before every launch too (Trial.reset).
+    written_names = sorted(set().union(*(f.written for f in facts.values())))
+    read = set().union(*(f.read for f in facts.values()))
+    atomics = any(f.atomics for f in facts.values())
+    tensors = {n: v for n, v in launch.values.items() if isinstance(v, torch.Tensor)}
+    outputs, out_names = [], []
+    for n in written_names:  # the same tensor passed for two outputs is saved and compared once
+        if all(launch.values[n] is not t for t in outputs):
+            outputs.append(launch.values[n])
+            out_names.append(n)
 
-    def poison():
-        for t, saved in snapshots:
-            if accumulate:
+    def shared(name, t):
+        return any(m != name and o.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+                   for m, o in tensors.items())
+    snapshots = [(t, t.clone()) for t in outputs]
+    restored = [atomics or n in read or shared(n, t) for n, t in zip(out_names, outputs)]
+    poisoned = [not r and t.dtype != torch.bool for r, t in zip(restored, outputs)]
+    resets = [pair for pair, r in zip(snapshots, restored) if r]
+
+    def prepare():
+        for (t, saved), r in zip(snapshots, restored):
+            if r:
                 t.copy_(saved)
-            elif t.is_floating_point():
-                t.fill_(float("nan"))
-            else:
-                t.fill_(torch.iinfo(t.dtype).min if t.dtype != torch.bool else False)
+        for t, p in zip(outputs, poisoned):
+            if p:
+                t.fill_(float("nan") if t.is_floating_point() else torch.iinfo(t.dtype).min)
 
-    reference = None
-    if space.reference is not None:
-        reference = [r.detach() for r in space.reference(launch.args)]
+    def holes(outs):  # per output, the elements still holding the poison (None: not poisoned)
+        return [(o.isnan() if o.is_floating_point() else o == torch.iinfo(o.dtype).min) if p else None
+                for o, p in zip(outs, poisoned)]
+
+    ref = {"outs": None, "holes": None, "holders": []}  # the reference outputs and the configurations that match it
+    user_reference = space.reference is not None
+    if user_reference:
+        ref["outs"] = _expected(space.reference, launch.args, outputs, out_names, kernel.name)
+        ref["holes"] = [None] * len(outputs)
     timer = space.timer or (cuda_timer if launch.on_gpu else cpu_timer)
     trials, failures, entries_of = {}, {}, {}
     checked: set = set()
@@ -1170,31 +1515,60 @@ def tune(launch: _Launch) -> TuneResult:
         entries_of[_ckey(c)] = set(kernel._entries) - before
         return Trial(plan, launch.grid, launch.args, launch.kwargs, resets, launch.device)
 
+    def check(k, outs) -> str | None:
+        """Why the outputs of configuration `k` are wrong, or None. Without a user reference the reference is the
+        configuration that writes the most: a later one that writes every element an earlier reference wrote,
+        alike, and more besides replaces it, and the configurations that matched the old one fail (they leave
+        elements unwritten; the base configuration may be one, under a fixed grid that only some tiles cover)."""
+        got_holes = holes(outs)
+        if ref["outs"] is None:
+            ref.update(outs=outs, holes=got_holes, holders=[k])
+            return None
+        why = next(filter(None, (_matches(g, w) for g, w in zip(outs, ref["outs"]))), None)
+        if why is None:
+            ref["holders"].append(k)
+            return None
+        unwritten = [n for n, h, rh in zip(out_names, got_holes, ref["holes"])
+                     if h is not None and (h & ~(rh if rh is not None else torch.zeros_like(h))).any()]
+        if unwritten:
+            return (f"leaves elements of {', '.join(unwritten)} unwritten that the reference writes: its grid or "
+                    "tiles do not cover the problem")
+        if not user_reference and _covers_more(outs, got_holes, ref["outs"], ref["holes"]):
+            for h in ref["holders"]:
+                fail(h, "wrong output", f"leaves elements unwritten that {_show(dict(k))} writes: its grid or tiles "
+                                        "do not cover the problem")
+            ref.update(outs=outs, holes=got_holes, holders=[k])
+            return None
+        return f"output differs from the reference: {why}"
+
     def measure(k, reps):
-        nonlocal reference
         trial = trials[k]
+        if k in failures:  # failed its check after it was first timed (a configuration that writes more came)
+            return math.inf
         try:
             if k not in checked:
-                poison()
+                if facts[k].launched == 0:
+                    fail(k, "no program", f"the grid gives no program for this problem ({facts[k].grid})")
+                    return math.inf
+                prepare()
                 trial.run()
                 if launch.on_gpu:
                     torch.cuda.synchronize()
-                outs = [t.clone() for t in written]
-                if reference is None:
-                    reference = outs
-                else:
-                    for got, want in zip(outs, reference):
-                        why = _matches(got, want)
-                        if why:
-                            fail(k, "wrong output", f"output differs from the reference: {why}")
-                            return math.inf
+                why = check(k, [t.clone() for t in outputs])
+                if why:
+                    fail(k, "wrong output", why)
+                    return math.inf
                 checked.add(k)
-            return timer(dict(k), trial, reps)
+            t = timer(dict(k), trial, reps)
         except Exception as e:  # noqa: BLE001 - a configuration that fails to run is dropped
             if isinstance(e, torch.cuda.OutOfMemoryError):
                 raise
             fail(k, "run", f"{type(e).__name__}: {e}")
             return math.inf
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and t > 0):
+            fail(k, "timer", f"the timer returned {t!r}, not a positive number of seconds")
+            return math.inf
+        return float(t)
 
     def ready():
         """Configurations as they become launchable; the base (the reference) before any other."""
@@ -1253,15 +1627,19 @@ def tune(launch: _Launch) -> TuneResult:
         finally:
             stream.close()
 
+    timed_configs: set = set()
+
     def on_time(k, t):
         best = progress.best
         if math.isfinite(t) and (best is None or t < best[1]):
             best = (dict(k), t)
-        progress.update(timed=progress.timed + 1, best=best)
+        if math.isfinite(t):
+            timed_configs.add(k)
+        progress.update(timed=len(timed_configs), best=best)  # configurations timed, not timer calls
 
     arriving = ready()
     try:
-        search = successive_halving(arriving, measure, deadline=deadline, on_time=on_time)
+        search = successive_halving(arriving, measure, deadline=deadline, on_time=on_time, dropped=failures)
     finally:
         arriving.close()  # stops the compile workers
         progress.close()
@@ -1269,7 +1647,8 @@ def tune(launch: _Launch) -> TuneResult:
             t.copy_(saved)
         kernel._prebuilt.clear()
     if search.best is None:
-        reasons = "; ".join(f"{_show(dict(k))}: {v}" for k, v in list(failures.items())[:5])
+        reasons = "; ".join(f"{_show(dict(k))}: {v}" for k, v in list(failures.items())[:5]) or \
+            f"the budget of {space.budget_s:g} s ran out before any was timed"
         raise TuneError(f"tuning '{kernel.name}': no configuration compiled, ran and matched the reference "
                         f"({len(cands)} candidates; {reasons})")
     # keep the winner's loaded binary; forget the others
@@ -1279,18 +1658,22 @@ def tune(launch: _Launch) -> TuneResult:
                 kernel._entries.pop(mk, None)
     config = dict(search.best)
     base_k = _ckey(launch.base)
-    stats = {"space": len(configs), "candidates": len(cands), "compiled": len(trials), "timed": len(search.times),
+    stats = {"space": len(configs), "candidates": len(cands), "compiled": len(trials), "timed": len(timed_configs),
              "timer_calls": search.calls, "launches_timed": search.reps, "seconds": round(time.monotonic() - t0, 2),
              "pruned": pruned.dropped,
              # "same binary" is not a failure: two configurations compiled to identical bytes and were timed once
              "failed": sum(n for kind, (n, _) in failure_kinds.items() if kind != "same binary"),
              "not_timed": {kind: {"count": n, "first": first} for kind, (n, first) in failure_kinds.items()}}
-    default_time = search.times.get(base_k)
+    default_time = search.times.get(base_k) if base_k not in failures else None
     row = {**launch.fields, "key": launch.key, "config": config, "time_s": search.time_s,
            "default_time_s": default_time if default_time is not None and math.isfinite(default_time) else None,
            "exact_shape": json.dumps(launch.dims, sort_keys=True), "stats": stats,
            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-    store(row)
+    try:
+        store(row)
+    except TuneDBError as e:  # the tuning is not lost for this process: the launch takes it, others tune again
+        _warn_once(f"tle: the tuning of '{kernel.name}' could not be saved ({e}); this process uses it, other "
+                   "processes will tune again")
     import logging
     logging.getLogger("tle").info("tle: tuned %s in %.1f s: %s, %.4g ms (%d of %d configurations timed)",
                                   kernel.name, stats["seconds"], _show(config), search.time_s * 1e3,
@@ -1300,47 +1683,73 @@ def tune(launch: _Launch) -> TuneResult:
 
 def tune_kernel(kernel, grid, args, kwargs, force: bool = False) -> TuneResult:
     """Kernel.tune: the stored result of this bucket (from_db=True), or a fresh tuning (always with force=True)."""
+    if grid is None:
+        raise TuneError(f"{kernel.name}.tune(grid, *args): give the launch's grid (a tuple, or a function of the "
+                        "constants and dims), as a launch `kernel[grid](...)` has it")
     launch = _Launch(kernel, grid, args, kwargs)
     if not launch.params:
         raise TuneError(f"every tuned parameter of '{kernel.name}' is given by the call: nothing to tune")
-    if not force:
-        row = lookup_key(launch.key)
-        if row is not None:
-            kernel._tuned[launch.key] = row["config"]
-            return TuneResult(row["config"], row["time_s"], dict(launch.base), row["default_time_s"], True,
-                              launch.key, row["stats"])
-    result = tune(launch)
-    kernel._tuned[launch.key] = result.config
+    with _key_lock(launch.key):
+        if not force:
+            row = _stored(launch)
+            if row is not None:
+                kernel._tuned[launch.key] = row["config"]
+                return TuneResult(row["config"], row["time_s"], dict(launch.base), row["default_time_s"], True,
+                                  launch.key, row["stats"] or {})
+        result = tune(launch)
+        kernel._tuned[launch.key] = result.config
     return result
 
 
 # ---- python -m tle.runtime.tuning ------------------------------------------------------------------------------------
 def _list(db: str | None = None) -> str:
     lines = []
-    for r in rows(db=db):
-        default = f"  default {r['default_time_s'] * 1e3:.4f} ms" if r["default_time_s"] else ""
+    for r in rows(db=db):  # a row written by hand may hold anything: show what is there
+        stats = r["stats"] if isinstance(r["stats"], dict) else {}
+        config = _show(r["config"]) if isinstance(r["config"], dict) else repr(r["config"])
+        default = f"  default {_ms(r['default_time_s'])}" if r["default_time_s"] else ""
         lines.append(f"{r['created']}  {r['kernel']}  {r['device']} {r['capability']}  shape {r['shape']}  "
-                     f"fixed {r['fixed']}\n    best {_show(r['config'])}: {r['time_s'] * 1e3:.4f} ms{default}  "
-                     f"({r['stats'].get('timed', '?')} of {r['stats'].get('space', '?')} timed, "
-                     f"{r['stats'].get('seconds', '?')} s)  key {r['key'][:12]}")
+                     f"fixed {r['fixed']}\n    best {config}: {_ms(r['time_s'])}{default}  "
+                     f"({stats.get('timed', '?')} of {stats.get('space', '?')} timed, "
+                     f"{stats.get('seconds', '?')} s)  key {str(r['key'])[:12]}")
     return "\n".join(lines)
+
+
+def _ms(t) -> str:
+    return f"{t * 1e3:.4f} ms" if type(t) in (int, float) else f"{t!r} (not a time)"
 
 
 def main(argv=None) -> int:
     import argparse
-    p = argparse.ArgumentParser(prog="python -m tle.runtime.tuning",
-                                description=f"The tle tuning database (TLE_TUNE_DB; now {db_path()}).")
+    prog = "python -m tle.runtime.tuning"
+    p = argparse.ArgumentParser(prog=prog, description=f"The tle tuning database (TLE_TUNE_DB; now {db_path()}).",
+                                epilog="exit codes: 0 ok; 1 the database cannot be read or written; 2 a bad "
+                                       "command line (a flag, a file it names)", allow_abbrev=False)
     p.add_argument("--list", action="store_true", help="print every stored result")
     p.add_argument("--export", metavar="FILE", help="write every result to FILE as JSON")
     p.add_argument("--import", dest="import_", metavar="FILE", help="add the results of FILE (from --export)")
     args = p.parse_args(argv)
-    if args.import_:
-        print(f"imported {import_(args.import_)} results from {args.import_}", file=sys.stderr)
-    if args.export:
-        print(f"exported {export(args.export)} results to {args.export}", file=sys.stderr)
-    if args.list or not (args.import_ or args.export):
-        text = _list() if os.path.exists(db_path()) else ""
-        print(text if text else f"no tuning results in {db_path()}")
+    try:
+        if args.import_:
+            try:
+                n = import_(args.import_)
+            except TuneImportError as e:
+                p.error(f"--import: {e}")
+            print(f"imported {n} results from {args.import_}", file=sys.stderr)
+        if args.export:
+            try:
+                n = export(args.export)
+            except TuneDBError:
+                raise
+            except TuneError as e:
+                p.error(f"--export: {e}")
+            print(f"exported {n} results to {args.export}", file=sys.stderr)
+        if args.list or not (args.import_ or args.export):
+            text = _list() if os.path.exists(db_path()) else ""
+            print(text if text else f"no tuning results in {db_path()}")
+    except TuneDBError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -486,19 +486,22 @@ def _tune_parser() -> argparse.ArgumentParser:
                     "use it for every shape of the same bucket.",
         epilog="example:\n  tlec tune examples/matmul.tle --kernel matmul --shape M=4096,N=4096,K=4096 --dtype f16 \\\n"
                "      -P BM=64,128,256 -P BN=64,128,256 -P BK=32,64 -P num_warps=4,8 --grid 'cdiv(M,BM),cdiv(N,BN)'\n"
-               "exit codes: 0 ok; 1 an error in the program or no configuration worked; 2 a bad command line.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+               "exit codes: 0 ok; 1 an error in the program, the tuning database, or no configuration worked;\n"
+               "2 a bad command line (a flag, its value, a file it names that cannot be read or written, no GPU "
+               "for --device cuda).",
+        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     p.add_argument("file", nargs="?", help="the .tle source file (optional with only --import/--export)")
     p.add_argument("--kernel", "-k", metavar="NAME", help="the kernel (required when the file has several)")
     p.add_argument("--shape", default="", metavar="M=4096,N=4096",
                    help="the symbolic dims of the problem; tensors are made from them, random normal (floats) or "
                         "zeros (integers, so that index tensors stay in bounds)")
-    p.add_argument("--dtype", metavar="T", help="the element type of every dtype constant not set with -D (f16, ...)")
+    p.add_argument("--dtype", metavar="T", help="the element type of every dtype constant not set with -D and not "
+                                                "tuned (f16, ...)")
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
                    help="a compile-time constant held fixed")
     p.add_argument("-P", "--param", dest="params", action="append", default=[], metavar="NAME=V1,V2,...",
                    help="a tuned parameter and its values: a constant, num_warps, num_stages, backend or "
-                        "occupancy (default: the space the kernel declares)")
+                        "occupancy (None for the lowering's choice) (default: the space the kernel declares)")
     p.add_argument("--grid", metavar="EXPR",
                    help="the launch grid, an expression of dims and constants with cdiv/min/max, e.g. "
                         "'cdiv(M, BM), cdiv(N, BN)'")
@@ -532,9 +535,14 @@ def tune_main(argv: list[str]) -> int:
     parser = _tune_parser()
     args = parser.parse_args(argv)
     from .runtime import tuning
+    _check_tune_flags(args, parser)
     try:
         if args.import_:
-            print(f"tlec tune: imported {tuning.import_(args.import_)} results from {args.import_}", file=sys.stderr)
+            try:
+                n = tuning.import_(args.import_)
+            except tuning.TuneImportError as e:
+                parser.error(f"--import: {e}")
+            print(f"tlec tune: imported {n} results from {args.import_}", file=sys.stderr)
         if args.file:
             code = _tune_file(args, parser)
             if code:
@@ -551,6 +559,38 @@ def tune_main(argv: list[str]) -> int:
         return 130
 
 
+def _check_tune_flags(args, parser) -> None:
+    """What can be checked before any work: the numbers, the files named, the device (exit 2 on a bad one)."""
+    import math
+    if not math.isfinite(args.budget_s) or args.budget_s <= 0:
+        parser.error(f"--budget-s {args.budget_s:g}: give a positive number of seconds")
+    if args.max_candidates <= 0:
+        parser.error(f"--max-candidates {args.max_candidates}: give a positive count")
+    if args.jobs is not None and args.jobs <= 0:
+        parser.error(f"--jobs {args.jobs}: give a positive count of compile processes")
+    if args.file and not os.path.isfile(args.file):
+        parser.error(f"no file {args.file!r}" if not os.path.isdir(args.file) else f"{args.file!r} is a directory")
+    if args.import_ and not os.path.isfile(args.import_):
+        parser.error(f"--import {args.import_}: no such file")
+    if args.export:
+        folder = os.path.dirname(os.path.abspath(args.export))
+        if os.path.isdir(args.export) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            why = "is a directory" if os.path.isdir(args.export) else \
+                f"its folder {folder} {'does not exist' if not os.path.isdir(folder) else 'cannot be written'}"
+            parser.error(f"--export {args.export}: {why}")
+    if args.file:
+        import torch
+        try:
+            device = torch.device(args.device)
+        except RuntimeError:
+            parser.error(f"--device {args.device}: expected cuda, cuda:N or cpu")
+        if device.type not in ("cuda", "cpu"):
+            parser.error(f"--device {args.device}: expected cuda, cuda:N or cpu")
+        if device.type == "cuda" and not torch.cuda.is_available():
+            parser.error(f"--device {args.device}: no CUDA GPU here (torch.cuda.is_available() is False); tuning "
+                         "times the GPU. --device cpu tunes on the interpreter, for a test of the command")
+
+
 def _pairs(text: str, what: str, parser) -> dict:
     out = {}
     for part in filter(None, (t.strip() for t in text.split(","))):
@@ -559,6 +599,40 @@ def _pairs(text: str, what: str, parser) -> dict:
             parser.error(f"{what} {part!r}: expected NAME=VALUE")
         out[name.strip()] = _scalar(value.strip())
     return out
+
+
+def _tune_params(texts: list, parser) -> dict:
+    """-P NAME=V1,V2 ... as {name: [values]}; None (or none) is a value (occupancy)."""
+    params = {}
+    for text in texts:
+        pname, eq, values = text.partition("=")
+        pname = pname.strip()
+        items = [v.strip() for v in values.split(",") if v.strip()]
+        if not eq or not pname.isidentifier() or not items:
+            parser.error(f"-P {text}: expected NAME=V1,V2,...")
+        if pname in params:
+            parser.error(f"-P {pname} is given twice: give its values once, -P {pname}=V1,V2,...")
+        params[pname] = [None if v in ("None", "none") else _scalar(v) for v in items]
+    return params
+
+
+def _tune_grid(expr: str, meta: dict, parser):
+    """The --grid expression as a function of meta, checked on `meta` now: a bad grid is a command-line error,
+    found before the database is asked or anything is compiled."""
+    def cdiv(a, b):
+        return -(-a // b)
+
+    def grid(m):
+        return eval(f"({expr},)", {"__builtins__": {}}, {"cdiv": cdiv, "min": min, "max": max, **m})  # noqa: S307
+    try:
+        value = grid(meta)
+    except Exception as e:  # noqa: BLE001 - the user's expression: say what it does wrong
+        parser.error(f"--grid {expr!r}: {type(e).__name__}: {e} (names: {', '.join(sorted(meta))}, cdiv, min, max)")
+    if not 1 <= len(value) <= 3 or not all(type(g) is int for g in value):
+        parser.error(f"--grid {expr!r} gives {value}: expected 1 to 3 integers")
+    if any(g <= 0 for g in value):
+        parser.error(f"--grid {expr!r} gives {value}: no program would run")
+    return grid
 
 
 def _tune_file(args, parser) -> int:
@@ -574,29 +648,35 @@ def _tune_file(args, parser) -> int:
     if name is None or name not in mod.kernels:
         parser.error(f"--kernel: choose one of {', '.join(names)}")
     kernel = mod.kernels[name]
-    params = {}
-    for text in args.params:
-        pname, eq, values = text.partition("=")
-        if not eq or not values:
-            parser.error(f"-P {text}: expected NAME=V1,V2,...")
-        params[pname.strip()] = [_scalar(v.strip()) for v in values.split(",") if v.strip()]
+    params = _tune_params(args.params, parser)
     settings = {"budget_s": args.budget_s, "max_candidates": args.max_candidates, "jobs": args.jobs}
     if args.key_dims:
         settings["key_dims"] = [d.strip() for d in args.key_dims.split(",") if d.strip()]
-    if params:
-        kernel.tune_space = tuning.TuneSpace(params, **settings)
-    elif kernel.tune_space is not None:
-        for k, v in settings.items():
-            setattr(kernel.tune_space, k, v)
-    else:
-        parser.error(f"kernel '{name}' declares no tuning space: give -P NAME=V1,V2,...")
+    try:
+        if params:
+            kernel.tune_space = tuning.TuneSpace(params, **settings)
+        elif kernel.tune_space is not None:
+            for k, v in settings.items():
+                setattr(kernel.tune_space, k, v)
+        else:
+            parser.error(f"kernel '{name}' declares no tuning space: give -P NAME=V1,V2,...")
+        kernel.tune_space.check().validate(kernel.decl)
+    except ValueError as e:
+        parser.error(f"{'--key-dims' if 'key_dims' in str(e) else '-P'}: {e}")
     if not args.grid:
         parser.error("--grid is required, e.g. --grid 'cdiv(M, BM), cdiv(N, BN)'")
     constants = dict(parse_define(d, parser) for d in args.defines)
-    for c in kernel.decl.const_params:
-        if c.kind == "dtype" and c.name not in constants and args.dtype:
+    for c in kernel.decl.const_params:  # a tuned dtype constant (an accumulation type) stays tuned
+        if c.kind == "dtype" and c.name not in constants and c.name not in kernel.tune_space.params and args.dtype:
             constants[c.name] = args.dtype
     dims = _pairs(args.shape, "--shape", parser)
+    declared = {d for p in kernel.decl.params for d in getattr(p.type, "dims", ()) if isinstance(d, str)} | \
+        {d.id for p in kernel.decl.params for d in getattr(p.type, "dims", ()) if hasattr(d, "id")}
+    for d, n in dims.items():
+        if d not in declared:
+            parser.error(f"--shape {d}={n}: kernel '{name}' has no dim {d} (its dims: {', '.join(sorted(declared))})")
+        if type(n) is not int or n <= 0:
+            parser.error(f"--shape {d}={n}: a dim is a positive integer")
     scalars = _pairs(",".join(args.arg), "--arg", parser)
     probe = {k: v[0] for k, v in kernel.tune_space.params.items() if k not in tuning.OPTIONS}
     checked = check_kernel(mod.program, name, {**probe, **constants})
@@ -615,20 +695,16 @@ def _tune_file(args, parser) -> int:
             if p.name not in scalars:
                 parser.error(f"--arg: give the scalar parameter {p.name} ({p.type})")
             tensors.append(scalars[p.name])
-    expr = args.grid
-
-    def cdiv(a, b):
-        return -(-a // b)
-
-    def grid(meta):
-        return eval(f"({expr},)", {"__builtins__": {}}, {"cdiv": cdiv, "min": min, "max": max, **meta})  # noqa: S307
+    grid = _tune_grid(args.grid, {**checked.constants, **dims}, parser)
     result = kernel.tune(grid, *tensors, force=args.force, **constants)
     where = (f"{torch.cuda.get_device_name(device)} ({tuning._device_info(device)[1]})" if device.type == "cuda"
              else "the interpreter (CPU)")
     print(f"tlec tune: {name} on {where}, {args.shape or 'no dims'}"
           + (f", {args.dtype}" if args.dtype else ""))
     print(f"  best     {tuning._show(result.config)}: {result.time_s * 1e3:.4f} ms")
-    if result.default_time_s:
+    if result.config == result.default_config:
+        print("  default  the same configuration")
+    elif result.default_time_s:
         print(f"  default  {tuning._show(result.default_config)}: {result.default_time_s * 1e3:.4f} ms "
               f"({result.default_time_s / result.time_s:.2f}x slower)")
     st = result.stats

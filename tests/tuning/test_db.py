@@ -194,3 +194,47 @@ def test_tuned_once_across_processes():
     assert run() == 0, "a second process finds the result and tunes nothing"
     rows = tuning.rows()
     assert len(rows) == 1 and rows[0]["config"] == {"BM": 32, "BN": 16}
+
+
+def test_the_key_holds_the_source_not_the_path(monkeypatch, tmp_path):
+    """`tlec tune examples/x.tle` from the project root and tle.compile('/abs/.../x.tle') never shared a row: the
+    fingerprint hashed the path as typed."""
+    k, timer = tuned_kernel()
+    a, b, c = matmul_args(100)
+    k[matmul_grid](a, b, c)
+    monkeypatch.chdir(os.path.dirname(EXAMPLES))
+    mod = tle.compile(os.path.join("examples", "matmul.tle"))
+    mod.matmul.tune_space = tuning.TuneSpace(SPACE, timer=timer, on_cpu=True)
+    assert tuning.lookup(mod.matmul, a, b, c)["config"] == {"BM": 32, "BN": 16, "BK": 32}
+    copy = tmp_path / "elsewhere.tle"  # the same text in another file: the same kernel
+    copy.write_text(open(MATMUL, encoding="utf-8").read())
+    mod = tle.compile(str(copy))
+    mod.matmul.tune_space = tuning.TuneSpace(SPACE, timer=timer, on_cpu=True)
+    assert tuning.lookup(mod.matmul, a, b, c) is not None
+    assert tuning.rows()[0]["tle_version"] == tle.__version__, "the release, not a hash of tle's own files"
+
+
+def test_defaults_given_explicitly_and_value_order_share_the_key():
+    k, timer = tuned_kernel()
+    a, b, c = matmul_args(100)
+    k[matmul_grid](a, b, c)
+    n = len(timer.calls)
+    k[matmul_grid](a, b, c, T="f16")  # the dtype the tensors give
+    k[matmul_grid](a, b, c, backend="auto")  # the kernel's backend
+    k[matmul_grid](a, b, c, occupancy=None)  # the option's default
+    assert len(timer.calls) == n and len(tuning.rows()) == 1
+    k2, timer2 = tuned_kernel()
+    k2.tune_space = tuning.TuneSpace({"BK": [32, 16], "BN": [32, 16], "BM": [32, 16]}, timer=timer2, on_cpu=True)
+    k2[matmul_grid](a, b, c)
+    assert timer2.calls == [], "the same space in another order is the same space"
+
+
+def test_a_constant_given_its_declared_default_shares_the_key():
+    mod = tle.compile(MATMUL)  # BK: int = 64
+    timer = FakeTimer({"BM": 32, "BN": 16})
+    mod.matmul.tune_space = tuning.TuneSpace({"BM": [16, 32], "BN": [16, 32]}, timer=timer, on_cpu=True)
+    a, b, c = matmul_args(40, 40, 64)
+    mod.matmul[matmul_grid](a, b, c)
+    n = len(timer.calls)
+    mod.matmul[matmul_grid](a, b, c, BK=64)
+    assert len(timer.calls) == n and len(tuning.rows()) == 1
