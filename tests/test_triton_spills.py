@@ -4,7 +4,7 @@
   8192 on 8 warps is the measured case: 8 bytes of spills without its masks, none with them (ptxas 12.8 in Triton
   3.6's wheel);
 - a kernel with a full-precision f32 dot that spills on its default warps is compiled again on twice as many
-  (_fma_dot_without_spills)."""
+  (_fma_dot_without_spills), and so is one with a scan and no dot (_scan_without_spills)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -101,3 +101,44 @@ def test_tlec_verbose_says_why_the_f32_dot_has_8_warps(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "8 warps, the native path's default: twice the 4 its dots call for" in err
     assert "ptxas spilled" in err and "full-precision f32 dot" in err and "no spills" in err
+
+
+# A column cumsum carried through a loop (benchmarks/scan_warps_probe.py): on 4 warps ptxas spilled 1288-1292 bytes
+# a thread, and the H200 ran it 1.8x faster on 8; the same tile scanned once per program does not spill and stays
+# on 4, where it ran fastest.
+COLUMN_SCANS = """
+kernel colscan<BT: int = 1024, BD: int = 16>(x: tensor<i32>[L, D], y: tensor<i32>[L, D]) {
+    store(y, cumsum(load(x, tile=[BT, BD], at=[program_id(0), program_id(1)]), axis=0),
+          at=[program_id(0), program_id(1)])
+}
+
+kernel colscan_loop<BT: int = 1024, BD: int = 16>(x: tensor<i32>[L, D], y: tensor<i32>[L, D]) {
+    let d = program_id(0)
+    var carry = zeros<i32>[1, BD]
+    for t in range(cdiv(L, BT)) {
+        let v = load(x, tile=[BT, BD], at=[t, d])
+        store(y, cumsum(v, axis=0) + carry, at=[t, d])
+        carry += sum(v, axis=0, keepdims=true)
+    }
+}
+"""
+
+
+def column_scan(name: str, num_warps=None):
+    program = load_program(COLUMN_SCANS, "scans.tle")
+    grid = (8, 256, 1) if name == "colscan" else (256, 1, 1)
+    spec = launch_spec(check_kernel(program, name, {}), {"L": 8192, "D": 4096}, grid)
+    return compile_kernel(program, name, {}, spec, backend="triton", num_warps=num_warps).binary
+
+
+def test_a_spilling_scan_gets_twice_the_default_warps_once():
+    binary = column_scan("colscan_loop")
+    warps, spilled = binary.extra["spilled_warps"]
+    assert binary.num_threads == 256 and warps == 4 and spilled > 1000 and binary.extra["spilled_in"] == "scan"
+    assert binary.extra["stack_bytes"] < spilled  # 156 bytes: less, not none, and no second doubling
+
+
+def test_a_scan_that_does_not_spill_and_given_warps_keep_theirs():
+    assert column_scan("colscan").num_threads == 128
+    given = column_scan("colscan_loop", num_warps=4)
+    assert given.num_threads == 128 and given.extra["stack_bytes"] > 0 and "spilled_warps" not in given.extra

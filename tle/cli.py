@@ -286,8 +286,10 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
                         warps = out.binary.num_threads // 32
                     elif out.binary.extra.get("spilled_warps"):
                         warps, spilled = out.binary.extra["spilled_warps"]
-                        why = (f"twice the {warps} its dots call for ({why}), because on {warps} ptxas spilled "
-                               f"{spilled} bytes per thread of its full-precision f32 dot")
+                        scan = out.binary.extra.get("spilled_in") == "scan"
+                        why = (f"twice the {warps} its {'tiles' if scan else 'dots'} call for ({why}), because on "
+                               f"{warps} ptxas spilled {spilled} bytes per thread of its "
+                               f"{'scan' if scan else 'full-precision f32 dot'}")
                         warps = out.binary.num_threads // 32
                     print(f"tlec: kernel '{name}': {warps} warp{'s' if warps != 1 else ''}, the native path's default: "
                           f"{why} (--num-warps N to choose)", file=sys.stderr)

@@ -21,8 +21,8 @@ the kernel is lowered and compiled again with another hint (`_without_spills`), 
 single program per SM is tried at two (`_past_one_program`), and one it leaves at fewer than 12 warps per SM on
 a launch of many waves at more (`_to_twelve_warps`); when ptxas spills a kernel without a dot on the native
 path whose bounds checks the launch facts dropped, it is lowered again with the checks (`_triton_without_spills`);
-and one whose full-precision f32 dot ptxas spills on its default warps is compiled again on twice as many
-(`_fma_dot_without_spills`).
+and one whose full-precision f32 dot or scan ptxas spills on its default warps is compiled again on twice as many
+(`_fma_dot_without_spills`, `_scan_without_spills`).
 """
 from __future__ import annotations
 
@@ -384,6 +384,7 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
                 _triton_without_spills(out, arch, num_warps, num_stages)
                 if warps_chosen:
                     _fma_dot_without_spills(out, arch, num_warps, num_stages)
+                    _scan_without_spills(out, arch, num_warps, num_stages)
                 _within_shared_memory(out, arch, out.binary.num_threads // 32, num_stages, warps_chosen)
     if disassemble:
         from .targets.binary import sass
@@ -607,6 +608,30 @@ def _fma_dot_without_spills(out: Compiled, arch, num_warps, num_stages) -> None:
                f"{num_warps} warps; compiling again on {2 * num_warps}")
     if _triton_again(out, out.spec, arch, 2 * num_warps, num_stages):
         out.binary.extra["spilled_warps"] = (num_warps, spilled)  # tlec -v: why the binary has more warps
+
+
+def _scan_without_spills(out: Compiled, arch, num_warps, num_stages) -> None:
+    """Compile a kernel with a scan and no dot again on twice its default warps when ptxas spilled it; keep
+    whichever spills less (the first on a tie). Only for the default warps, and only once: a second doubling spilled
+    less still and ran slower.
+
+    A scan keeps each thread's values live through its passes; the default gives it about 128 values a thread
+    (default_num_warps), which one tile per program holds without spilling but a column scan carried through a
+    loop does not: cumsum along axis 0 of [1024, 16] tiles plus a carry spilled 1292 bytes a thread (i32) and 932
+    (f32) on 4 warps, 156 and 152 on 8, 136 and 84 on 16 (sm_90). On the H200 (benchmarks/RESULTS.md, "A carried
+    column scan") it ran 279 us on 4 warps, 153 on 8 and 178 on 16 (i32, 8192 x 4096; f32 246, 139, 163); the same
+    tile scanned once per program spilled nothing on 4 warps and ran fastest there (70.5 us against 72.2 on 8), so
+    the default stays and only a spill doubles it."""
+    spilled = out.binary.extra.get("stack_bytes")
+    body = out.kernel.body
+    if not spilled or next(dots(body), None) is not None or \
+            not any(isinstance(n, Op) and n.name == "scan" for n in nodes(body)):
+        return
+    debug.note(f"kernel '{out.binary.name}': ptxas spilled {spilled} bytes per thread of a scan on {num_warps} warps; "
+               f"compiling again on {2 * num_warps}")
+    if _triton_again(out, out.spec, arch, 2 * num_warps, num_stages):
+        out.binary.extra["spilled_warps"] = (num_warps, spilled)  # tlec -v: why the binary has more warps
+        out.binary.extra["spilled_in"] = "scan"
 
 
 def _triton_again(out: Compiled, spec: Spec, arch, num_warps, num_stages) -> bool:
