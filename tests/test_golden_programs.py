@@ -1089,6 +1089,25 @@ entry(file="cumulative.tle", kernel="cum", make=_cum_make, grid=lambda c, k: (c[
       note="N=50: the reverse scans start in the tile's zero padding, so the running min from the end is at most 0")
 
 
+# static_range.tle -----------------------------------------------------------------------------------------------------
+def _stages_ref(a, c, k):
+    t = a["x"].double()[:8].clone()
+    for s in range(3):  # the kernel's three copies: butterflies of pairs h = 1 << s apart
+        h = 1 << s
+        r = t.reshape(8 // (2 * h), 2, h).transpose(1, 2)
+        t = torch.stack([r[..., 0] + r[..., 1], r[..., 0] - r[..., 1]], -1).transpose(1, 2).reshape(8)
+    y = a["y"].double().clone()  # elements past the tile stay NaN
+    y[:8] = t
+    return {"y": y}
+
+
+entry(file="static_range.tle", kernel="stages", make=lambda c, k, g: {"x": randn((c["N"],), g),
+                                                                     "y": poison((c["N"],))},
+      grid=lambda c, k: (1,), ref=_stages_ref, tol={"y": reduction(8, 1)},
+      cases=[{"N": 8}, {"N": 11}],
+      note="a Walsh-Hadamard transform of 8 values in three butterfly stages, one per copy of the body")
+
+
 # reduce_combine.tle -------------------------------------------------------------------------------------------------
 def _mom_make(c, k, g):
     m, n = c["M"], c["N"]
