@@ -622,14 +622,19 @@ def _scan_without_spills(out: Compiled, arch, num_warps, num_stages) -> None:
     column scan") it ran 279 us on 4 warps, 153 on 8 and 178 on 16 (i32, 8192 x 4096; f32 246, 139, 163); the same
     tile scanned once per program spilled nothing on 4 warps and ran fastest there (70.5 us against 72.2 on 8), so
     the default stays and only a spill doubles it."""
-    spilled = out.binary.extra.get("stack_bytes")
+    from .targets.binary import max_shared_per_program
+    spilled, limit = out.binary.extra.get("stack_bytes"), max_shared_per_program(arch)
     body = out.kernel.body
-    if not spilled or next(dots(body), None) is not None or \
+    if not spilled or next(dots(body), None) is not None or 2 * num_warps > 32 or \
             not any(isinstance(n, Op) and n.name == "scan" for n in nodes(body)):
+        return
+    if out.binary.shared_bytes() > limit:  # _within_shared_memory takes fewer warps instead, not more
         return
     debug.note(f"kernel '{out.binary.name}': ptxas spilled {spilled} bytes per thread of a scan on {num_warps} warps; "
                f"compiling again on {2 * num_warps}")
-    if _triton_again(out, out.spec, arch, 2 * num_warps, num_stages):
+    retry = _native_retry(out, out.spec, arch, 2 * num_warps, num_stages)
+    if retry.binary.extra.get("stack_bytes", 0) < spilled and retry.binary.shared_bytes() <= limit:
+        _take(out, retry)
         out.binary.extra["spilled_warps"] = (num_warps, spilled)  # tlec -v: why the binary has more warps
         out.binary.extra["spilled_in"] = "scan"
 
