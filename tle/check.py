@@ -125,7 +125,7 @@ def _taken(name: str) -> str:
     """Why a declaration cannot take this name (a builtin function, an element type, a builtin constant, range)."""
     if name in BUILTIN_CONSTS:
         return f"'{name}' is a builtin constant and cannot be redefined"
-    if canonical(name) is not None or name == "i1":
+    if canonical(name) is not None:
         other = " (bool's other spelling)" if name == "i1" else ""
         return f"'{name}' is an element type{other} and cannot name anything else (rename it: {name}_)"
     return f"'{name}' is a builtin and cannot be redefined (rename it: {name}_, {name}s)"
@@ -446,6 +446,15 @@ def _int_literal_type(v: int, span: Span) -> str:
     if -(2 ** 63) <= v < 2 ** 64:
         return "i64"
     raise TleError(span, f"integer constant {v} does not fit in 64 bits")
+
+
+def _range_arguments(it: ast.Call) -> None:
+    """range(...) and static_range(...) take 1 to 3 positional arguments: (stop), (start, stop), (start, stop, step)."""
+    if it.kwargs:
+        raise TleError(it.kwargs[0].span, f"{it.func}() takes positional arguments only")
+    if not 1 <= len(it.args) <= 3:
+        raise TleError(it.span, f"{it.func}() takes 1 to 3 arguments (stop, start and stop, or start, stop and "
+                                f"step), got {len(it.args)}")
 
 
 # ---- the kernel checker ----------------------------------------------------------------------------------------
@@ -1077,11 +1086,7 @@ class _KernelChecker:
         if not (isinstance(it, ast.Call) and it.func == "range"):
             raise TleError(it.span, "a for loop iterates over range(stop), range(start, stop) or "
                                     "range(start, stop, step), or static_range(...) with constant bounds")
-        if it.kwargs:
-            raise TleError(it.kwargs[0].span, "range() takes positional arguments only")
-        if not 1 <= len(it.args) <= 3:
-            raise TleError(it.span, f"range() takes 1 to 3 arguments (stop, start and stop, or start, stop and "
-                                    f"step), got {len(it.args)}")
+        _range_arguments(it)
         # The loop counts in i32, or in i64 where a bound is i64 (a dim past 2**31 - 1 in this launch, a cast).
         vals = [self.scalar_int(a, "a bound of range()", keep_i64=True) for a in it.args]
         ity = Scalar("i64" if any(v.type.dtype == "i64" for v in vals) else "i32")
@@ -1131,19 +1136,9 @@ class _KernelChecker:
         (1 << i in a reshape), decide an if at compile time. Outer vars the body assigns are plain assignments
         in sequence, as in a taken if's branch."""
         it = s.iter
-        if it.kwargs:
-            raise TleError(it.kwargs[0].span, "static_range() takes positional arguments only")
-        if not 1 <= len(it.args) <= 3:
-            raise TleError(it.span, f"static_range() takes 1 to 3 arguments (stop, start and stop, or start, stop "
-                                    f"and step), got {len(it.args)}")
-        bounds = []
-        for a in it.args:
-            v = self.expr(a)
-            if not isinstance(v, T.Const) or not isinstance(v.value, int) or isinstance(v.value, bool):
-                raise TleError(a.span, "a bound of static_range() must be a compile-time integer",
-                               ["for a bound known only at run time, loop over range(...) (its variable is then a "
-                                "run-time value)"])
-            bounds.append(v.value)
+        _range_arguments(it)
+        bounds = [self.const_int(a, "a bound of static_range()", "for a bound known only at run time, loop over "
+                                 "range(...) (its variable is then a run-time value)") for a in it.args]
         if len(bounds) == 3 and bounds[2] == 0:
             raise TleError(it.args[2].span, "the step of static_range() must not be 0")
         values = range(*bounds)
@@ -1158,7 +1153,7 @@ class _KernelChecker:
         try:
             for value in values:
                 self.scope = _Scope(saved)
-                var = T.Const(s.span, Scalar("i32" if -2 ** 31 <= value < 2 ** 31 else "i64"), value)
+                var = T.Const(s.span, Scalar(_int_literal_type(value, s.span)), value)
                 self.declare(s.var, s.name_span or s.span, var)
                 self.block(s.body)
         finally:
@@ -1251,7 +1246,7 @@ class _KernelChecker:
                 return T.Const(e.span, Scalar("f32"), BUILTIN_CONSTS[e.id], weak=True)
             if e.id in self.p.const_values:
                 return self.const_expr(self.p.const_values[e.id], e.span)
-            if e.id in self.p.fns or e.id in BUILTINS or e.id in ("range", "static_range"):
+            if e.id in self.p.fns or e.id in BUILTINS or e.id in _LOOP_ITERABLES:
                 raise TleError(e.span, f"'{e.id}' is a function; call it: {e.id}(...)")
             self.unknown(e.id, e.span)
         if isinstance(v, T.Variable):
@@ -1287,7 +1282,7 @@ class _KernelChecker:
 
     def not_callable(self, e: ast.Call):
         """The error for a call of something that is not a fn or a builtin."""
-        if e.func in ("range", "static_range"):
+        if e.func in _LOOP_ITERABLES:
             raise TleError(e.span, f"{e.func}() is only allowed as the iterable of a for loop")
         if e.func in self.p.kernels:
             raise TleError(e.name_span, f"'{e.func}' is a kernel; kernels cannot call kernels",
@@ -1505,11 +1500,13 @@ class _KernelChecker:
             return v
         return self.coerce(v, Scalar("i32")) if v.type.dtype != "i32" else v
 
-    def const_int(self, e: ast.Expr, what: str) -> int:
+    def const_int(self, e: ast.Expr, what: str, hint: str | None = None) -> int:
+        """A compile-time integer; `hint` is the note where it is not (else, for a dim, how to size a tile)."""
         v = self.expr(e)
         if not isinstance(v, T.Const) or not isinstance(v.value, int) or isinstance(v.value, bool):
             dim = isinstance(e, ast.Name) and isinstance(v, T.Dim)
             raise TleError(e.span, f"{what} must be a compile-time integer",
+                           [hint] if hint else
                            [f"{e.id} is a dim, known only at launch: give the size a constant (BLOCK) that covers "
                             f"it, and mask what lies past {e.id} (arange(0, BLOCK) < {e.id})"] if dim else None)
         return v.value
@@ -3011,5 +3008,6 @@ BUILTIN_NAMES = tuple(BUILTINS) + ("range", "zeros", "ones", "full", "cast", "bi
 EFFECT_BUILTINS = ("store", "scatter", *(f"atomic_{k}" for k in ATOMIC_DTYPES), "print", "assert")
 FLOAT_DTYPES = FLOATS
 # Names that no declaration may take besides the builtin functions: range, the constants, the element types.
-RESERVED = ("range", "static_range", *BUILTIN_CONSTS, *_all_dtypes(), "i1")
+_LOOP_ITERABLES = ("range", "static_range")  # names only a for loop's iterable may call
+RESERVED = (*_LOOP_ITERABLES, *BUILTIN_CONSTS, *_all_dtypes(), "i1")
 _MAX_STATIC_STEPS = 1024  # static_range's copies of its body
