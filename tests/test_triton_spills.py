@@ -7,6 +7,8 @@
   (_fma_dot_without_spills), and so is one with a scan and no dot (_scan_without_spills)."""
 from __future__ import annotations
 
+import importlib
+import sys
 from pathlib import Path
 
 from tle.abi import launch_spec
@@ -103,25 +105,11 @@ def test_tlec_verbose_says_why_the_f32_dot_has_8_warps(tmp_path, capsys):
     assert "ptxas spilled" in err and "full-precision f32 dot" in err and "no spills" in err
 
 
-# A column cumsum carried through a loop (benchmarks/scan_warps_probe.py): on 4 warps ptxas spilled 1288-1292 bytes
-# a thread, and the H200 ran it 1.8x faster on 8; the same tile scanned once per program does not spill and stays
-# on 4, where it ran fastest.
-COLUMN_SCANS = """
-kernel colscan<BT: int = 1024, BD: int = 16>(x: tensor<i32>[L, D], y: tensor<i32>[L, D]) {
-    store(y, cumsum(load(x, tile=[BT, BD], at=[program_id(0), program_id(1)]), axis=0),
-          at=[program_id(0), program_id(1)])
-}
-
-kernel colscan_loop<BT: int = 1024, BD: int = 16>(x: tensor<i32>[L, D], y: tensor<i32>[L, D]) {
-    let d = program_id(0)
-    var carry = zeros<i32>[1, BD]
-    for t in range(cdiv(L, BT)) {
-        let v = load(x, tile=[BT, BD], at=[t, d])
-        store(y, cumsum(v, axis=0) + carry, at=[t, d])
-        carry += sum(v, axis=0, keepdims=true)
-    }
-}
-"""
+# A column cumsum carried through a loop (benchmarks/scan_warps_probe.py, whose kernels these are, i32 by default): on
+# 4 warps ptxas spilled 1288-1292 bytes a thread, and the H200 ran it 1.8x faster on 8; the same tile scanned once per
+# program does not spill and stays on 4, where it ran fastest.
+sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+COLUMN_SCANS = importlib.import_module("scan_warps_probe").SOURCE
 
 
 def column_scan(name: str, num_warps=None):

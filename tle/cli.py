@@ -672,8 +672,7 @@ def _tune_file(args, parser) -> int:
         if c.kind == "dtype" and c.name not in constants and c.name not in kernel.tune_space.params and args.dtype:
             constants[c.name] = args.dtype
     dims = _pairs(args.shape, "--shape", parser)
-    declared = {d for p in kernel.decl.params for d in getattr(p.type, "dims", ()) if isinstance(d, str)} | \
-        {d.id for p in kernel.decl.params for d in getattr(p.type, "dims", ()) if hasattr(d, "id")}
+    declared = {d.id for p in kernel.decl.params for d in getattr(p.type, "dims", ()) if hasattr(d, "id")}  # named
     for d, n in dims.items():
         if d not in declared:
             parser.error(f"--shape {d}={n}: kernel '{name}' has no dim {d} (its dims: {', '.join(sorted(declared))})")

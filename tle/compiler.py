@@ -478,8 +478,8 @@ def unstaged_loads(out: Compiled) -> list:
     from .diagnostics import span_of_location
     found = []
     for loop in nested_ops(out.module.operation):
-        stages = loop.attributes["tle.num_stages"] if "tle.num_stages" in loop.attributes else None
-        if loop.name != "scf.for" or stages is None or ir.IntegerAttr(stages).value < 2:
+        if loop.name != "scf.for" or "tle.num_stages" not in loop.attributes or \
+                ir.IntegerAttr(loop.attributes["tle.num_stages"]).value < 2:
             continue
         for op in loop.regions[0].blocks[0].operations:
             op = op.operation
@@ -632,19 +632,19 @@ def _scan_without_spills(out: Compiled, arch, num_warps, num_stages) -> None:
         return
     debug.note(f"kernel '{out.binary.name}': ptxas spilled {spilled} bytes per thread of a scan on {num_warps} warps; "
                f"compiling again on {2 * num_warps}")
-    retry = _native_retry(out, out.spec, arch, 2 * num_warps, num_stages)
-    if retry.binary.extra.get("stack_bytes", 0) < spilled and retry.binary.shared_bytes() <= limit:
-        _take(out, retry)
+    if _triton_again(out, out.spec, arch, 2 * num_warps, num_stages, shared_limit=limit):
         out.binary.extra["spilled_warps"] = (num_warps, spilled)  # tlec -v: why the binary has more warps
         out.binary.extra["spilled_in"] = "scan"
 
 
-def _triton_again(out: Compiled, spec: Spec, arch, num_warps, num_stages) -> bool:
+def _triton_again(out: Compiled, spec: Spec, arch, num_warps, num_stages, shared_limit: int | None = None) -> bool:
     """Lower and compile out.kernel on the native path again, under `spec` and on `num_warps`; when ptxas spills
-    that binary less than out.binary, it replaces out's module, binary and stages, and the answer is True (on a tie
-    the first stays: the retries above change something only to take a spill away)."""
+    that binary less than out.binary (and it needs no more than `shared_limit` bytes of shared memory, where given),
+    it replaces out's module, binary and stages, and the answer is True (on a tie the first stays: the retries above
+    change something only to take a spill away)."""
     retry = _native_retry(out, spec, arch, num_warps, num_stages)
-    if retry.binary.extra.get("stack_bytes", 0) >= out.binary.extra["stack_bytes"]:
+    if retry.binary.extra.get("stack_bytes", 0) >= out.binary.extra["stack_bytes"] or \
+            (shared_limit is not None and retry.binary.shared_bytes() > shared_limit):
         return False
     _take(out, retry)
     return True
