@@ -22,6 +22,7 @@ worker processes with a per-configuration timeout (`compile_configs`); (3) succe
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -221,12 +222,30 @@ KEY_COLUMNS = ("kernel", "fingerprint", "fixed", "shape", "spec", "dtypes", "dev
 COLUMNS = ("key",) + KEY_COLUMNS + ("config", "time_s", "default_time_s", "exact_shape", "stats", "created")
 
 SCHEMA_VERSION = 1  # PRAGMA user_version of a database this module made; 0: made before it was set (same table)
-_connections: dict = {}
+# How long SQLite waits for another process's lock: reads (in WAL mode a writer does not block them: they wait only
+# in rare moments such as another process recovering the journal after a crash), opening and making the file, and
+# the writes of an explicit tuning (kernel.tune, tlec tune), store() and import_(), whose caller asked for the
+# result to be kept (a tuning that cost up to its budget_s) and would rather wait than lose it.
+BUSY_TIMEOUT_S = 60.0
+# How long a launch that tuned waits to write its result. A healthy writer holds the lock for milliseconds (one row:
+# 4 ms median, 14 ms at worst over 200 writes on an ext4 disk; an import of 10,000 rows: 0.9 s), so a lock held
+# 2 s is a transaction that will not end soon (an interactive `sqlite3` shell inside BEGIN, a stopped process).
+# The launch then warns and goes on with its result, rather than stalling the program for a minute, and every
+# thread of this process that asks the database with it (they share one connection).
+LAUNCH_WRITE_WAIT_S = 2.0
+
+
+@dataclass
+class _Connection:
+    """A database's connection in this process, and whether it was opened read-only (lookups only: no write is
+    tried on it)."""
+    conn: sqlite3.Connection
+    read_only: bool
+
+
+_connections: dict = {}  # (absolute path, pid) -> _Connection
 _db_lock = threading.Lock()
 _warned: set = set()
-# the connections opened read-only, by id(), each kept with its id: an id alone is reused by a later connection once
-# this one is gone (a test that reopened its database then found its new, writable one "read-only")
-_read_only: dict[int, sqlite3.Connection] = {}
 
 
 class TuneDBError(TuneError):
@@ -244,31 +263,59 @@ def db_path() -> str:
     return os.path.join(root, "tuning.sqlite")
 
 
-def _db_error(path: str, e: Exception) -> TuneDBError:
+def _db_error(path: str, e: Exception, waited_s: float) -> TuneDBError:
     why = str(e) or type(e).__name__
     if isinstance(e, sqlite3.DatabaseError) and "not a database" in why:
         why = "the file is not an SQLite database (garbage or truncated)"
     elif "locked" in why:
-        return TuneDBError(f"tuning database {path}: another process held it locked for 60 s; set TLE_TUNE_DB to "
-                           "another file if that lasts")
+        return TuneDBError(f"tuning database {path}: another process held it locked for {waited_s:g} s; set "
+                           "TLE_TUNE_DB to another file if that lasts")
     return TuneDBError(f"tuning database {path}: {why}; move it away, or set TLE_TUNE_DB to another file")
 
 
-def _db(path: str | None = None) -> sqlite3.Connection:
-    """One connection per database file and process, opened on first use: WAL journal and a 60 s busy timeout
-    when the file can be written; read-only (lookups only) when it cannot. Errors name the file (TuneDBError)."""
+@contextlib.contextmanager
+def _using(path: str | None = None, write_wait_s: float | None = None):
+    """The connection of the database at `path` (default db_path()), opened on first use, for one read or one
+    write transaction under this process's lock. Every SQLite or OS error, opening it or in the block, leaves as a
+    TuneDBError naming the file (_db_error). With `write_wait_s` the block writes: a database opened read-only is
+    refused before anything is tried, and the block waits that long for another process's lock (the busy timeout
+    is set for the block and put back after it), where a read waits BUSY_TIMEOUT_S."""
     path = path or db_path()
-    key = (os.path.abspath(path) if path != ":memory:" else path, os.getpid())
-    conn = _connections.get(key)
-    if conn is None:
+    waited_s = BUSY_TIMEOUT_S
+    with _db_lock:
         try:
-            conn = _open(path)
-        except TuneDBError:
-            raise
+            entry = _connection(path)
+            if write_wait_s is not None:
+                if entry.read_only:
+                    raise TuneDBError(f"tuning database {path} is read-only here (lookups only); set TLE_TUNE_DB to a "
+                                      "file you can write to store results")
+                waited_s = write_wait_s
+            if waited_s != BUSY_TIMEOUT_S:
+                entry.conn.execute(f"PRAGMA busy_timeout = {round(waited_s * 1000)}")
+            try:
+                yield entry.conn
+            finally:
+                if waited_s != BUSY_TIMEOUT_S:
+                    entry.conn.execute(f"PRAGMA busy_timeout = {round(BUSY_TIMEOUT_S * 1000)}")
         except (sqlite3.Error, OSError) as e:
-            raise _db_error(path, e) from None
-        _connections[key] = conn
-    return conn
+            raise _db_error(path, e, waited_s) from None
+
+
+def _connection(path: str) -> _Connection:
+    """One connection per database file and process, opened on first use (_open). Errors are raised as they come:
+    _using names the file."""
+    key = (os.path.abspath(path) if path != ":memory:" else path, os.getpid())
+    entry = _connections.get(key)
+    if entry is None:
+        entry = _connections[key] = _open(path)
+    return entry
+
+
+def _db(path: str | None = None) -> sqlite3.Connection:
+    """The connection of the database at `path` (default db_path()): WAL journal and a BUSY_TIMEOUT_S busy timeout
+    when the file can be written; read-only (lookups only) when it cannot. Errors name the file (TuneDBError)."""
+    with _using(path) as conn:
+        return conn
 
 
 def _writable(path: str) -> bool:
@@ -281,7 +328,7 @@ def _writable(path: str) -> bool:
     return True  # made below; makedirs and connect say why not
 
 
-def _open(path: str) -> sqlite3.Connection:
+def _open(path: str) -> _Connection:
     if os.path.isdir(path):
         raise TuneDBError(f"tuning database {path} is a directory; set TLE_TUNE_DB to a file")
     if path != ":memory:" and os.path.exists(path) and not os.access(path, os.R_OK):
@@ -292,12 +339,11 @@ def _open(path: str) -> sqlite3.Connection:
         # database, which a read-only folder may lack, so immutable=1 (no locking: nobody can write it here) is the
         # fallback
         for mode in ("mode=ro", "mode=ro&immutable=1"):
-            conn = sqlite3.connect(f"file:{os.path.abspath(path)}?{mode}", uri=True, timeout=60.0,
+            conn = sqlite3.connect(f"file:{os.path.abspath(path)}?{mode}", uri=True, timeout=BUSY_TIMEOUT_S,
                                    check_same_thread=False)
             try:
                 _check_schema(conn, path)
-                _read_only[id(conn)] = conn
-                return conn
+                return _Connection(conn, read_only=True)
             except sqlite3.OperationalError:
                 conn.close()
         raise TuneDBError(f"tuning database {path} is read-only and cannot be opened for reading either; set "
@@ -309,8 +355,8 @@ def _open(path: str) -> sqlite3.Connection:
         except OSError as e:
             raise TuneDBError(f"tuning database {path}: cannot make its folder {folder} ({e.strerror}); set "
                               "TLE_TUNE_DB to a file in a folder you can write") from None
-    conn = sqlite3.connect(path, timeout=60.0, check_same_thread=False)
-    conn.execute("PRAGMA busy_timeout = 60000")
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {round(BUSY_TIMEOUT_S * 1000)}")
     _while_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"))
 
     def create():
@@ -320,7 +366,7 @@ def _open(path: str) -> sqlite3.Connection:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     _while_locked(create)
     _check_schema(conn, path)
-    return conn
+    return _Connection(conn, read_only=False)
 
 
 def _check_schema(conn, path: str) -> None:
@@ -333,11 +379,11 @@ def _check_schema(conn, path: str) -> None:
                           "TLE_TUNE_DB to another file")
 
 
-def _while_locked(step, timeout_s: float = 60.0):
-    """Run `step`, again while SQLite says the database is locked. Switching a new file to WAL can fail at once
-    with "database is locked", without waiting out busy_timeout, when another process opens the same new file at
-    the same moment (tests/tuning/test_db.py::test_two_processes_write_at_once, under load)."""
-    deadline = time.monotonic() + timeout_s
+def _while_locked(step):
+    """Run `step`, again while SQLite says the database is locked (for BUSY_TIMEOUT_S). Switching a new file to WAL
+    can fail at once with "database is locked", without waiting out busy_timeout, when another process opens the
+    same new file at the same moment (tests/tuning/test_db.py::test_two_processes_write_at_once, under load)."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
     while True:
         try:
             return step()
@@ -361,12 +407,8 @@ def make_key(fields: dict) -> str:
 
 def lookup_key(key: str, db: str | None = None) -> dict | None:
     """The row stored under `key`, or None. One indexed SELECT."""
-    path = db or db_path()
-    with _db_lock:
-        try:
-            row = _db(path).execute(f"SELECT {', '.join(COLUMNS)} FROM tuned WHERE key = ?", (key,)).fetchone()
-        except sqlite3.Error as e:
-            raise _db_error(path, e) from None
+    with _using(db) as conn:
+        row = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM tuned WHERE key = ?", (key,)).fetchone()
     return _row(row) if row else None
 
 
@@ -380,38 +422,25 @@ def _row(row) -> dict:
     return out
 
 
-def store(row: dict, db: str | None = None) -> None:
-    """INSERT OR REPLACE one row in its own transaction (concurrent writers wait on the busy timeout)."""
-    _store([row], db)
+def store(row: dict, db: str | None = None, wait_s: float = BUSY_TIMEOUT_S) -> None:
+    """INSERT OR REPLACE one row in its own transaction, waiting up to `wait_s` for another process's lock (a
+    launch passes LAUNCH_WRITE_WAIT_S); a TuneDBError after that."""
+    _store([row], db, wait_s)
 
 
-def _store(rows_: list, db: str | None = None) -> None:
+def _store(rows_: list, db: str | None = None, wait_s: float = BUSY_TIMEOUT_S) -> None:
     """Write rows in one transaction: all or none."""
-    path = db or db_path()
-    with _db_lock:
-        conn = _db(path)
-        if _read_only.get(id(conn)) is conn:
-            raise TuneDBError(f"tuning database {path} is read-only here (lookups only); set TLE_TUNE_DB to a file "
-                              "you can write to store results")
-        try:
-            with conn:
-                for row in rows_:
-                    values = [json.dumps(row[c], sort_keys=True) if c in ("config", "stats") else row.get(c)
-                              for c in COLUMNS]
-                    conn.execute(f"INSERT OR REPLACE INTO tuned ({', '.join(COLUMNS)}) VALUES "
-                                 f"({', '.join('?' * len(COLUMNS))})", values)
-        except sqlite3.Error as e:
-            raise _db_error(path, e) from None
+    with _using(db, write_wait_s=wait_s) as conn, conn:
+        for row in rows_:
+            values = [json.dumps(row[c], sort_keys=True) if c in ("config", "stats") else row.get(c) for c in COLUMNS]
+            conn.execute(f"INSERT OR REPLACE INTO tuned ({', '.join(COLUMNS)}) VALUES "
+                         f"({', '.join('?' * len(COLUMNS))})", values)
 
 
 def rows(kernel: str | None = None, db: str | None = None) -> list[dict]:
-    path = db or db_path()
     sql = f"SELECT {', '.join(COLUMNS)} FROM tuned" + (" WHERE kernel = ?" if kernel else "") + " ORDER BY created"
-    with _db_lock:
-        try:
-            return [_row(r) for r in _db(path).execute(sql, (kernel,) if kernel else ())]
-        except sqlite3.Error as e:
-            raise _db_error(path, e) from None
+    with _using(db) as conn:
+        return [_row(r) for r in conn.execute(sql, (kernel,) if kernel else ())]
 
 
 def export(path: str, db: str | None = None) -> int:
@@ -503,12 +532,15 @@ def _better(a: dict, b: dict) -> bool:
     return (a["time_s"], str(b["created"])) < (b["time_s"], str(a["created"]))
 
 
-def lookup(kernel, *args, **kwargs) -> dict | None:
-    """The stored result for launching `kernel` with these arguments (its shape bucket), or None (also for a kernel
-    with no tuning space: nothing of it was tuned)."""
+def lookup(kernel, *args, grid=None, **kwargs) -> dict | None:
+    """The stored result for launching `kernel[grid](*args, **kwargs)` (its shape bucket), or None (also for a kernel
+    with no tuning space: nothing of it was tuned). A fixed grid (a tuple) is part of the key, so give the one the
+    launch used; a callable grid keys as no grid (the default), since it follows the configuration. `grid` is a
+    keyword, as the launch's grid is no argument: a kernel parameter named `grid` is given by position, as
+    `kernel[grid](...)` and kernel.tune() take it."""
     if kernel.tune_space is None:
         return None
-    return lookup_key(_Launch(kernel, None, args, kwargs).key)
+    return lookup_key(_Launch(kernel, grid, args, kwargs).key)
 
 
 # ---- the launch being tuned: binding, key, bucket ------------------------------------------------------------------
@@ -679,7 +711,9 @@ def configure(kernel, grid, args, kwargs) -> dict:
             config = kernel._tuned.get(launch.key)  # tuned by another thread while this one waited
             if config is None:
                 row = _stored(launch)
-                config = row["config"] if row is not None else tune(launch).config
+                # a launch waits only briefly to store its tuning (LAUNCH_WRITE_WAIT_S); kernel.tune() and tlec tune,
+                # which were asked for the result, wait as a read does
+                config = row["config"] if row is not None else tune(launch, LAUNCH_WRITE_WAIT_S).config
                 kernel._tuned[launch.key] = config
     return {**kwargs, **config}
 
@@ -1421,8 +1455,9 @@ def _covers_more(outs, holes, ref_outs, ref_holes) -> bool:
     return more
 
 
-def tune(launch: _Launch) -> TuneResult:
-    """Tune one launch's bucket: prune, compile in parallel, check and time by successive halving; store the best."""
+def tune(launch: _Launch, write_wait_s: float = BUSY_TIMEOUT_S) -> TuneResult:
+    """Tune one launch's bucket: prune, compile in parallel, check and time by successive halving; store the best,
+    waiting up to `write_wait_s` for another process's lock on the database (a launch: LAUNCH_WRITE_WAIT_S)."""
     import torch
     kernel, space, t0 = launch.kernel, launch.space, time.monotonic()
     deadline = t0 + space.budget_s
@@ -1670,7 +1705,7 @@ def tune(launch: _Launch) -> TuneResult:
            "exact_shape": json.dumps(launch.dims, sort_keys=True), "stats": stats,
            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     try:
-        store(row)
+        store(row, wait_s=write_wait_s)
     except TuneDBError as e:  # the tuning is not lost for this process: the launch takes it, others tune again
         _warn_once(f"tle: the tuning of '{kernel.name}' could not be saved ({e}); this process uses it, other "
                    "processes will tune again")

@@ -238,3 +238,19 @@ def test_a_constant_given_its_declared_default_shares_the_key():
     n = len(timer.calls)
     mod.matmul[matmul_grid](a, b, c, BK=64)
     assert len(timer.calls) == n and len(tuning.rows()) == 1
+
+
+def test_lookup_takes_the_launch_grid():
+    """lookup() built its key without a grid, so a result tuned under a fixed grid (part of the key) could not be
+    found; it takes the launch's grid as a keyword, and without one still finds the results of callable grids."""
+    k, _ = tuned_kernel()
+    a, b, c = matmul_args(100)
+    k[(7, 3)](a, b, c)  # covers M=100, N=48 with any tile of 16 or more
+    assert tuning.lookup(k, a, b, c) is None, "no grid: the key of a callable grid"
+    row = tuning.lookup(k, a, b, c, grid=(7, 3))
+    assert row["config"] == {"BM": 32, "BN": 16, "BK": 32} and json.loads(row["fixed"])["grid"] == [7, 3]
+    assert tuning.lookup(k, a, b, c, grid=(7, 3, 1)) == row, "one grid, written two ways"
+    assert tuning.lookup(k, a, b, c, grid=(8, 3)) is None
+    assert tuning.lookup(k, a, b, c, grid=matmul_grid) is None
+    k[matmul_grid](a, b, c)
+    assert tuning.lookup(k, a, b, c, grid=matmul_grid) == tuning.lookup(k, a, b, c) != row

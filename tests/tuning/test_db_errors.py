@@ -1,11 +1,15 @@
 """A tuning database that cannot be used (garbage, a directory, another schema, locked, read-only) and imports
 of bad files: messages that name the file and what to do, launches that go on, imports that are all or nothing."""
+import contextlib
 import copy
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
+import warnings
 
 import pytest
 import torch
@@ -62,7 +66,6 @@ def test_a_directory_another_schema_and_a_file_as_parent(tmp_path, monkeypatch):
 def test_a_failed_write_warns_and_the_launch_takes_the_tuning(isolated_db):
     """A database locked past the busy timeout crashed the launch and lost its tuning."""
     launch(n=100)  # makes the database
-    tuning._db().execute("PRAGMA busy_timeout = 0")  # a timeout of 0 s instead of waiting 60
     holder = sqlite3.connect(isolated_db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
@@ -71,6 +74,99 @@ def test_a_failed_write_warns_and_the_launch_takes_the_tuning(isolated_db):
         assert len(mod.vector_add._tuned) == 1
     finally:
         holder.execute("COMMIT")
+
+
+# Another process inside a write transaction on the database until a line comes on its stdin (or it closes).
+HOLDER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("DELETE FROM tuned WHERE key = 'none'")
+print("locked", flush=True)
+sys.stdin.readline()
+conn.execute("COMMIT")
+"""
+
+
+@contextlib.contextmanager
+def locked(path):
+    """The database held by a writer in another process; yields a function that ends its transaction."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+
+    def release():
+        if proc.stdin and not proc.stdin.closed:
+            proc.stdin.close()
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        yield release
+    finally:
+        release()
+        assert proc.wait(timeout=60) == 0
+
+
+def timed_store(monkeypatch, when_called=None):
+    """tuning.store wrapped to record how long each call took (and run `when_called` as it starts)."""
+    spent, real = [], tuning.store
+
+    def store(*args, **kwargs):
+        if when_called:
+            when_called()
+        t0 = time.monotonic()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            spent.append(time.monotonic() - t0)
+    monkeypatch.setattr(tuning, "store", store)
+    return spent
+
+
+def test_a_locked_database_holds_a_launch_only_briefly(isolated_db, monkeypatch):
+    """A launch that tuned waited out SQLite's 60 s busy timeout to write its result while another process held
+    the database: the program stalled for a minute. It waits LAUNCH_WRITE_WAIT_S (2 s), warns and goes on. Reads
+    (WAL) do not wait for the writer at all: they run here on a connection that would fail at once if they had to."""
+    known = launch(n=100)
+    monkeypatch.setattr(tuning, "_connections", {})  # a fresh process: it opens the locked database
+    monkeypatch.setattr(tuning, "BUSY_TIMEOUT_S", 0.0)  # a read that waited for the lock would raise "locked"
+    spent = timed_store(monkeypatch)
+    with locked(isolated_db):
+        assert len(tuning.rows()) == 1
+        x = torch.randn(100)
+        assert tuning.lookup(known.vector_add, x, x, torch.empty(100), grid=lambda m: (cdiv(m["N"], m["BLOCK"]),))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # a lookup that failed would warn
+            launch(n=100)  # a known bucket: one lookup, no write
+        assert spent == []
+        with pytest.warns(RuntimeWarning, match=f"could not be saved.*{isolated_db}.*locked for 2 s"):
+            mod = launch(n=5000)
+    assert len(mod.vector_add._tuned) == 1, "the launch took its tuning"
+    assert len(spent) == 1 and 1.9 < spent[0] < 20, f"the write waited {spent[0]:.1f} s, not 2"
+    assert tuning._db().execute("PRAGMA busy_timeout").fetchone()[0] == 0, "put back after the write"
+
+
+def test_a_lock_released_within_the_wait_lets_the_launch_store(isolated_db, monkeypatch):
+    """A launch's write still waits for a lock (another process writing its own result): released 0.3 s into the
+    write, the result is stored without a warning."""
+    launch(n=100)
+    with locked(isolated_db) as release:
+        spent = timed_store(monkeypatch, lambda: threading.Timer(0.3, release).start())
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # "could not be saved" would fail the test
+            launch(n=5000)
+    assert len(tuning.rows()) == 2 and spent[0] > 0.25
+
+
+def test_an_explicit_tuning_waits_longer_than_a_launch(isolated_db, monkeypatch):
+    """kernel.tune() (and tlec tune, which calls it) was asked for the result: it waits past LAUNCH_WRITE_WAIT_S."""
+    mod = launch(n=100)
+    with locked(isolated_db) as release:
+        spent = timed_store(monkeypatch, lambda: threading.Timer(tuning.LAUNCH_WRITE_WAIT_S + 1.5, release).start())
+        x = torch.randn(5000)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            result = mod.vector_add.tune(lambda m: (cdiv(m["N"], m["BLOCK"]),), x, x, torch.empty(5000))
+    assert not result.from_db and spent[0] > tuning.LAUNCH_WRITE_WAIT_S
+    assert len(tuning.rows()) == 2, "stored once the lock was released"
 
 
 def test_a_read_only_database_serves_lookups(isolated_db, monkeypatch):
@@ -89,6 +185,30 @@ def test_a_read_only_database_serves_lookups(isolated_db, monkeypatch):
     assert not any("journal_mode" in s or "CREATE" in s for s in statements)
     with pytest.warns(RuntimeWarning, match="read-only"):
         launch(n=5000)  # a new bucket: tuned, used, not stored
+
+
+def test_every_way_into_the_database_names_the_file(isolated_db, monkeypatch):
+    """Opening, reading and writing share one error path (tuning._using): each says which file, and a connection
+    opened read-only stays so while a writable one opened later for the same file stores."""
+    with open(isolated_db, "w") as f:
+        f.write("garbage " * 100)
+    row = {**{c: "x" for c in tuning.KEY_COLUMNS}, "key": "k", "config": {"BM": 16}, "time_s": 1.0,
+           "default_time_s": None, "exact_shape": "{}", "stats": {}, "created": "now"}
+    for use in (tuning._db, tuning.rows, lambda: tuning.lookup_key("k"), lambda: tuning.store(row)):
+        monkeypatch.setattr(tuning, "_connections", {})
+        with pytest.raises(tuning.TuneDBError, match=f"{isolated_db}: the file is not an SQLite database"):
+            use()
+    os.remove(isolated_db)
+    tuning.store(row)
+    monkeypatch.setattr(tuning, "_connections", {})
+    with monkeypatch.context() as m:
+        m.setattr(tuning, "_writable", lambda path: False)
+        assert tuning.lookup_key("k")["config"] == {"BM": 16}
+        with pytest.raises(tuning.TuneDBError, match="read-only here"):
+            tuning.store({**row, "time_s": 2.0})
+    monkeypatch.setattr(tuning, "_connections", {})
+    tuning.store({**row, "time_s": 2.0})
+    assert [r["time_s"] for r in tuning.rows()] == [2.0]
 
 
 def good_export(tmp_path):
