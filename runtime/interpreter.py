@@ -1186,32 +1186,44 @@ class CompiledKernel:
         iv, *iters = [self._slot(a) for a in body.arguments]
         iv_dtype = TORCH_DTYPES[type_info(body.arguments[0].type)[0]]  # i32, or i64 where a bound is (a WideDim)
         steps, yields = self._block(body)
+        carry = self.padded.loop(op)  # the padded-lanes check's states of the tiles it carries
 
         def run(env):
             lo, hi, st = int(env[lb]), int(env[ub]), int(env[step_slot])
             values = [env[s] for s in inits]
+            states = carry.enter(env) if carry else None
             if lo < hi:
                 for i in torch.arange(lo, hi, st, dtype=iv_dtype).split(1):
                     env[iv] = i
                     for s, v in zip(iters, values):
                         env[s] = v
+                    if carry:
+                        carry.begin(env, states)
                     for f in steps:
                         f(env)
                     values = [env[s] for s in yields]
+                    if carry:
+                        states = carry.yielded(env)
             for s, v in zip(outs, values):
                 env[s] = v
+            if carry:
+                carry.leave(env, states)
         return run
 
     def op_scf_if(self, op, span) -> Step:
         (cond,), outs = self._io(op)
         branches = [self._block(r.blocks[0]) if len(r.blocks) else ([], []) for r in op.regions]
+        carry = self.padded.branch(op)
 
         def run(env):
-            steps, yields = branches[0] if bool(env[cond]) else branches[1]
+            taken = 0 if bool(env[cond]) else 1
+            steps, yields = branches[taken]
             for f in steps:
                 f(env)
             for s, y in zip(outs, yields):
                 env[s] = env[y]
+            if carry:
+                carry(env, taken)
         return run
 
     # tle: mesh and values --------------------------------------------------------------------------------------------

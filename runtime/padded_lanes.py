@@ -13,8 +13,17 @@ the op's identity (0 for a sum, -inf for a max, ...), and where a result that is
 the kernel depends on its padding. A padded lane that holds the identity already (pad=-inf under a max, a where()
 that put 0 there under a sum) changes nothing and passes.
 
-Masks do not cross scf.for / scf.if (a loop-carried value has none) nor ops outside the rules below: a value whose
-padding is not followed is taken as having none, so the check can miss a case but never invents one."""
+A loop-carried value cannot be followed by a mask: a lane of `acc += d * d` over column blocks is padding in the
+last iteration and data in the others. So a tile the loop carries (an iter_arg, and what is computed from it) has a
+carried state beside its value instead (`Carried`): its *shadow*, the value the kernel would hold had every padded
+lane it took in held the identity of the op that took it in (`acc + t` takes t's padded lanes in as 0, `max(acc, t)`
+as -inf), and its lanes that hold no data (nothing but constants and padding: the rows of a block past the last row,
+or an accumulator's initial zeros). A reduction, scan or dot over such a tile is computed again from the shadow;
+where a result with data differs, the padding an earlier iteration took in changed it. After the loop, the lanes that
+never took in data are padding, as a load's are. scf.if passes on the state of the branch it takes.
+
+Masks do not cross ops outside the rules below (nor scf.if): a value whose padding is not followed is taken as having
+none, so the check can miss a case but never invents one."""
 from __future__ import annotations
 
 import warnings
@@ -35,6 +44,20 @@ _ARITH = ("arith.cmpf", "arith.cmpi", "arith.extf", "arith.truncf", "arith.sitof
           "arith.shli", "arith.shrsi", "arith.shrui", "arith.mului_extended", "tle.inline_asm")
 
 _MEMORY = ("tle.load", "tle.gather", "tle.atomic", "tle.undef")
+
+# Ops that fold one operand into another lane by lane (`acc + t`): where a carried value is the accumulator, a padded
+# lane of a contribution is taken in as the op's identity in the shadow (t - acc is no accumulation of t).
+# op -> (accumulator positions, contribution positions, identity; "min"/"max" for an integer type's extreme)
+_INF = float("inf")
+_BOTH = ((0, 1), (0, 1))
+_FOLDS = {
+    "arith.addf": (*_BOTH, 0), "arith.addi": (*_BOTH, 0), "arith.subf": ((0,), (1,), 0), "arith.subi": ((0,), (1,), 0),
+    "arith.mulf": (*_BOTH, 1), "arith.muli": (*_BOTH, 1), "arith.ori": (*_BOTH, 0), "arith.xori": (*_BOTH, 0),
+    "arith.andi": (*_BOTH, -1), "arith.maximumf": (*_BOTH, -_INF), "arith.maxnumf": (*_BOTH, -_INF),
+    "arith.minimumf": (*_BOTH, _INF), "arith.minnumf": (*_BOTH, _INF), "arith.maxsi": (*_BOTH, "min"),
+    "arith.minsi": (*_BOTH, "max"),
+}
+_CARRIES = frozenset(_SHAPE) | {"arith.select", "tle.join", "tle.reduce", "tle.scan", "tle.dot"}
 
 _NOTE = ("the lanes of a load outside its tensor hold the load's pad (0 unless given), on the GPU as here: give the "
          "load a pad= that this op leaves unchanged (sum: 0, max: -inf, min: inf, product: 1), or set the lanes with "
@@ -68,12 +91,51 @@ class PaddedLanes:
         self.constant: set[int] = {self.slot(a) for a in func.regions[0].blocks[0].arguments}
         for op in nested_ops(func):
             ins = [self.slot(v) for v in op.operands]
+            # (a loop's tiles: the lanes that never took in data are padding after it, _Loop.leave)
             if op.name == "tle.load" or (self._follows(op) and op.name != "tle.histogram"
                                          and any(s in self.masks for s in ins)):
                 for r in op.results:
                     self.masks[self.slot(r)] = self.slot(("padded lanes of", r))
+            elif op.name == "scf.for":
+                for r in op.results:
+                    if self.type_info(r.type)[1]:
+                        self.masks[self.slot(r)] = self.slot(("padded lanes of", r))
             if not len(op.regions) and op.name not in _MEMORY and all(s in self.constant for s in ins):
                 self.constant.update(self.slot(r) for r in op.results)
+        # The tiles that may hold a carried state: a loop's iter_args and results, and what is computed from them
+        # (iterated: an scf.if's results carry what its branches yield, which come after it in the walk). Of those,
+        # the accumulators: computed in a loop's body from its iter_args (a loop's result is carried, but after the
+        # loop its lanes no longer move from iteration to iteration: d = x - mean folds nothing into mean)
+        self.carried: dict[int, int] = {}  # value slot -> its state's slot
+        self.accumulating: set[int] = set()
+        before = None
+        while before != (len(self.carried), len(self.accumulating)):
+            before = (len(self.carried), len(self.accumulating))
+            for op in nested_ops(func):
+                ins = [self.slot(v) for v in op.operands]
+                if op.name == "scf.for":
+                    iters = list(op.regions[0].blocks[0].arguments)[1:]
+                    self._carry(*iters, *op.results)
+                    self._accumulate(*iters, *[r for r, s in zip(op.results, ins[3:]) if s in self.accumulating])
+                elif op.name == "scf.if":
+                    for yields in _branch_yields(op):
+                        self._carry(*[r for r, y in zip(op.results, yields) if self.slot(y) in self.carried])
+                        self._accumulate(*[r for r, y in zip(op.results, yields) if self.slot(y) in self.accumulating])
+                elif self._follows_carried(op) and any(s in self.carried for s in ins):
+                    self._carry(*op.results)
+                    if any(s in self.accumulating for s in ins):
+                        self._accumulate(*op.results)
+
+    def _accumulate(self, *values):
+        self.accumulating.update(self.slot(v) for v in values if self.slot(v) in self.carried)
+
+    def _carry(self, *values):
+        for v in values:
+            if self.type_info(v.type)[1] and self.slot(v) not in self.carried:  # tiles only
+                self.carried[self.slot(v)] = self.slot(("carried state of", v))
+
+    def _follows_carried(self, op) -> bool:
+        return self._follows(op) and (op.name in self.elementwise or op.name in _CARRIES)
 
     def _follows(self, op) -> bool:
         name = op.name
@@ -89,7 +151,23 @@ class PaddedLanes:
 
     def wrap(self, op, span, step):
         """`step` with the op's result masks set after it (and its check made), for ops that read a value that may
-        hold padded lanes; `step` itself otherwise."""
+        hold padded lanes, and its results' carried states (and the check of a carried operand) for ops that read a
+        carried tile; `step` itself otherwise."""
+        masked = self._wrap_masks(op, span, step)
+        if not self._follows_carried(op) or not any(self.slot(v) in self.carried for v in op.operands):
+            return masked
+        name = op.name
+        if name in self.elementwise:
+            return self._carried_elementwise(op, span, step, masked)
+        if name in _SHAPE or name == "tle.join":
+            return self._carried_moved(op, step, masked)
+        if name == "arith.select":
+            return self._carried_select(op, step, masked)
+        if name == "tle.dot":
+            return self._carried_dot(op, span, step, masked)
+        return self._carried_reduction(op, span, step, masked)
+
+    def _wrap_masks(self, op, span, step):
         name = op.name
         ins = [self.masks.get(self.slot(v)) for v in op.operands]
         if not any(m is not None for m in ins) or not self._follows(op):
@@ -310,6 +388,236 @@ class PaddedLanes:
                            ["pass mask= with the lanes inside the tensor"])
         return checked
 
+    # ---- carried tiles -------------------------------------------------------------------------------------------
+    def _state(self, env, value: int):
+        """A carried operand's state; None for a value that is not carried."""
+        c = self.carried.get(value)
+        return env[c] if c is not None else None
+
+    def _padding(self, env, value: int):
+        m = self.masks.get(value)
+        m = env[m] if m is not None else None
+        return None if m is None else m.mask
+
+    def _plain(self, env, value: int) -> "Carried":
+        """The state of a value that no loop carried: its padded lanes hold no data, nor does a constant."""
+        m = self.masks.get(value)
+        m = env[m] if m is not None else None
+        if m is not None:
+            return Carried(None, m.mask, m.origin, None)
+        return Carried(None, _ALL, None, None) if value in self.constant else CLEAN
+
+    def _set_states(self, env, results, states):
+        for r, st in zip(results, states):
+            c = self.carried.get(r)
+            if c is not None:
+                env[c] = st
+
+    def _carried_elementwise(self, op, span, step, run):
+        """An elementwise op on a carried tile: its shadow from the operands' shadows, with a contribution's padded
+        lanes at the identity where the op folds it into a carried accumulator (acc + t). A lane holds data after a
+        fold where the accumulator's or a contribution's does; after any other op, where all operands' lanes do."""
+        ins = [self.slot(v) for v in op.operands]
+        out = self.slot(op.result)
+        tiles = [bool(self.type_info(v.type)[1]) and s not in self.constant for v, s in zip(op.operands, ins)]
+        fold = _FOLDS.get(op.name)
+
+        def carried(env):
+            run(env)
+            states = [self._state(env, s) for s in ins]
+            folding = fold is not None and any(ins[i] in self.accumulating for i in fold[0])
+            shadows, lanes, origin, entered = {}, [], None, None
+            for i, (s, st) in enumerate(zip(ins, states)):
+                base = st.shadow if st is not None else None
+                # a contribution folded into an accumulator: its padded lanes are taken in as the identity
+                padded = self._padding(env, s) if folding and i in fold[1] and s not in self.accumulating else None
+                if padded is not None:
+                    x = env[s] if base is None else base
+                    identity = _fold_identity(fold[2], x.dtype)
+                    if bool((padded & (x != identity)).any()):  # (a NaN is no identity)
+                        base = torch.where(padded, identity, x)
+                        entered = entered or (span, identity, env[self.masks[s]].origin)
+                if base is not None:
+                    shadows[s] = base
+                if st is None:
+                    if not tiles[i]:
+                        continue  # a scalar or a constant: no lanes of its own, with or without data
+                    st = self._plain(env, s)
+                lanes.append(_either_lane([st.nodata, padded]))
+                origin, entered = origin or st.origin, entered or st.entered
+            shadow = None
+            if shadows:
+                got, = self._shadow(env, step, shadows, [out])
+                shadow = None if _identical(got, env[out]) else got
+            env[self.carried[out]] = Carried(shadow, (_both if folding else _either_lane)(lanes), origin, entered)
+        return carried
+
+    def _carried_moved(self, op, step, run):
+        """Reshapes, broadcasts, transposes, splits and joins move the shadow's and the no-data lanes as the value's."""
+        ins = [self.slot(v) for v in op.operands]
+        outs = [self.slot(r) for r in op.results]
+
+        def carried(env):
+            run(env)
+            states = [self._state(env, s) or self._plain(env, s) for s in ins]
+            shadows = {s: st.shadow for s, st in zip(ins, states) if st.shadow is not None}
+            shadow = self._shadow(env, step, shadows, outs) if shadows else [None] * len(outs)
+            nodata = [None] * len(outs)
+            if any(st.nodata is not None for st in states):
+                nodata = self._shadow(env, step, {s: _lanes(st.nodata, env[s]) for s, st in zip(ins, states)}, outs)
+            origin = next((st.origin for st in states if st.origin), None)
+            entered = next((st.entered for st in states if st.entered), None)
+            self._set_states(env, outs, [Carried(sh, None if nd is None or not bool(nd.any()) else nd, origin,
+                                                 entered) for sh, nd in zip(shadow, nodata)])
+        return carried
+
+    def _carried_select(self, op, step, run):
+        """where(c, a, b): the shadow and the no-data lanes of the operand each lane takes."""
+        c, a, b = ins = [self.slot(v) for v in op.operands]
+        out = self.slot(op.result)
+
+        def carried(env):
+            run(env)
+            states = [self._state(env, s) or self._plain(env, s) for s in ins]
+            shadows = {s: st.shadow for s, st in zip(ins, states) if st.shadow is not None}
+            shadow = None
+            if shadows:
+                got, = self._shadow(env, step, shadows, [out])
+                shadow = None if _identical(got, env[out]) else got
+            nodata = None
+            if states[1].nodata is not None or states[2].nodata is not None:
+                nodata, = self._shadow(env, step, {a: _bits_of(states[1].nodata), b: _bits_of(states[2].nodata)},
+                                       [out])
+                nodata = nodata if bool(nodata.any()) else None
+            origin = states[1].origin or states[2].origin or states[0].origin
+            entered = states[1].entered or states[2].entered or states[0].entered
+            self._set_states(env, [out], [Carried(shadow, nodata, origin, entered)])
+        return carried
+
+    def _carried_reduction(self, op, span, step, run):
+        """reduce / scan over a carried tile: the result again from the shadow, lanes without data (and padded ones)
+        at the identity in both; a difference in a result with data is padding an earlier iteration took in."""
+        kind = ir.StringAttr(op.attributes["kind"]).value
+        identity = self.identity_of(kind, self.type_info(op.operands[0].type)[0])
+        axis = ir.IntegerAttr(op.attributes["axis"]).value + 1
+        scan = op.name == "tle.scan"
+        value, out = self.slot(op.operands[0]), self.slot(op.result)
+        mask = self.masks.get(value)
+        what = ("cumulative " if scan else "") + kind
+
+        def checked(env):
+            run(env)
+            st = self._state(env, value)
+            if st is None:
+                return self._set_states(env, [out], [None])
+            x = env[value]
+            shadow = None
+            if st.shadow is not None:
+                m = env[mask] if mask is not None else None
+                lanes = _lanes(_either_lane([st.nodata, m.mask if m is not None else None]), x)
+                whole = lanes if scan else lanes.all(axis)
+                got, without = self._shadow_pair(env, step, value, out, torch.where(lanes, identity, x),
+                                                 torch.where(lanes, identity, st.shadow))
+                bad = ~_same(got, without) & ~whole
+                if bool(bad.any()):
+                    source = _source(st)
+                    self._fail(env, span, source, bad,
+                               lambda w, p: f"{what}{f' along axis {axis - 1}' if scan or x.dim() > 2 else ''} takes "
+                                            f"in padding of '{source.name}' that a loop accumulated into a "
+                                            f"value it carries: in program {p} the result{_pos(w)} is "
+                                            f"{_item(got, w)} with it and {_item(without, w)} without",
+                               _entered_notes(st))
+                shadow = without
+            nodata = None if st.nodata is None else (_lanes(st.nodata, x) if scan else _lanes(st.nodata, x).all(axis))
+            self._set_states(env, [out], [Carried(shadow, nodata, st.origin, st.entered)])
+        return checked
+
+    def _carried_dot(self, op, span, step, run):
+        """dot(a, b, acc) where a carried tile is an operand. As a fold of a @ b into a carried acc: products of
+        padded lanes (and of lanes without data) are 0 in the shadow. Where a or b is carried, the dot reduces over
+        its lanes: checked as a reduction is, against the dot of the shadows."""
+        a, b, c = ins = [self.slot(v) for v in op.operands]
+        out = self.slot(op.result)
+
+        def checked(env):
+            run(env)
+            states = [self._state(env, s) for s in ins]
+            plain = [st or self._plain(env, s) for s, st in zip(ins, states)]
+            xa, xb, xc = env[a], env[b], env[c]
+            # a's and b's lanes without data: a carried operand's, a plain one's padded lanes (a constant's are data)
+            na, nb = (st.nodata if st else self._padding(env, s) for s, st in ((a, states[0]), (b, states[1])))
+            za = _lanes(na, xa) if na is not None else None
+            zb = _lanes(nb, xb) if nb is not None else None
+            # (only where a lane changes: a load padded with 0 costs no second dot)
+            clean = {s: torch.where(z, 0, x) for s, z, x in ((a, za, xa), (b, zb, xb))
+                     if z is not None and bool((z & (x != 0)).any())}
+            shadows = dict(clean)
+            for s, z, x, st in ((a, za, xa, plain[0]), (b, zb, xb, plain[1]), (c, None, xc, plain[2])):
+                if st.shadow is not None:
+                    shadows[s] = st.shadow if z is None else torch.where(z, 0, st.shadow)
+            carried_ab = (states[0] and states[0].shadow is not None) or (states[1] and states[1].shadow is not None)
+            whole = None  # (not needed where the result's lanes all hold data: a carried acc's after its first step)
+            if carried_ab or c not in self.accumulating or plain[2].nodata is not None:
+                if za is not None:
+                    whole = za.all(-1).unsqueeze(-1)
+                if zb is not None:
+                    cols = zb.all(-2).unsqueeze(-2)
+                    whole = cols if whole is None else whole | cols
+            if carried_ab:
+                got, = self._shadow(env, step, clean, [out]) if clean else [env[out]]
+                without, = self._shadow(env, step, {**shadows, c: xc}, [out])
+                bad = ~_same(got, without) if whole is None else ~_same(got, without) & ~whole
+                if bool(bad.any()):
+                    st = next(st for st in states[:2] if st and st.shadow is not None)
+                    source = _source(st)
+                    self._fail(env, span, source, bad,
+                               lambda w, p: f"dot adds products of padding of '{source.name}' that a "
+                                            f"loop accumulated into a value it carries: in program {p} "
+                                            f"the result{_pos(w)} is {_item(got, w)} with it and "
+                                            f"{_item(without, w)} without", _entered_notes(st))
+            shadow = None
+            if shadows:
+                got, = self._shadow(env, step, shadows, [out])
+                shadow = None if _identical(got, env[out]) else got
+            # the lanes of a @ b from rows or columns without data hold none; folded into a carried acc, its lanes
+            # that hold none keep none
+            nodata = _both([plain[2].nodata, whole]) if c in self.accumulating else _both([whole])
+            origin = next((st.origin for st in plain if st.origin), None)
+            entered = next((st.entered for st in plain if st.entered), None)
+            self._set_states(env, [out], [Carried(shadow, nodata, origin, entered)])
+        return checked
+
+    def _shadow_pair(self, env, step, value, out, first, second):
+        a, = self._shadow(env, step, {value: first}, [out])
+        b, = self._shadow(env, step, {value: second}, [out])
+        return a, b
+
+    def loop(self, op) -> "_Loop | None":
+        """The steps that pass a loop's carried states from its inits through each iteration to its results (the
+        interpreter's scf.for calls them); None where the loop carries no tile."""
+        body = op.regions[0].blocks[0]
+        iters = [self.slot(a) for a in list(body.arguments)[1:]]
+        if not any(s in self.carried for s in iters):
+            return None
+        inits = [self.slot(v) for v in list(op.operands)[3:]]
+        yields = [self.slot(v) for v in list(body.operations)[-1].operation.operands]
+        return _Loop(self, inits, iters, yields, [self.slot(r) for r in op.results])
+
+    def branch(self, op):
+        """A step that gives an scf.if's results the carried state of what the branch taken yields (the
+        interpreter's scf.if calls it with the branch's number); None where no result is carried."""
+        outs = [self.slot(r) for r in op.results]
+        if not any(s in self.carried for s in outs):
+            return None
+        branches = [[self.slot(v) for v in yields] for yields in _branch_yields(op)]
+
+        def passed(env, taken: int):
+            yields = branches[taken] if taken < len(branches) else []
+            for o, y in zip(outs, yields):
+                if o in self.carried:
+                    env[self.carried[o]] = self._state(env, y) or self._plain(env, y)
+        return passed
+
     def _fail(self, env, span, origin: Origin, bad: torch.Tensor, describe, notes=()):
         """A TlePaddingWarning, once per op: the kernel is well defined (the GPU computes the same value), so it
         runs on; turn the warning into an error with warnings.simplefilter("error", tle.TlePaddingWarning)."""
@@ -347,6 +655,12 @@ def _bits(m):
     return m.mask if m is not None else torch.zeros((), dtype=torch.bool)
 
 
+def _identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether a shadow is its value: torch.equal, one pass (a NaN in both keeps the shadow, which costs only the
+    reruns of a shadow that is the value)."""
+    return torch.equal(a, b)
+
+
 def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     same = a == b
     if a.dtype.is_floating_point:
@@ -365,3 +679,106 @@ def _text(v) -> str:
 
 def _pos(where: tuple[int, ...]) -> str:
     return f" at tile element {list(where[1:])}" if len(where) > 1 else ""
+
+
+class Carried:
+    """A carried tile's state: its shadow (the value had every padded lane it took in held the identity of the op
+    that took it in; None: the value itself), its lanes that hold no data (nothing but constants and padding; a bool
+    tensor that broadcasts to it, None: none), the load whose padding its lanes without data hold, and (span,
+    identity, load) of the op where padding first entered its shadow."""
+    __slots__ = ("shadow", "nodata", "origin", "entered")
+
+    def __init__(self, shadow, nodata, origin, entered):
+        self.shadow, self.nodata, self.origin, self.entered = shadow, nodata, origin, entered
+
+
+CLEAN = Carried(None, None, None, None)
+_ALL = torch.ones((), dtype=torch.bool)
+_NONE = torch.zeros((), dtype=torch.bool)
+
+
+class _Loop:
+    """An scf.for's carried states: from its inits, through each iteration's yields, to its results. A result's
+    lanes that never took in data are padding after the loop, as a load's are (the rows of a block past the last
+    row; the lanes of the one column block that lie past the row's end)."""
+
+    def __init__(self, lanes: PaddedLanes, inits, iters, yields, outs):
+        self.lanes, self.inits, self.iters, self.yields, self.outs = lanes, inits, iters, yields, outs
+
+    def _passed(self, env, values):
+        return [self.lanes._state(env, v) or self.lanes._plain(env, v) for v in values]
+
+    def enter(self, env) -> list:
+        return self._passed(env, self.inits)
+
+    def begin(self, env, states):
+        self.lanes._set_states(env, self.iters, states)
+
+    def yielded(self, env) -> list:
+        return self._passed(env, self.yields)
+
+    def leave(self, env, states):
+        self.lanes._set_states(env, self.outs, states)
+        for out, st in zip(self.outs, states):
+            mask = self.lanes.masks.get(out)
+            if mask is not None:
+                padded = st.nodata is not None and st.origin is not None and bool(st.nodata.any())
+                env[mask] = Padded(st.nodata, st.origin) if padded else None
+
+
+def _branch_yields(op) -> list:
+    """What each region of an scf.if yields (nothing for an absent else)."""
+    return [list(list(r.blocks[0].operations)[-1].operation.operands) if len(r.blocks) else [] for r in op.regions]
+
+
+def _either_lane(lanes):
+    """The lanes set in any of lanes (None: none)."""
+    lanes = [m for m in lanes if m is not None]
+    if not lanes:
+        return None
+    out = lanes[0]
+    for m in lanes[1:]:
+        out = out | m
+    return out
+
+
+def _both(lanes):
+    """The lanes set in all of lanes (None: none, as where one of them is None)."""
+    if not lanes or any(m is None for m in lanes):
+        return None
+    out = lanes[0]
+    for m in lanes[1:]:
+        out = out & m
+    return out if bool(out.any()) else None
+
+
+def _lanes(lanes, x: torch.Tensor) -> torch.Tensor:
+    """lanes (None: none), which broadcast to x, expanded to x's shape."""
+    return (_NONE if lanes is None else lanes).expand(x.shape)
+
+
+def _bits_of(lanes):
+    return _NONE if lanes is None else lanes
+
+
+def _fold_identity(identity, dtype: torch.dtype):
+    """A fold's identity in dtype: "min" / "max" are an integer type's extremes; a bool's -1 is True."""
+    if dtype == torch.bool:
+        return bool(identity)
+    if isinstance(identity, str):
+        info = torch.iinfo(dtype)
+        return info.min if identity == "min" else info.max
+    return identity
+
+
+def _source(st: Carried) -> Origin:
+    """The load whose padding made a carried tile's shadow differ from it."""
+    return st.entered[2] if st.entered is not None else st.origin
+
+
+def _entered_notes(st: Carried) -> list:
+    if st.entered is None:
+        return []
+    span, identity, _ = st.entered
+    return [Note(f"here the loop's carried value takes the padded lanes in: put {_text(identity)} in them first "
+                 f"(where(inside, ..., {_text(identity)})), or reduce them inside the loop", span)]

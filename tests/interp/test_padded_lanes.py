@@ -245,3 +245,158 @@ def test_a_reduction_over_pairs_that_the_kernel_wrote_is_checked():
     """
     got = launch(src, "pair_max", (1,), -torch.arange(1, 16, dtype=torch.int32), torch.empty(8, dtype=torch.int32))
     assert len(got) == 1 and "max along axis 1" in got[0]
+
+
+# ---- values a loop carries ------------------------------------------------------------------------------------------
+# A lane of a loop-carried accumulator is padding in one iteration and data in another, so the check keeps, beside
+# the carried tile, its shadow: the value had each padded lane it took in held the identity of the op that took it in.
+
+BLOCK_VAR = """
+kernel row_var<B: int = 8>(x: tensor<f32>[M, N], v: tensor<f32>[M]) {
+    let row = program_id(0)
+    var s = zeros<f32>[1, B]
+    for j in range(cdiv(N, B)) {
+        s = s + load(x, tile=[1, B], at=[row, j])
+    }
+    let mean = sum(s, axis=1, keepdims=true) / N
+    var acc = zeros<f32>[1, B]
+    for j in range(cdiv(N, B)) {
+        let d = load(x, tile=[1, B], at=[row, j]) - mean
+        acc = acc + UPDATE
+    }
+    store(v, sum(acc, axis=1) / N, at=[row])
+}
+"""
+INSIDE = "reshape(arange(0, B), [1, B]) + j * B < N"
+
+
+def test_a_variance_accumulated_over_column_blocks_warns_at_the_sum_after_the_loop():
+    """The porter's BatchNorm: d = x - mean is -mean in the last block's padded lanes, and acc takes mean^2 in
+    there; after the loop those lanes hold data from the earlier blocks too, so no mask can say they are padding."""
+    x = torch.randn(3, 20) + 3
+    v = torch.empty(3)
+    got = launch(BLOCK_VAR.replace("UPDATE", "d * d"), "row_var", (3,), x, v)
+    assert len(got) == 1
+    lines = got[0].splitlines()
+    assert lines[0].startswith("<string>:14:14: warning: sum along axis 1 takes in padding of 'x' that a loop "
+                               "accumulated into a value it carries: in program (0, 0, 0) the result at tile element "
+                               "[0] is ")
+    assert "<string>:11:17: note: the load that pads 'x' with 0" in got[0]
+    assert "<string>:12:15: note: here the loop's carried value takes the padded lanes in: put 0 in them first" \
+           in got[0]
+    assert not torch.allclose(v, x.var(1, unbiased=False))  # the GPU's value too: 4 lanes of mean^2 each
+
+
+def test_the_same_accumulation_through_where_does_not_warn():
+    x = torch.randn(3, 20) + 3
+    v = torch.empty(3)
+    assert launch(BLOCK_VAR.replace("UPDATE", f"where({INSIDE}, d * d, 0.0)"), "row_var", (3,), x, v) == []
+    torch.testing.assert_close(v, x.var(1, unbiased=False))
+
+
+def test_the_accumulation_on_whole_blocks_does_not_warn():
+    x = torch.randn(3, 16) + 3
+    v = torch.empty(3)
+    assert launch(BLOCK_VAR.replace("UPDATE", "d * d"), "row_var", (3,), x, v) == []
+    torch.testing.assert_close(v, x.var(1, unbiased=False))
+
+
+def test_lanes_of_a_single_block_that_never_took_data_are_padding_after_the_loop():
+    """N < B: one iteration, and the lanes past N took nothing but padding: after the loop they are padding."""
+    got = launch(BLOCK_VAR.replace("UPDATE", "d * d"), "row_var", (3,), torch.randn(3, 5) + 3, torch.empty(3))
+    assert len(got) == 1 and "sum along axis 1 takes in lanes past the edge of 'x', which hold padding" in got[0]
+
+
+def test_rows_of_a_block_past_the_last_row_accumulate_padding_without_a_warning():
+    """A block of 4 rows over 6: the second program's last two rows take in nothing but padding in every iteration
+    (their mean is 0, their d * d is 0 - but their lanes are not data), and the store drops them."""
+    src = """
+    kernel block_sq<BM: int = 4, BN: int = 8>(x: tensor<f32>[M, N], v: tensor<f32>[M]) {
+        var acc = zeros<f32>[BM, BN]
+        for j in range(cdiv(N, BN)) {
+            let t = load(x, tile=[BM, BN], at=[program_id(0), j], pad=1.0)
+            acc = acc + where(reshape(arange(0, BN), [1, BN]) + j * BN < N, t * t, 0.0) + (1.0 - t)
+        }
+        store(v, sum(acc, axis=1), at=[program_id(0)])
+    }
+    """
+    x = torch.ones(6, 20) + torch.randn(6, 20) * 0  # 1.0 - t is 0 in the data lanes
+    v = torch.empty(6)
+    assert launch(src, "block_sq", (2,), x, v) == []
+    torch.testing.assert_close(v, (x * x).sum(1))
+
+
+def test_a_running_max_over_row_blocks_padded_with_0_warns_and_one_padded_with_minus_inf_does_not():
+    src = """
+    kernel colmax<BM: int = 4, BN: int = 8>(x: tensor<f32>[M, N], y: tensor<f32>[N]) {
+        var m = full<f32>[BM, BN](-inf)
+        for i in range(cdiv(M, BM)) {
+            m = max(m, load(x, tile=[BM, BN], at=[i, 0]PAD))
+        }
+        store(y, max(m, axis=0))
+    }
+    """
+    x = -1 - torch.rand(10, 8)
+    y = torch.empty(8)
+    got = launch(src.replace("PAD", ""), "colmax", (1,), x, y)
+    assert len(got) == 1 and "max along axis 0 takes in padding of 'x' that a loop accumulated" in got[0]
+    assert "put -inf in them first" in got[0]
+    assert launch(src.replace("PAD", ", pad=-inf"), "colmax", (1,), x, y) == []
+    assert torch.equal(y, x.amax(0))
+
+
+def test_a_carried_tile_that_each_iteration_replaces_is_not_an_accumulation():
+    """The last block, carried out of the loop and summed: its padded lanes hold the pad 0, which a sum leaves
+    unchanged; the lanes the block before it held there are gone, not taken in."""
+    src = """
+    kernel last_sum<B: int = 8>(x: tensor<f32>[N], y: tensor<f32>[1]) {
+        var last = zeros<f32>[B]
+        for j in range(cdiv(N, B)) {
+            last = load(x, tile=[B], at=[j])
+        }
+        store(y, sum(last), at=[0])
+    }
+    """
+    x, y = torch.randn(20), torch.empty(1)
+    assert launch(src, "last_sum", (1,), x, y) == []
+    torch.testing.assert_close(y, x[16:].sum().reshape(1))
+
+
+def test_a_loop_that_runs_no_iteration_does_not_warn():
+    src = """
+    kernel none<B: int = 8>(x: tensor<f32>[N], y: tensor<f32>[1]) {
+        var acc = full<f32>[B](1.0)
+        for j in range(cdiv(N, B)) {
+            acc = acc * load(x, tile=[B], at=[j])
+        }
+        store(y, sum(acc), at=[0])
+    }
+    """
+    y = torch.empty(1)
+    assert launch(src, "none", (1,), torch.randn(0), y) == []
+    assert y.item() == 8.0
+
+
+def test_an_accumulation_under_an_if_is_followed_through_the_branch():
+    src = """
+    kernel odd_sum<B: int = 8>(x: tensor<f32>[N], y: tensor<f32>[1]) {
+        var acc = zeros<f32>[B]
+        for j in range(cdiv(N, B)) {
+            if j % 2 == 0 {
+                acc = acc + exp(load(x, tile=[B], at=[j]))
+            }
+        }
+        store(y, sum(acc), at=[0])
+    }
+    """
+    x, y = torch.randn(20), torch.empty(1)  # blocks 0 and 2; block 2 has 4 padded lanes of exp(0) = 1
+    got = launch(src, "odd_sum", (1,), x, y)
+    assert len(got) == 1 and "sum takes in padding of 'x' that a loop accumulated" in got[0]
+
+
+def test_a_matmul_and_its_epilogue_on_ragged_sizes_do_not_warn():
+    """Rows past M and columns past N of the accumulator take in nothing but padding: they hold no data."""
+    src = MATMUL.replace("FA(", "(").replace("store(c, acc,", "store(c, acc / max(acc, axis=1, keepdims=true),")
+    a, b = torch.rand(20, 24), torch.rand(24, 18)
+    c = torch.empty(20, 18)
+    assert launch(src, "mm", (2, 2), a, b, c) == []
