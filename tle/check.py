@@ -102,6 +102,13 @@ def _load(source: str, filename: str, chain: tuple[str, ...], loaded: dict[str, 
     return prog
 
 
+def _splatted(e: T.Expr) -> bool:
+    """Whether a tile is a scalar made a tile (an operand of `t / N` after coercion), through casts."""
+    while isinstance(e, T.Op) and e.name == "cast":
+        e = e.args[0]
+    return isinstance(e, T.Op) and e.name == "splat"
+
+
 def _name_span(decl) -> Span:
     return getattr(decl, "name_span", None) or decl.span
 
@@ -1359,6 +1366,8 @@ class _KernelChecker:
         if shape is None:
             raise TleError(span, f"tile shapes {list(_shape(a))} and {list(_shape(b))} do not broadcast",
                            _BROADCAST_NOTE)
+        for r, other, rspan in ((a, b, aspan), (b, a, bspan)):
+            self._check_reduction_alignment(r, other, shape, span, rspan)
         name = BINARY_OPS[op]
         if isinstance(a, T.Const) and isinstance(b, T.Const):
             return self.fold(op, self.coerce(a, Scalar(dtype)), self.coerce(b, Scalar(dtype)), dtype, span)
@@ -2125,6 +2134,44 @@ class _KernelChecker:
         elif keep:
             r = T.Op(e.span, Tile(out_dtype, x.type.shape[:axis] + (1,) + x.type.shape[axis + 1:]), "reshape", [r])
         return self.binary("!=", r, T.Const(e.span, Scalar("i32"), 0, True), e.span) if logical else r
+
+    def _reduced(self, e: T.Expr):
+        """The reduction (its T.Op) that e is (through lets, casts and elementwise ops with scalars: a mean is
+        sum(t, axis=1) / N), when it reduced a tile of rank 2 or more along an axis and did not keep it; else None."""
+        for _ in range(16):
+            if isinstance(e, T.Read) and e.var in self.let_values:
+                e = self.let_values[e.var]
+            elif isinstance(e, T.Op) and e.name == "reduce":
+                return e if len(e.args[0].type.shape) >= 2 and isinstance(e.type, Tile) else None
+            elif isinstance(e, T.Op) and (e.name in T.ELEMENTWISE_BINARY + T.ELEMENTWISE_UNARY or e.name == "cast"):
+                tiles = [x for x in e.args if isinstance(x.type, Tile) and not _splatted(x)]
+                if len(tiles) != 1:
+                    return None
+                e = tiles[0]
+            else:
+                return None
+        return None
+
+    def _check_reduction_alignment(self, r: T.Expr, other: T.Expr, shape, span, rspan) -> None:
+        """`t - max(t, axis=1)` on a square tile: the row maxima ([B]) broadcast against [B, B] line up with the
+        columns (axes align on the right), which is a shape error where B_M != B_N and a silently wrong result where
+        they are equal. An error wherever the kept axes of a reduction along axis >= 1 land on other axes of a tile
+        of the reduced tile's shape."""
+        red = self._reduced(r)
+        if red is None or not isinstance(other.type, Tile):
+            return
+        source = red.args[0].type.shape
+        axis = red.attrs["axis"]
+        if axis == 0 or len(other.type.shape) != len(source) or tuple(shape) != tuple(source):
+            return
+        kind, kept, rank = red.attrs["kind"], [i for i in range(len(source)) if i != axis], len(source)
+        per, lands = ("row", "the columns") if rank == 2 else (f"index of axes {kept}", f"axes {list(range(1, rank))}")
+        raise TleError(span, f"{kind}(..., axis={axis}) gives one value per {per} of its {list(source)} tile, but "
+                             f"against a {list(other.type.shape)} tile it lines up with {lands} (axes align on the "
+                             "right)",
+                       [Note(f"reduced here: keep the axis with {kind}(..., axis={axis}, keepdims=true) (shape "
+                             f"{list(source[:axis]) + [1] + list(source[axis + 1:])})", red.span),
+                        f"where {lands} are meant, say so with expand_dims(..., 0)"])
 
     def _times_constant(self, e: T.Expr, n: int) -> bool:
         """Is e (through lets and integer casts) a product of something that varies and the constant n?"""
