@@ -1601,7 +1601,10 @@ class CompiledKernel:
             except ValueError as e:
                 raise TleError(span, f"{e} in program {_program_of(env, 0)}",
                                ["a slice's start and shape must keep it inside the tensor: 0 <= start and "
-                                "start + shape <= the tensor's size on every axis"]) from None
+                                "start + shape <= the tensor's size on every axis",
+                                "to read past its edges (a stencil's halo, a window that starts before 0), load "
+                                "at a tile index, which pads what lies outside, or gather(x, indices, mask=inside, "
+                                "other=v), which reads any element"]) from None
         return step
 
     def op_tle_load(self, op, span):

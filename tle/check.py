@@ -1972,6 +1972,13 @@ class _KernelChecker:
         """gather(t, indices, axis=A) on a tile (Triton's tl.gather): result[..., j, ...] = t[..., indices[..., j,
         ...], ...] along A. `indices` has t's rank and t's sizes on every other axis; its size along A is the
         result's. A register shuffle on the native path; Tile IR has none (the legality check says so)."""
+        memory = next((k for k in e.kwargs if k.name in ("mask", "other")), None)
+        if memory is not None:  # gather(x + 1, offs, mask=...): a tensor's gather meant; say what x + 1 is first
+            x = self.expr(e.args[0] if e.args else next(k.value for k in e.kwargs if k.name in ("tensor", "x")))
+            raise TleError(memory.span, f"gather() takes {memory.name}= from a tensor, and its first argument is "
+                                        f"{_a(str(x.type)) if isinstance(x.type, Scalar) else f'a tile ({x.type})'}",
+                           ["gather(x, indices, mask=m, other=v) reads a tensor parameter or a slice of one; a "
+                            "tile's gather (gather(t, indices, axis=A)) reads lanes of the tile, which are all there"])
         a = self.args(e, ("x", "indices"), (), ("axis",))
         x = self.expr(a["x"])
         if not isinstance(x.type, Tile):

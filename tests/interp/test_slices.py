@@ -156,6 +156,7 @@ def test_a_window_outside_the_tensor_is_an_error_at_the_slice(tmp_path):
         tle.compile(str(path)).scale_packed[(2, 1)](x, cu, y)
     text = str(info.value)
     assert "packed.tle:6:14" in text and "does not lie inside its shape [7, 16]" in text and "program (1, 0, 0)" in text
+    assert "a stencil's halo" in text and "gather(x, indices, mask=inside, other=v)" in text  # reading past it
 
 
 def test_programs_with_different_windows_run_one_by_one():
