@@ -5,8 +5,9 @@
 A porter's column cumsum with a carry (colscan_loop below) spilled on the default 4 warps (ptxas, sm_90: 1292 bytes a
 thread for i32, 932 for f32; 156 and 152 on 8 warps; 136 and 84 on 16), and the default rule gives a scan "about
 128 values a thread". This times both forms, one tile per program (colscan) and a loop over a column of tiles with
-a carry (colscan_loop), on the native path, each checked against torch first (a wrong result prints BAD and is not
-timed). Columns: us, the median over --rounds of bench.time_events' medians; `tle:triton` is the default warps.
+a carry (colscan_loop), on the native path (and with --tileir on the Tile IR path), each checked against torch first
+(a wrong result prints BAD and is not timed). Columns: us, the median over --rounds of bench.time_events' medians;
+`tle:triton` is the default warps.
 """
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warps", default="4,8,16")
+    p.add_argument("--tileir", action="store_true",
+                   help="a tle:tileir column too: the Tile IR path, which auto does not take for a scan of a tile "
+                        "over 8192 elements (lowering/tileir_legality.py WIDE_SCAN_ELEMENTS, measured on rows)")
     args = p.parse_args()
     warps = [int(w) for w in args.warps.split(",")]
     mod = tle.compile(SOURCE)
@@ -60,7 +64,8 @@ def main() -> None:
             want = (x64.view(L // 1024, 1024, D).cumsum(1).view(L, D) if kernel == "colscan" else x64.cumsum(0))
             times = {}
             for name, opts in [("tle:triton", {"backend": "triton"})] + \
-                    [(f"w{w}", {"backend": "triton", "num_warps": w}) for w in warps]:
+                    [(f"w{w}", {"backend": "triton", "num_warps": w}) for w in warps] + \
+                    ([("tle:tileir", {"backend": "tileir"})] if args.tileir else []):
                 def run(i, opts=opts):
                     k[grid](xs[i], ys[i], T=dtype, **opts)
                 us = []
