@@ -234,13 +234,16 @@ SORTING_NETWORK_STEPS = 10
 # Measured on the H200 (twentieth session; benchmarks/RESULTS.md "Scans"), cumsum over 4096 rows in one tile, Tile
 # IR (auto's route until then) against the native path's default warps: level at 8192 elements and below, and in f32
 # up to 32768; in bf16 1.07-1.15x at rows of 10000 and 12800, 1.29x at 32000 and 1.14x at 65536, in f32 1.17x at
-# 65536; never more than 1% faster.
+# 65536; never more than 1% faster. The rule reads the length of the scanned axis, which those rows were: a column
+# cumsum of [1024, 16] tiles (16384 elements, an axis of 1024) ran 1.16-1.19x faster on Tile IR than natively in 3 of
+# 4 cases and 0.94x in the fourth (H100, fifty-fourth session, benchmarks/scan_warps_probe.py --tileir), which the
+# tile's element count had sent to the native path.
 WIDE_SCAN_ELEMENTS = 8192
 
 
-def _wide_scan(elements: int) -> str:
-    return (f"a scan over {elements} elements, more than {WIDE_SCAN_ELEMENTS}: tileiras ran cumsum over rows that "
-            "wide up to 1.29x slower than the native path, and never faster (H200)")
+def _wide_scan(length: int) -> str:
+    return (f"a scan along an axis of {length} elements, more than {WIDE_SCAN_ELEMENTS}: tileiras ran cumsum over rows "
+            "that long up to 1.29x slower than the native path, and never faster (H200)")
 
 
 # A reduction along the last axis of 16,385 to 32,768 elements, in a kernel without a dot: tileiras runs a CTA on at
@@ -450,9 +453,9 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
             out.append(Blocker(span_of_location(step[0].location), _many_small_dots(step)))
         for op in ops:
             if op.name in SCANS:
-                elements = math.prod(tle_type(op.operands[0].type)[1] or (1,))
-                if elements > WIDE_SCAN_ELEMENTS:
-                    out.append(Blocker(span_of_location(op.location), _wide_scan(elements)))
+                length = (tle_type(op.operands[0].type)[1] or (1,))[ir.IntegerAttr(op.attributes["axis"]).value]
+                if length > WIDE_SCAN_ELEMENTS:
+                    out.append(Blocker(span_of_location(op.location), _wide_scan(length)))
             if op.name != "tle.dot":
                 continue
             if (why := _slow_dot(op)) is not None:
