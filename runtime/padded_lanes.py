@@ -22,8 +22,8 @@ or an accumulator's initial zeros). A reduction, scan or dot over such a tile is
 where a result with data differs, the padding an earlier iteration took in changed it. After the loop, the lanes that
 never took in data are padding, as a load's are. scf.if passes on the state of the branch it takes.
 
-Masks do not cross ops outside the rules below (nor scf.if): a value whose padding is not followed is taken as having
-none, so the check can miss a case but never invents one."""
+Masks do not cross ops outside the rules below: a value whose padding is not followed is taken as having none, so the
+check can miss a case but never invents one."""
 from __future__ import annotations
 
 import warnings
@@ -96,7 +96,7 @@ class PaddedLanes:
                                          and any(s in self.masks for s in ins)):
                 for r in op.results:
                     self.masks[self.slot(r)] = self.slot(("padded lanes of", r))
-            elif op.name == "scf.for":
+            elif op.name in ("scf.for", "scf.if"):  # (an if's: those of what the branch taken yields, branch())
                 for r in op.results:
                     if self.type_info(r.type)[1]:
                         self.masks[self.slot(r)] = self.slot(("padded lanes of", r))
@@ -175,6 +175,8 @@ class PaddedLanes:
         values = [self.slot(v) for v in op.operands]
         outs = [self.slot(r) for r in op.results]
         out_masks = [self.masks.get(s) for s in outs]
+        if name in _FOLDS and len(values) == 2:
+            return self._folded(step, _FOLDS[name], values, ins, out_masks)
         if name in self.elementwise:
             def carried(env):
                 step(env)
@@ -217,6 +219,36 @@ class PaddedLanes:
         for s, v in zip(outs, kept):
             env[s] = v
         return got
+
+    def _folded(self, step, fold, values, masks, out_masks):
+        """a + b, max(a, b), ...: a padded lane that holds the op's identity leaves the other operand's lane as it
+        was, so it is padding only where that one is padding too (or a constant: a constant in padded lanes stays
+        padding). Two blocks of one row added (an unrolled static_range sum: the second ragged, padded with 0) give
+        the first block's data, not padding. Elsewhere, as any elementwise op: padded where an operand is."""
+        contributions, identity = fold[1], fold[2]
+        constant = [v in self.constant for v in values]
+
+        def carried(env):
+            step(env)
+            ms = [env[m] if m is not None else None for m in masks]
+            lanes = []
+            for i, m in enumerate(ms):
+                if m is None:
+                    continue
+                if i not in contributions:
+                    lanes.append(m.mask)
+                    continue
+                x = env[values[i]]
+                other = ms[1 - i]
+                alone = _ALL if constant[1 - i] else (other.mask if other is not None else None)
+                moved = m.mask & (x != _fold_identity(identity, x.dtype))  # (a NaN is no identity)
+                lanes.append(moved if alone is None else moved | (m.mask & alone))
+            out = _either_lane(lanes)
+            out = Padded(out, next(m.origin for m in ms if m is not None)) if out is not None and bool(out.any()) \
+                else None
+            for s in out_masks:
+                env[s] = out
+        return carried
 
     def _shaped(self, step, value, mask, outs, out_masks):
         """Reshapes, broadcasts, transposes, splits: the op itself moves the mask's lanes as it moves the value's
@@ -475,6 +507,7 @@ class PaddedLanes:
         """where(c, a, b): the shadow and the no-data lanes of the operand each lane takes."""
         c, a, b = ins = [self.slot(v) for v in op.operands]
         out = self.slot(op.result)
+        data_choice = bool(self.type_info(op.operands[0].type)[1]) and c not in self.constant and c not in self.carried
 
         def carried(env):
             run(env)
@@ -488,7 +521,9 @@ class PaddedLanes:
             if states[1].nodata is not None or states[2].nodata is not None:
                 nodata, = self._shadow(env, step, {a: _bits_of(states[1].nodata), b: _bits_of(states[2].nodata)},
                                        [out])
-                nodata = nodata if bool(nodata.any()) else None
+                if data_choice:  # where(t > 0.0, s + t, s): a lane kept by a choice made on data holds data
+                    nodata = _both([nodata, self._padding(env, c)])
+                nodata = nodata if nodata is not None and bool(nodata.any()) else None
             origin = states[1].origin or states[2].origin or states[0].origin
             entered = states[1].entered or states[2].entered or states[0].entered
             self._set_states(env, [out], [Carried(shadow, nodata, origin, entered)])
@@ -604,16 +639,18 @@ class PaddedLanes:
         return _Loop(self, inits, iters, yields, [self.slot(r) for r in op.results])
 
     def branch(self, op):
-        """A step that gives an scf.if's results the carried state of what the branch taken yields (the
-        interpreter's scf.if calls it with the branch's number); None where no result is carried."""
+        """A step that gives an scf.if's results the padded lanes and the carried state of what the branch taken
+        yields (the interpreter's scf.if calls it with the branch's number); None where the if yields no tile."""
         outs = [self.slot(r) for r in op.results]
-        if not any(s in self.carried for s in outs):
+        if not any(s in self.carried or s in self.masks for s in outs):
             return None
         branches = [[self.slot(v) for v in yields] for yields in _branch_yields(op)]
 
         def passed(env, taken: int):
             yields = branches[taken] if taken < len(branches) else []
             for o, y in zip(outs, yields):
+                if o in self.masks:
+                    env[self.masks[o]] = env[self.masks[y]] if y in self.masks else None
                 if o in self.carried:
                     env[self.carried[o]] = self._state(env, y) or self._plain(env, y)
         return passed

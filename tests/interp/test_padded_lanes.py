@@ -400,3 +400,72 @@ def test_a_matmul_and_its_epilogue_on_ragged_sizes_do_not_warn():
     a, b = torch.rand(20, 24), torch.rand(24, 18)
     c = torch.empty(20, 18)
     assert launch(src, "mm", (2, 2), a, b, c) == []
+
+
+def test_an_unrolled_sum_of_blocks_whose_last_is_padded_with_0_does_not_warn():
+    """s += block j over static_range: the second block's padded lanes hold 0, which leaves the first block's data
+    in those lanes; they are not padding (the sum warned that it lost 22 of 66)."""
+    src = """
+    kernel k<B: int = 8>(x: tensor<f32>[N], y: tensor<f32>[1]) {
+        var s = zeros<f32>[B]
+        for j in static_range(0, 2) {
+            s += load(x, tile=[B], at=[j])
+        }
+        store(y, sum(s), at=[0])
+    }
+    """
+    x, y = torch.arange(12.0), torch.empty(1)
+    assert launch(src, "k", (1,), x, y) == []
+    assert y.item() == 66.0
+    src_max = src.replace("s += load(x, tile=[B], at=[j])", "s = max(s, load(x, tile=[B], at=[j]PAD))") \
+        .replace("zeros<f32>[B]", "full<f32>[B](-inf)").replace("sum(s)", "max(s)")
+    x = -1 - torch.rand(12)
+    assert launch(src_max.replace("PAD", ", pad=-inf"), "k", (1,), x, y) == []
+    assert y.item() == x.max().item()
+    got = launch(src_max.replace("PAD", ""), "k", (1,), x, y)  # 0 in the padded lanes: the max of negatives is 0
+    assert len(got) == 1 and "max takes in padding of 'x'" not in got[0] and "max takes in lanes past" in got[0]
+
+
+def test_a_constant_beside_a_padded_identity_is_still_padding():
+    src = """
+    kernel k<B: int = 8>(x: tensor<f32>[N], y: tensor<f32>[1]) {
+        store(y, max(zeros<f32>[B] + load(x, tile=[B], at=[0])), at=[0])
+    }
+    """
+    got = launch(src, "k", (1,), -1 - torch.rand(5), torch.empty(1))
+    assert len(got) == 1 and "max takes in lanes past the edge of 'x'" in got[0]
+
+
+def test_a_lane_kept_by_a_choice_on_data_holds_data():
+    """where(t > 0.0, s + t, s) with s from 1.0: lanes 4..7 keep the 1.0 by a choice on x's data in the first block,
+    so after the loop they are not padding, though the second block pads them."""
+    src = """
+    kernel k<B: int = 8>(x: tensor<f32>[N], y: tensor<f32>[1]) {
+        var s = full<f32>[B](1.0)
+        for j in range(cdiv(N, B)) {
+            let t = load(x, tile=[B], at=[j])
+            s = where(t > 0.0, s + t, s)
+        }
+        store(y, sum(s), at=[0])
+    }
+    """
+    x, y = -torch.ones(12), torch.empty(1)
+    x[0], x[9] = 2.0, 0.5
+    assert launch(src, "k", (1,), x, y) == []
+    assert y.item() == 10.5
+
+
+def test_padding_passes_through_an_if_that_yields_it():
+    src = """
+    kernel k<B: int = 8>(x: tensor<f32>[N], y: tensor<f32>[1], flag: i32) {
+        var m = full<f32>[B](-inf)
+        if flag > 0 {
+            for j in range(cdiv(N, B)) {
+                m = max(m, load(x, tile=[B], at=[j]))
+            }
+        }
+        store(y, max(m), at=[0])
+    }
+    """
+    got = launch(src, "k", (1,), -1 - torch.rand(5), torch.empty(1), 1)
+    assert len(got) == 1 and "max takes in lanes past the edge of 'x'" in got[0]
