@@ -426,15 +426,17 @@ class PaddedLanes:
         c = self.carried.get(value)
         return env[c] if c is not None else None
 
-    def _padding(self, env, value: int):
+    def _padded(self, env, value: int) -> "Padded | None":
         m = self.masks.get(value)
-        m = env[m] if m is not None else None
+        return env[m] if m is not None else None
+
+    def _padding(self, env, value: int):
+        m = self._padded(env, value)
         return None if m is None else m.mask
 
     def _plain(self, env, value: int) -> "Carried":
         """The state of a value that no loop carried: its padded lanes hold no data, nor does a constant."""
-        m = self.masks.get(value)
-        m = env[m] if m is not None else None
+        m = self._padded(env, value)
         if m is not None:
             return Carried(None, m.mask, m.origin, None)
         return Carried(None, _ALL, None, None) if value in self.constant else CLEAN
@@ -462,13 +464,14 @@ class PaddedLanes:
             for i, (s, st) in enumerate(zip(ins, states)):
                 base = st.shadow if st is not None else None
                 # a contribution folded into an accumulator: its padded lanes are taken in as the identity
-                padded = self._padding(env, s) if folding and i in fold[1] and s not in self.accumulating else None
+                pm = self._padded(env, s) if folding and i in fold[1] and s not in self.accumulating else None
+                padded = pm.mask if pm is not None else None
                 if padded is not None:
                     x = env[s] if base is None else base
                     identity = _fold_identity(fold[2], x.dtype)
                     if bool((padded & (x != identity)).any()):  # (a NaN is no identity)
                         base = torch.where(padded, identity, x)
-                        entered = entered or (span, identity, env[self.masks[s]].origin)
+                        entered = entered or (span, identity, pm.origin)
                 if base is not None:
                     shadows[s] = base
                 if st is None:
@@ -537,7 +540,6 @@ class PaddedLanes:
         axis = ir.IntegerAttr(op.attributes["axis"]).value + 1
         scan = op.name == "tle.scan"
         value, out = self.slot(op.operands[0]), self.slot(op.result)
-        mask = self.masks.get(value)
         what = ("cumulative " if scan else "") + kind
 
         def checked(env):
@@ -548,11 +550,10 @@ class PaddedLanes:
             x = env[value]
             shadow = None
             if st.shadow is not None:
-                m = env[mask] if mask is not None else None
-                lanes = _lanes(_either_lane([st.nodata, m.mask if m is not None else None]), x)
+                lanes = _lanes(_either_lane([st.nodata, self._padding(env, value)]), x)
                 whole = lanes if scan else lanes.all(axis)
-                got, without = self._shadow_pair(env, step, value, out, torch.where(lanes, identity, x),
-                                                 torch.where(lanes, identity, st.shadow))
+                got, = self._shadow(env, step, {value: torch.where(lanes, identity, x)}, [out])
+                without, = self._shadow(env, step, {value: torch.where(lanes, identity, st.shadow)}, [out])
                 bad = ~_same(got, without) & ~whole
                 if bool(bad.any()):
                     source = _source(st)
@@ -622,11 +623,6 @@ class PaddedLanes:
             self._set_states(env, [out], [Carried(shadow, nodata, origin, entered)])
         return checked
 
-    def _shadow_pair(self, env, step, value, out, first, second):
-        a, = self._shadow(env, step, {value: first}, [out])
-        b, = self._shadow(env, step, {value: second}, [out])
-        return a, b
-
     def loop(self, op) -> "_Loop | None":
         """The steps that pass a loop's carried states from its inits through each iteration to its results (the
         interpreter's scf.for calls them); None where the loop carries no tile."""
@@ -678,18 +674,13 @@ class Padded:
 
 
 def _either(*masks):
-    """The lanes padded in any of masks (None for none)."""
+    """The lanes padded in any of masks (None for none), with the first one's origin."""
     masks = [m for m in masks if m is not None]
-    if not masks:
-        return None
-    out = masks[0].mask
-    for m in masks[1:]:
-        out = out | m.mask
-    return Padded(out, masks[0].origin)
+    return Padded(_either_lane([m.mask for m in masks]), masks[0].origin) if masks else None
 
 
 def _bits(m):
-    return m.mask if m is not None else torch.zeros((), dtype=torch.bool)
+    return _bits_of(m.mask if m is not None else None)
 
 
 def _identical(a: torch.Tensor, b: torch.Tensor) -> bool:

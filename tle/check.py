@@ -1366,8 +1366,8 @@ class _KernelChecker:
         if shape is None:
             raise TleError(span, f"tile shapes {list(_shape(a))} and {list(_shape(b))} do not broadcast",
                            _BROADCAST_NOTE)
-        for r, other, rspan in ((a, b, aspan), (b, a, bspan)):
-            self._check_reduction_alignment(r, other, shape, span, rspan)
+        for r, other in ((a, b), (b, a)):
+            self._check_reduction_alignment(r, other, shape, span)
         name = BINARY_OPS[op]
         if isinstance(a, T.Const) and isinstance(b, T.Const):
             return self.fold(op, self.coerce(a, Scalar(dtype)), self.coerce(b, Scalar(dtype)), dtype, span)
@@ -2159,7 +2159,7 @@ class _KernelChecker:
                 return None
         return None
 
-    def _check_reduction_alignment(self, r: T.Expr, other: T.Expr, shape, span, rspan) -> None:
+    def _check_reduction_alignment(self, r: T.Expr, other: T.Expr, shape, span) -> None:
         """`t - max(t, axis=1)` on a square tile: the row maxima ([B]) broadcast against [B, B] line up with the
         columns (axes align on the right), which is a shape error where B_M != B_N and a silently wrong result where
         they are equal. An error wherever the kept axes of a reduction along axis >= 1 land on other axes of a tile
