@@ -1419,6 +1419,8 @@ class CompiledKernel:
         if "identities" in op.attributes:
             identities = [_scalar_attr(a, type_info(x.type)[0])
                           for a, x in zip(ir.ArrayAttr(op.attributes["identities"]), op.operands)]
+        # The padded-lanes check's rerun puts here the lanes to leave out of the fold (None: none)
+        skip = self.padded.skip_slot(op)
 
         def combine(env, earlier, later):
             for s, v in zip(params, [*earlier, *later]):
@@ -1507,19 +1509,33 @@ class CompiledKernel:
             xs = [env[s] for s in ins]
             lead = max(x.shape[0] for x in xs)
             xs = [x.expand(lead, *x.shape[1:]) for x in xs]
-            if identities is not None:
-                check_identities(env, xs)
-            if reverse:
+            left_out = env[skip] if skip is not None else None
+            if left_out is None:  # (a rerun that leaves lanes out has run the checks on these values already)
+                if identities is not None:
+                    check_identities(env, xs)
+                if reverse:
+                    xs = [x.flip(axis) for x in xs]
+                if xs[0].shape[axis] >= 3:
+                    check_associates(env, [x.unbind(axis) for x in xs])
+            elif reverse:
                 xs = [x.flip(axis) for x in xs]
+                left_out = left_out.expand(xs[0].shape).flip(axis)
             columns = [x.unbind(axis) for x in xs]
-            if xs[0].shape[axis] >= 3:
-                check_associates(env, columns)
+            gaps = left_out.expand(xs[0].shape).unbind(axis) if left_out is not None else None
             acc = [c[0] for c in columns]
+            started = ~gaps[0] if gaps is not None else None  # lanes whose fold has taken in an element
             done = [[a] for a in acc]
             for i in range(1, xs[0].shape[axis]):
                 later = [c[i] for c in columns]
                 straight = combine(env, acc, later)
-                if commutative:  # (combine's values are new tensors: a second run leaves these as they are)
+                if gaps is not None:
+                    # the fold as if the left-out element were not there: the acc passes it by, and the first element
+                    # taken in starts the fold
+                    taken = ~gaps[i]
+                    straight = [torch.where(taken & started, s, torch.where(taken, l, a))
+                                for s, l, a in zip(straight, later, acc)]
+                    started = started | taken
+                elif commutative:  # (combine's values are new tensors: a second run leaves these as they are)
                     check_commutes(env, acc, later, straight, combine(env, later, acc), i)
                 acc = straight
                 if scan:

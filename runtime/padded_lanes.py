@@ -10,7 +10,8 @@ The interpreter follows, per value, which lanes hold padding or values computed 
 kept in an env slot of its own beside the value's (None: no such lane). Loads set it; elementwise, shape and
 select ops carry it; reductions, scans, dots and histograms check it: they run again with the padded lanes set to
 the op's identity (0 for a sum, -inf for a max, ...), and where a result that is not itself all padding differs,
-the kernel depends on its padding. A padded lane that holds the identity already (pad=-inf under a max, a where()
+the kernel depends on its padding. A reduce or scan with combine= (whose identity is optional) runs again with the
+padded lanes left out of its fold instead. A padded lane that holds the identity already (pad=-inf under a max, a where()
 that put 0 there under a sum) changes nothing and passes.
 
 A loop-carried value cannot be followed by a mask: a lane of `acc += d * d` over column blocks is padding in the
@@ -32,12 +33,14 @@ from typing import Callable
 import torch
 
 from tle.diagnostics import Note, TleError, TlePaddingWarning, render
+from tle.types import FLOATS
 from tle.dialects.mlir import ir, nested_ops, operand_groups
 from tle.dialects.tle import NETWORK_STEP
 
 # op name -> how its result's mask follows from its operands' masks
 _SHAPE = ("tle.splat", "tle.broadcast", "tle.expand_dims", "tle.reshape", "tle.transpose", "tle.split")
-_CHECKED = ("tle.reduce", "tle.scan", "tle.dot", "tle.histogram")
+_COMBINED = ("tle.combine_reduce", "tle.combine_scan")
+_CHECKED = ("tle.reduce", "tle.scan", "tle.dot", "tle.histogram", *_COMBINED)
 _OTHER = ("arith.select", "tle.join", "tle.tile_gather", "tle.gather")
 _ARITH = ("arith.cmpf", "arith.cmpi", "arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi",
           "arith.extsi", "arith.extui", "arith.trunci", "arith.bitcast", "math.absi", "arith.divsi", "arith.remsi",
@@ -146,6 +149,13 @@ class PaddedLanes:
             return False
         return name in self.elementwise or name in _SHAPE or name in _CHECKED or name in _OTHER
 
+    def skip_slot(self, op) -> int | None:
+        """The slot where the check of a combine_reduce / combine_scan puts the lanes its rerun leaves out of the fold
+        (the interpreter's step reads it; None where no operand may hold padded lanes)."""
+        if not any(self.slot(v) in self.masks for v in op.operands):
+            return None
+        return self.slot(("lanes left out of", op))
+
     def mask_slot(self, value) -> int | None:
         return self.masks.get(self.slot(value))
 
@@ -198,6 +208,8 @@ class PaddedLanes:
             return self._histogram(op, span, step, values, ins)
         if name == "tle.dot":
             return self._dot(span, step, values, ins, outs[0], out_masks[0])
+        if name in _COMBINED:
+            return self._combined(op, span, step, values, ins, outs, out_masks)
         kind = ir.StringAttr(op.attributes["kind"]).value
         identity = self.identity_of(kind, self.type_info(op.operands[0].type)[0])
         axis = ir.IntegerAttr(op.attributes["axis"]).value + 1
@@ -358,6 +370,59 @@ class PaddedLanes:
                                             f"{_pos(w)} is {_item(got, w)} with them and {_item(without, w)} "
                                             f"without")
             env[out_mask] = Padded(whole, m.origin)
+        return checked
+
+    def _combined(self, op, span, step, values, masks, outs, out_masks):
+        """scan / reduce with combine=: the result again with the padded lanes (of any operand: the operands are
+        combined element by element together) left out of the fold, as if they were not there; a difference in a
+        result lane that is not all padding is a warning. No identity is needed for that (one is optional): the rerun
+        passes a left-out element by. With identity=, lanes that hold the identities already change nothing and cost
+        no rerun."""
+        scan = op.name == "tle.combine_scan"
+        axis = ir.IntegerAttr(op.attributes["axis"]).value + 1
+        fn = ir.FlatSymbolRefAttr(op.attributes["combine"]).value.split(".")[1]
+        identities = None
+        if "identities" in op.attributes:
+            identities = [_attr_value(a, self.type_info(x.type)[0])
+                          for a, x in zip(ir.ArrayAttr(op.attributes["identities"]), op.operands)]
+        skip = self.skip_slot(op)
+        what = f"{'scan' if scan else 'reduce'} with combine fn '{fn}'"
+        # (a result the kernel drops is not checked: a recurrence's products of the decays, `let _, h = scan(...)`)
+        used = [j for j, r in enumerate(op.results) if any(True for _ in r.uses)]
+        several = len(outs) > 1
+
+        def checked(env):
+            step(env)
+            ms = [env[m] for m in masks if m is not None]
+            ms = [m for m in ms if m is not None]
+            if not ms:
+                for s in out_masks:
+                    env[s] = None
+                return
+            xs = [env[v] for v in values]
+            shape = torch.broadcast_shapes(*[x.shape for x in xs], *[m.mask.shape for m in ms])
+            lanes = _either_lane([m.mask for m in ms]).expand(shape)
+            whole = lanes if scan else lanes.all(axis)
+            moved = bool(used) and (identities is None or any(bool((lanes & ~_same(x, torch.full((), i, dtype=x.dtype))).any())
+                                               for x, i in zip(xs, identities)))
+            if moved:
+                got = [env[s] for s in outs]
+                without = self._shadow(env, step, {skip: lanes}, outs)
+                for j in used:
+                    g, w = got[j], without[j]
+                    bad = ~_same(g, w) & ~whole
+                    if bool(bad.any()):
+                        origin = ms[0].origin
+                        result = f" {j + 1}" if several else ""
+                        self._fail(env, span, origin, bad,
+                                   lambda at, p: f"{what}{f' along axis {axis - 1}' if scan or g.dim() > 2 else ''} "
+                                                 f"takes in lanes past the edge of '{origin.name}', which hold "
+                                                 f"padding: in program {p} the result{result}{_pos(at)} is "
+                                                 f"{_item(g, at)} with them and {_item(w, at)} without them",
+                                   advice=_combined_note(identities))
+                        break
+            for s in out_masks:
+                env[s] = Padded(whole, ms[0].origin)
         return checked
 
     def _dot(self, span, step, values, masks, out, out_mask):
@@ -651,7 +716,7 @@ class PaddedLanes:
                     env[self.carried[o]] = self._state(env, y) or self._plain(env, y)
         return passed
 
-    def _fail(self, env, span, origin: Origin, bad: torch.Tensor, describe, notes=()):
+    def _fail(self, env, span, origin: Origin, bad: torch.Tensor, describe, notes=(), advice: str = _NOTE):
         """A TlePaddingWarning, once per op: the kernel is well defined (the GPU computes the same value), so it
         runs on; turn the warning into an error with warnings.simplefilter("error", tle.TlePaddingWarning)."""
         if span in self.warned:
@@ -659,7 +724,7 @@ class PaddedLanes:
         where = tuple(bad.nonzero()[0].tolist())
         problem = TleError(span, describe(where, self.program_of(env, where[0])),
                            [Note(f"the load that pads '{origin.name}' with {_text(origin.pad)}", origin.span),
-                            *notes, _NOTE])
+                            *notes, advice])
         # Attributed to the kernel's line (Python shows that line under the warning), not to the interpreter's
         warnings.warn_explicit(render(problem, "warning"), TlePaddingWarning, span.file, span.line)
         self.warned.add(span)  # after: where the warning is an error, every launch raises it
@@ -802,6 +867,23 @@ def _fold_identity(identity, dtype: torch.dtype):
 def _source(st: Carried) -> Origin:
     """The load whose padding made a carried tile's shadow differ from it."""
     return st.entered[2] if st.entered is not None else st.origin
+
+
+def _attr_value(a, elem: str):
+    """An identity= entry's Python value, for an operand of element type elem."""
+    if elem in FLOATS:
+        return ir.FloatAttr(a).value
+    v = ir.IntegerAttr(a).value
+    return bool(v) if elem == "i1" else v
+
+
+def _combined_note(identities) -> str:
+    if identities is None:
+        return ("give the scan or reduce identity=[...] (values the fn leaves any element unchanged with) and the "
+                "load that pad, or set the lanes with where(inside, x, identity) before it")
+    shown = ", ".join(str(i).lower() if isinstance(i, bool) else repr(i) for i in identities)
+    return (f"pad each operand's load with its value in identity=[{shown}], or set the lanes with "
+            f"where(inside, x, identity) before it")
 
 
 def _entered_notes(st: Carried) -> list:

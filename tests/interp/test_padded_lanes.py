@@ -469,3 +469,94 @@ def test_padding_passes_through_an_if_that_yields_it():
     """
     got = launch(src, "k", (1,), -1 - torch.rand(5), torch.empty(1), 1)
     assert len(got) == 1 and "max takes in lanes past the edge of 'x'" in got[0]
+
+
+COMBINED = """
+fn add(a, b) {
+    return a + b
+}
+
+fn larger(a, b) {
+    return max(a, b)
+}
+
+fn linear(a1, b1, a2, b2) {
+    return a1 * a2, a2 * b1 + b2
+}
+
+kernel row_max<B: int = 8>(x: tensor<f32>[M, N], y: tensor<f32>[M]) {
+    let t = load(x, tile=[1, B], at=[program_id(0), 0])
+    store(y, reduce(t, axis=1, combine=larger), at=[program_id(0)])
+}
+
+kernel row_max_padded<B: int = 8>(x: tensor<f32>[M, N], y: tensor<f32>[M]) {
+    let t = load(x, tile=[1, B], at=[program_id(0), 0], pad=-inf)
+    store(y, reduce(t, axis=1, combine=larger), at=[program_id(0)])
+}
+
+kernel row_sum<B: int = 8, PAD: float = 0.0>(x: tensor<f32>[M, N], y: tensor<f32>[M]) {
+    let t = load(x, tile=[1, B], at=[program_id(0), 0], pad=PAD)
+    store(y, reduce(t, axis=1, combine=add, identity=[0.0]), at=[program_id(0)])
+}
+
+kernel suffix_sum<B: int = 8, PAD: float = 0.0, REV: bool = false>(x: tensor<f32>[M, N], y: tensor<f32>[M, N]) {
+    let t = load(x, tile=[1, B], at=[program_id(0), 0], pad=PAD)
+    store(y, scan(t, axis=1, combine=add, reverse=REV), at=[program_id(0), 0])
+}
+
+kernel recurrence<B: int = 8, PAD: float = 0.0>(a: tensor<f32>[M, N], b: tensor<f32>[M, N], h: tensor<f32>[M, N]) {
+    let ta = load(a, tile=[1, B], at=[program_id(0), 0])
+    let tb = load(b, tile=[1, B], at=[program_id(0), 0], pad=PAD)
+    let _, hs = scan(ta, tb, axis=1, combine=linear, reverse=true)
+    store(h, hs, at=[program_id(0), 0])
+}
+"""
+
+
+def test_a_reduce_with_combine_over_lanes_padded_with_0_warns_without_an_identity():
+    x, y = -1 - torch.rand(3, 6), torch.empty(3)
+    got = launch(COMBINED, "row_max", (3,), x, y)
+    assert len(got) == 1
+    first = got[0].splitlines()
+    assert "warning: reduce with combine fn 'larger' takes in lanes past the edge of 'x', which hold padding: in " \
+           "program (0, 0, 0) the result at tile element [0] is 0 with them and" in first[0]
+    assert any("note: the load that pads 'x' with 0" in line for line in first)
+    assert any("give the scan or reduce identity=[...]" in line for line in first)
+    assert torch.equal(y, torch.zeros(3))
+    assert launch(COMBINED, "row_max_padded", (3,), x, y) == []
+    assert torch.equal(y, x.amax(1))
+
+
+def test_a_reduce_with_combine_checks_lanes_padded_with_other_than_its_identity():
+    x, y = torch.rand(3, 6), torch.empty(3)
+    got = launch(COMBINED, "row_sum", (3,), x, y, PAD=1.0)
+    assert len(got) == 1 and "reduce with combine fn 'add' takes in lanes past the edge of 'x'" in got[0]
+    assert "pad each operand's load with its value in identity=[0.0]" in got[0]
+    assert launch(COMBINED, "row_sum", (3,), x, y, PAD=0.0) == []
+    assert torch.allclose(y, x.sum(1))
+
+
+def test_a_forward_scan_with_combine_keeps_padding_behind_the_lanes_with_data_and_a_reverse_one_does_not():
+    x, y = torch.rand(3, 6), torch.empty(3, 6)
+    assert launch(COMBINED, "suffix_sum", (3,), x, y, PAD=1.0, REV=False) == []
+    assert torch.allclose(y, x.cumsum(1))
+    got = launch(COMBINED, "suffix_sum", (3,), x, y, PAD=1.0, REV=True)
+    assert len(got) == 1 and "scan with combine fn 'add' along axis 1 takes in lanes past the edge of 'x'" in got[0]
+    assert "the result at tile element [0, 0] is" in got[0]
+    assert launch(COMBINED, "suffix_sum", (3,), x, y, PAD=0.0, REV=True) == []
+    assert torch.allclose(y, x.flip(1).cumsum(1).flip(1))
+
+
+def test_a_reverse_recurrence_is_checked_on_the_results_the_kernel_uses():
+    """Padded decays of 0 change the scan's first result (the products of the decays), which the kernel drops; the
+    state h it keeps is as without the padding while the inputs are padded with 0, and not with 1."""
+    a, b, h = torch.rand(3, 6), torch.rand(3, 6), torch.empty(3, 6)
+    assert launch(COMBINED, "recurrence", (3,), a, b, h, PAD=0.0) == []
+    want = torch.zeros(3)
+    for i in reversed(range(6)):
+        want = a[:, i] * want + b[:, i]
+        assert torch.allclose(h[:, i], want)
+    got = launch(COMBINED, "recurrence", (3,), a, b, h, PAD=1.0)
+    assert len(got) == 1
+    assert "scan with combine fn 'linear' along axis 1 takes in lanes past the edge of 'a', which hold padding: in " \
+           "program (0, 0, 0) the result 2 at tile element [0, 0]" in got[0]
