@@ -20,8 +20,10 @@ carried state beside its value instead (`Carried`): its *shadow*, the value the 
 lane it took in held the identity of the op that took it in (`acc + t` takes t's padded lanes in as 0, `max(acc, t)`
 as -inf), and its lanes that hold no data (nothing but constants and padding: the rows of a block past the last row,
 or an accumulator's initial zeros). A reduction, scan or dot over such a tile is computed again from the shadow;
-where a result with data differs, the padding an earlier iteration took in changed it. After the loop, the lanes that
-never took in data are padding, as a load's are. scf.if passes on the state of the branch it takes.
+where a result with data differs, the padding an earlier iteration took in changed it. Padding that enters an update
+before its fold (Welford's m + (t - m) / n) is caught at the loop's yield: there the lanes an accumulator's update
+took padding into keep the shadow they had before it, as if the padded element were not there. After the loop, the
+lanes that never took in data are padding, as a load's are. scf.if passes on the state of the branch it takes.
 
 Masks do not cross ops outside the rules below: a value whose padding is not followed is taken as having none, so the
 check can miss a case but never invents one."""
@@ -32,7 +34,7 @@ from typing import Callable
 
 import torch
 
-from tle.diagnostics import Note, TleError, TlePaddingWarning, render
+from tle.diagnostics import Note, TleError, TlePaddingWarning, render, span_of_location
 from tle.types import FLOATS
 from tle.dialects.mlir import ir, nested_ops, operand_groups
 from tle.dialects.tle import NETWORK_STEP
@@ -105,6 +107,8 @@ class PaddedLanes:
                         self.masks[self.slot(r)] = self.slot(("padded lanes of", r))
             if not len(op.regions) and op.name not in _MEMORY and all(s in self.constant for s in ins):
                 self.constant.update(self.slot(r) for r in op.results)
+            elif op.name == "scf.for" and all(s in self.constant for s in ins[:3]):  # its index: where(j == 0, ...)
+                self.constant.add(self.slot(op.regions[0].blocks[0].arguments[0]))
         # The tiles that may hold a carried state: a loop's iter_args and results, and what is computed from them
         # (iterated: an scf.if's results carry what its branches yield, which come after it in the walk). Of those,
         # the accumulators: computed in a loop's body from its iter_args (a loop's result is carried, but after the
@@ -514,8 +518,9 @@ class PaddedLanes:
 
     def _carried_elementwise(self, op, span, step, run):
         """An elementwise op on a carried tile: its shadow from the operands' shadows, with a contribution's padded
-        lanes at the identity where the op folds it into a carried accumulator (acc + t). A lane holds data after a
-        fold where the accumulator's or a contribution's does; after any other op, where all operands' lanes do."""
+        lanes at the identity where the op folds it into a carried accumulator (acc + t). A lane holds data where
+        an operand's lane does; after an op that is no fold, not where a value no loop carries holds this
+        iteration's padding (t - c: a Kahan sum's c starts as constants, and t brings the data in)."""
         ins = [self.slot(v) for v in op.operands]
         out = self.slot(op.result)
         tiles = [bool(self.type_info(v.type)[1]) and s not in self.constant for v, s in zip(op.operands, ins)]
@@ -526,6 +531,7 @@ class PaddedLanes:
             states = [self._state(env, s) for s in ins]
             folding = fold is not None and any(ins[i] in self.accumulating for i in fold[0])
             shadows, lanes, origin, entered = {}, [], None, None
+            padding = []  # the padded lanes of operands no loop carries
             for i, (s, st) in enumerate(zip(ins, states)):
                 base = st.shadow if st is not None else None
                 # a contribution folded into an accumulator: its padded lanes are taken in as the identity
@@ -543,13 +549,15 @@ class PaddedLanes:
                     if not tiles[i]:
                         continue  # a scalar or a constant: no lanes of its own, with or without data
                     st = self._plain(env, s)
+                    padding.append(st.nodata)
                 lanes.append(_either_lane([st.nodata, padded]))
                 origin, entered = origin or st.origin, entered or st.entered
             shadow = None
             if shadows:
                 got, = self._shadow(env, step, shadows, [out])
                 shadow = None if _identical(got, env[out]) else got
-            env[self.carried[out]] = Carried(shadow, (_both if folding else _either_lane)(lanes), origin, entered)
+            nodata = _both(lanes) if folding else _either_lane([_both(lanes), *padding])
+            env[self.carried[out]] = Carried(shadow, nodata, origin, entered)
         return carried
 
     def _carried_moved(self, op, step, run):
@@ -696,8 +704,11 @@ class PaddedLanes:
         if not any(s in self.carried for s in iters):
             return None
         inits = [self.slot(v) for v in list(op.operands)[3:]]
-        yields = [self.slot(v) for v in list(body.operations)[-1].operation.operands]
-        return _Loop(self, inits, iters, yields, [self.slot(r) for r in op.results])
+        yielded = list(list(body.operations)[-1].operation.operands)
+        yields = [self.slot(v) for v in yielded]
+        # (where an update takes padding in: the op that computes what the loop carries on)
+        updates = [None if isinstance(v.owner, ir.Block) else span_of_location(v.owner.location) for v in yielded]
+        return _Loop(self, inits, iters, yields, [self.slot(r) for r in op.results], updates)
 
     def branch(self, op):
         """A step that gives an scf.if's results the padded lanes and the carried state of what the branch taken
@@ -795,8 +806,9 @@ class _Loop:
     lanes that never took in data are padding after the loop, as a load's are (the rows of a block past the last
     row; the lanes of the one column block that lie past the row's end)."""
 
-    def __init__(self, lanes: PaddedLanes, inits, iters, yields, outs):
+    def __init__(self, lanes: PaddedLanes, inits, iters, yields, outs, updates):
         self.lanes, self.inits, self.iters, self.yields, self.outs = lanes, inits, iters, yields, outs
+        self.updates = updates
 
     def _passed(self, env, values):
         return [self.lanes._state(env, v) or self.lanes._plain(env, v) for v in values]
@@ -808,7 +820,25 @@ class _Loop:
         self.lanes._set_states(env, self.iters, states)
 
     def yielded(self, env) -> list:
-        return self._passed(env, self.yields)
+        """The yields' states. Where an accumulator's update took in this iteration's padding (its lanes that the
+        padded-lanes masks mark), its shadow keeps the value it had before the update: the padded element left out,
+        as if it were not there. Past the identities put in at folds (acc + t), this catches padding that enters
+        before the fold (Welford's mean + (t - mean) / n, a Kahan sum's compensation)."""
+        states = self._passed(env, self.yields)
+        lanes = self.lanes
+        for i, (it, y) in enumerate(zip(self.iters, self.yields)):
+            padded = lanes._padded(env, y)
+            if padded is None or y not in lanes.accumulating or it not in lanes.carried:
+                continue
+            st, before = states[i], lanes._state(env, it)
+            old = before.shadow if before is not None and before.shadow is not None else env[it]
+            new = st.shadow if st.shadow is not None else env[y]
+            kept = torch.where(padded.mask, old, new)
+            if _identical(kept, new):
+                continue
+            entered = st.entered or (self.updates[i], None, padded.origin)
+            states[i] = Carried(kept, st.nodata, st.origin or padded.origin, entered)
+        return states
 
     def leave(self, env, states):
         self.lanes._set_states(env, self.outs, states)
@@ -890,5 +920,8 @@ def _entered_notes(st: Carried) -> list:
     if st.entered is None:
         return []
     span, identity, _ = st.entered
+    if identity is None:
+        return [Note("here the loop's carried value takes the padded lanes in: keep its lanes as they were there "
+                     "(where(inside, update, before)), or reduce the padding out inside the loop", span)]
     return [Note(f"here the loop's carried value takes the padded lanes in: put {_text(identity)} in them first "
                  f"(where(inside, ..., {_text(identity)})), or reduce them inside the loop", span)]

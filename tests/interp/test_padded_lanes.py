@@ -560,3 +560,78 @@ def test_a_reverse_recurrence_is_checked_on_the_results_the_kernel_uses():
     assert len(got) == 1
     assert "scan with combine fn 'linear' along axis 1 takes in lanes past the edge of 'a', which hold padding: in " \
            "program (0, 0, 0) the result 2 at tile element [0, 0]" in got[0]
+
+
+WELFORD = """
+kernel moments<B: int = 8, GUARDED: bool = false>(x: tensor<f32>[M, N], mean: tensor<f32>[M]) {
+    let row = program_id(0)
+    var m = zeros<f32>[1, B]
+    var n = zeros<f32>[1, B]
+    for j in range(cdiv(N, B)) {
+        let t = load(x, tile=[1, B], at=[row, j])
+        let inside = j * B + arange(0, B) < N
+        n = n + where(inside, 1.0, 0.0)
+        if GUARDED {
+            m = m + where(inside, t - m, 0.0) / max(n, 1.0)
+        } else {
+            m = m + (t - m) / max(n, 1.0)
+        }
+    }
+    store(mean, sum(m * n, axis=1) / sum(n, axis=1), at=[row])
+}
+
+kernel kahan<B: int = 8, PAD: float = 0.0>(x: tensor<f32>[M, N], y: tensor<f32>[M]) {
+    var s = zeros<f32>[1, B]
+    var c = zeros<f32>[1, B]
+    for j in range(cdiv(N, B)) {
+        let t = load(x, tile=[1, B], at=[program_id(0), j], pad=PAD)
+        let u = t - c
+        let s2 = s + u
+        c = (s2 - s) - u
+        s = s2
+    }
+    store(y, sum(s, axis=1), at=[program_id(0)])
+}
+
+kernel first_block_replaces<B: int = 8>(x: tensor<f32>[M, N], y: tensor<f32>[M]) {
+    var m = zeros<f32>[1, B]
+    for j in range(cdiv(N, B)) {
+        let t = load(x, tile=[1, B], at=[program_id(0), j], pad=-inf)
+        m = where(j == 0, t, max(m, t))
+    }
+    store(y, max(m, axis=1), at=[program_id(0)])
+}
+"""
+
+
+def test_padding_that_enters_an_update_before_its_fold_warns():
+    """Welford's running mean takes (t - m) in: with t padded, the padded lanes pull the mean towards the pad. The
+    check keeps the lanes as they were before the update, as if the padded element were not there."""
+    x, mean = torch.randn(3, 21) + 3, torch.empty(3)
+    got = launch(WELFORD, "moments", (3,), x, mean)
+    assert len(got) == 1
+    lines = got[0].splitlines()
+    assert "warning: sum along axis 1 takes in padding of 'x' that a loop accumulated into a value it carries" \
+           in lines[0]
+    assert any("here the loop's carried value takes the padded lanes in: keep its lanes as they were there" in line
+               for line in lines)
+    assert not torch.allclose(mean, x.mean(1))
+    assert launch(WELFORD, "moments", (3,), x, mean, GUARDED=True) == []
+    assert torch.allclose(mean, x.mean(1))
+
+
+def test_a_kahan_sum_of_lanes_padded_with_1_warns_and_with_0_does_not():
+    x, y = torch.randn(3, 21), torch.empty(3)
+    got = launch(WELFORD, "kahan", (3,), x, y, PAD=1.0)
+    assert len(got) == 1 and "sum along axis 1 takes in padding of 'x'" in got[0]
+    assert torch.allclose(y, x.sum(1) + 3)
+    assert launch(WELFORD, "kahan", (3,), x, y, PAD=0.0) == []
+    assert torch.allclose(y, x.sum(1), atol=1e-5)
+
+
+def test_a_choice_on_the_loop_index_is_no_data():
+    """where(j == 0, t, max(m, t)): the first block replaces the zeros; its padded lanes (-inf) are no data, not
+    data the choice kept."""
+    x, y = -1 - torch.rand(3, 5), torch.empty(3)
+    assert launch(WELFORD, "first_block_replaces", (3,), x, y) == []
+    assert torch.equal(y, x.amax(1))
