@@ -285,10 +285,16 @@ _TRITON_CALLS = {
                          "values (docs/language.md, \"Reductions and scans\")"],
     "softplus": ["write where(x > 20.0, x, log1p(exp(x)))"],
     "pow": ["write x ** y"], "power": ["write x ** y"],
-    "cat": ["tle has no cat: reshape(transpose(join(a, b)), [2 * N]) puts an [N] tile b after a, and "
-            "reshape(join(a, b), [2 * N]) interleaves them"],
+    "concatenate": ["write cat(a, b, ..., axis=A) (or concat), as numpy.concatenate and torch.cat"],
+    "hstack": ["write cat(a, b, ..., axis=1), or axis=0 for 1-D tiles"],
+    "vstack": ["write cat(a, b, ..., axis=0) of 2-D tiles, stack(a, b, ..., axis=0) of 1-D ones"],
+    "interleave": ["write reshape(join(a, b), [2 * N]) for two [N] tiles (cat(a, b) puts b after a)"],
+    "unbind": ["write take(t, k, axis=A) for each k; split(t) takes apart a last axis of 2"],
+    "select": ["write take(t, k, axis=A) (numpy.take, torch.select: the index k of axis A)"],
 }
-_TRITON_CALLS["concat"] = _TRITON_CALLS["concatenate"] = _TRITON_CALLS["cat"]
+_TRITON_CALLS["unstack"] = _TRITON_CALLS["unbind"]
+_TRITON_CALLS["index_select"] = ["write take(t, k, axis=A) for one index; gather(t, indices, axis=A) for a tile of "
+                                 "them"]
 
 
 _SIZE_PARAMETER = ("a launch reads {d} off the tensors' shapes (Triton's kernels take sizes and strides; tle's do "
@@ -2758,6 +2764,272 @@ class _KernelChecker:
             t = T.Op(e.span, Tile(t.type.dtype, shape), "reshape", [t])
         t = self.temp("split", t, e.span)
         return tuple(T.Op(e.span, Tile(t.type.dtype, shape[:-1]), "split", [t], {"index": i}) for i in (0, 1))
+
+    # ---- cat, stack and take: joins, splits and reshapes, no ops of their own --------------------------------------
+    def pieces(self, e, fn: str) -> tuple[list[T.Expr], ast.Expr | None]:
+        """The values of cat(a, b, ..., axis=A) / stack(...): its positional arguments (two or more), and axis=."""
+        if e.args and isinstance(e.args[0], ast.ListLit):  # torch.cat([a, b], dim=1), numpy.stack((a, b))
+            raise TleError(e.args[0].span, f"{fn}() takes the tiles as arguments, not as a list",
+                           [f"write {fn}(a, b, ..., axis=A)"])
+        axis = None
+        for kw in e.kwargs:
+            if kw.name != "axis":
+                raise TleError(kw.span, f"{fn}() has no argument '{kw.name}'",
+                               _suggest_keyword(kw.name, ("axis",)) or [f"{fn}(a, b, ..., axis=A)"])
+            if axis is not None:
+                raise TleError(kw.span, f"{fn}() got argument 'axis' twice")
+            axis = kw.value
+        if len(e.args) < 2:
+            raise TleError(e.args[0].span if e.args else e.span,
+                           f"{fn}() needs at least two tiles, got {len(e.args)}",
+                           [f"{fn}(a, b, ..., axis=A); " + ("expand_dims(a, A) is the stack of one tile"
+                                                           if fn == "stack" else "the cat of one tile is the tile")])
+        values = [self.expr(x) for x in e.args]
+        for v, x in zip(values, e.args):
+            self.require_arithmetic(v, x.span, f"{fn}()")
+            if (v.type.dtype == "i1") != (values[0].type.dtype == "i1") and not (isinstance(v, T.Const) and v.weak):
+                raise TleError(x.span, f"{fn}() of {values[0].type} and {v.type}: bool never mixes with numbers",
+                               [Note(f"the first is {values[0].type}", e.args[0].span),
+                                "cast<i32>(b) turns bools into 0 and 1; x != 0 turns numbers into bools"])
+        return values, axis
+
+    def pieces_dtype(self, values: list[T.Expr]) -> str:
+        """The common element type of cat's or stack's values, as join() and a + b promote: typed values promote
+        among themselves, and a literal takes their type (f32 for a float literal among integers); literals alone
+        take their own (i32, i64 or f32)."""
+        literals = [v for v in values if isinstance(v, T.Const) and v.weak]
+        typed = [v.type.dtype for v in values if v not in literals] or [self.materialize(v).type.dtype
+                                                                         for v in literals]
+        dtype = typed[0]
+        for d in typed[1:]:
+            dtype = promote(dtype, d)
+        if any(is_float(v.type.dtype) for v in literals) and not is_float(dtype):
+            dtype = "f32"
+        return dtype
+
+    def axis_of(self, x: ast.Expr, count: int, fn: str, what: str, note: str) -> int:
+        """axis= of cat, stack and take: one of `count` places, negative from the end."""
+        axis = self.const_int(x, "axis=", "an axis is a compile-time integer: axis=1")
+        if not -count <= axis < count:
+            raise TleError(x.span, f"axis {axis} is out of range for {fn}() of {what}",
+                           [f"{note}: {-count} to {count - 1}"])
+        return axis % count
+
+    def b_stack(self, e):
+        """stack(a, b, ..., axis=A): N values of one shape along a new axis A (numpy.stack; axis 0 when not given),
+        N a power of two; a scalar stands for a tile of the others' shape filled with it (as in join), and scalars
+        alone give a 1-D tile. Nested joins put the N values along a new last axis (log2(N) axes of 2, reshaped
+        into one), and one transpose moves it to A (none for the last axis)."""
+        values, axis_expr = self.pieces(e, "stack")
+        tiles = [(v, x) for v, x in zip(values, e.args) if isinstance(v.type, Tile)]
+        shape = tiles[0][0].type.shape if tiles else ()
+        for v, x in tiles[1:]:
+            if v.type.shape != shape:
+                raise TleError(x.span, f"stack() takes tiles of one shape: this one is {list(v.type.shape)}, the "
+                                       f"first {list(shape)}",
+                               [Note(f"the first tile, {tiles[0][0].type}", tiles[0][1].span),
+                                "cat(a, b, axis=A) joins tiles whose sizes differ along A"])
+        rank = len(shape)
+        axis = 0 if axis_expr is None else self.axis_of(
+            axis_expr, rank + 1, "stack", f"{rank}-D tiles" if tiles else "scalars",
+            f"stack() of {rank}-D tiles puts its new axis at A" if tiles else "stack() of scalars has one axis")
+        n = len(values)
+        if n & (n - 1):
+            raise TleError(e.span, f"stack() of {n} tiles would make an axis of {n}; tile sizes are powers of two",
+                           [f"stack {1 << n.bit_length()} (zeros<T>[...] for the rest) and leave the extra "
+                            f"ones unused (a store into a tensor of {n} along that axis drops them)"])
+        if n * math.prod(shape) > MAX_TILE_ELEMENTS:
+            raise TleError(e.span, f"stack() would make a tile of {n * math.prod(shape)} elements, more than "
+                                   f"{MAX_TILE_ELEMENTS}", ["stack smaller tiles, e.g. a block of rows at a time"])
+        dtype = self.pieces_dtype(values)
+        ty = Tile(dtype, shape or (1,))
+        stacked = self.stack_last([self.coerce(v, ty) for v in values], e.span)  # a literal: checked
+        if not shape:
+            return self.reshaped(stacked, (n,), e.span)
+        return self.permuted(stacked, [*range(axis), rank, *range(axis, rank)], e.span)
+
+    def stack_last(self, tiles: list[T.Expr], span: Span) -> T.Expr:
+        """Tiles of one type (a power of two of them, at least 2) along a new last axis, in order: nested joins, the
+        even-numbered ones joined with the odd-numbered ones, so that the log2(N) new axes of 2, read in row-major
+        order, number the tiles; one reshape makes them one axis."""
+        def nest(ts):
+            if len(ts) == 1:
+                return ts[0]
+            even, odd = nest(ts[0::2]), nest(ts[1::2])
+            return T.Op(span, Tile(even.type.dtype, even.type.shape + (2,)), "join", [even, odd])
+        x = tiles[0]
+        return self.reshaped(nest(tiles), x.type.shape + (len(tiles),), span)
+
+    def reshaped(self, x: T.Expr, shape: tuple[int, ...], span: Span) -> T.Expr:
+        """x reshaped (a reshape of a reshape is one reshape; none where the shape is x's)."""
+        if x.type.shape == shape:
+            return x
+        if isinstance(x, T.Op) and x.name == "reshape":
+            x = x.args[0]
+        return x if x.type.shape == shape else T.Op(span, Tile(x.type.dtype, shape), "reshape", [x])
+
+    def permuted(self, x: T.Expr, perm: list[int], span: Span) -> T.Expr:
+        """transpose(x, perm=perm); a reshape where the axes of more than one element keep their order."""
+        shape = x.type.shape
+        new = tuple(shape[p] for p in perm)
+        if [p for p in perm if shape[p] != 1] == [p for p in range(len(shape)) if shape[p] != 1]:
+            return self.reshaped(x, new, span)
+        return T.Op(span, Tile(x.type.dtype, new), "transpose", [x], {"perm": list(perm)})
+
+    def b_cat(self, e):
+        """cat(a, b, ..., axis=A) (concat): tiles equal in every dim but A, one after another along A
+        (numpy.concatenate; axis 0 when not given). The length along A must come to a power of two, and each tile
+        start at a multiple of its own length (as tiles in order of decreasing length do). N tiles of one length:
+        their stack along a new last axis, moved before A and merged with it (one transpose and a reshape); other
+        lengths: pairs of equal length catted that way, the shortest first."""
+        values, axis_expr = self.pieces(e, "cat")
+        for v, x in zip(values, e.args):
+            if not isinstance(v.type, Tile):
+                raise TleError(x.span, f"cat() joins tiles, got {v.type}",
+                               ["a scalar has no length to join along; stack(a, b, ...) puts scalars in a tile, and "
+                                "full<T>[1](v) is a tile of one"])
+        first = values[0].type.shape
+        rank = len(first)
+        axis = 0 if axis_expr is None else self.axis_of(
+            axis_expr, rank, "cat", f"{rank}-D tiles", f"cat() joins along one of the tiles' axes, "
+                                                       f"0 to {rank - 1} or from the end")
+        for v, x in zip(values[1:], e.args[1:]):
+            s = v.type.shape
+            if len(s) != rank or any(a != b for i, (a, b) in enumerate(zip(s, first)) if i != axis):
+                raise TleError(x.span, f"cat() along axis {axis} takes tiles equal in every other dim: this one is "
+                                       f"{list(s)}, the first {list(first)}",
+                               [Note(f"the first tile, {values[0].type}", e.args[0].span),
+                                "reshape, broadcast or transpose it first; stack(a, b, ...) adds a new axis"])
+        lengths = [v.type.shape[axis] for v in values]
+        total = sum(lengths)
+        if total & (total - 1):
+            raise TleError(e.span, f"cat() along axis {axis} gives a length of {total} "
+                                   f"({' + '.join(map(str, lengths))}); tile sizes are powers of two",
+                           [f"add a tile of zeros to make it {1 << total.bit_length()} and leave the rest unused (a "
+                            f"store into a tensor of {total} along the axis drops it)"])
+        size = total * math.prod(first) // first[axis]
+        if size > MAX_TILE_ELEMENTS:
+            raise TleError(e.span, f"cat() would make a tile of {size} elements, more than {MAX_TILE_ELEMENTS}",
+                           ["cat smaller tiles, e.g. a block of rows at a time"])
+        offset = 0
+        for n, x in zip(lengths, e.args):
+            if offset % n:
+                raise TleError(x.span, f"cat() along axis {axis} would put this tile of {n} at {offset}, not at a "
+                                       f"multiple of {n}",
+                               ["cat() builds its result out of joins of equal halves, so each tile must start at a "
+                                "multiple of its length along the axis (tiles in order of decreasing length do): "
+                                "reorder them, or load the pieces as one tile"])
+            offset += n
+        dtype = self.pieces_dtype(values)
+        parts = [self.coerce(v, Tile(dtype, v.type.shape)) for v in values]
+        if len(set(lengths)) == 1:
+            return self.cat_equal(parts, axis, e.span)
+        done: list[T.Expr] = []  # aligned blocks of decreasing length, as the binary digits of the length so far
+        for p in parts:
+            done.append(p)
+            while len(done) > 1 and done[-1].type.shape[axis] == done[-2].type.shape[axis]:
+                b, a = done.pop(), done.pop()
+                done.append(self.cat_equal([a, b], axis, e.span))
+        (out,) = done
+        return out
+
+    def cat_equal(self, parts: list[T.Expr], axis: int, span: Span) -> T.Expr:
+        """Tiles of one type (a power of two of them) one after another along `axis`: their stack along a new last
+        axis, moved before `axis` and merged with it."""
+        shape = parts[0].type.shape
+        rank = len(shape)
+        stacked = self.permuted(self.stack_last(parts, span), [*range(axis), rank, *range(axis, rank)], span)
+        return self.reshaped(stacked, shape[:axis] + (len(parts) * shape[axis],) + shape[axis + 1:], span)
+
+    b_concat = b_cat
+
+    def b_take(self, e):
+        """take(t, k, axis=A): the elements at index k along axis A, A dropped (numpy.take with one index; a 1-D tile
+        gives a scalar). A negative k counts from the end. A compile-time k along the last axis of a tile of two or
+        more axes (or along one followed only by axes of 1): one reshape into axes of 2 and a split per axis, k's bits
+        picking the halves (as Triton's kernels take a narrow axis apart with tl.split). Along another axis, from a
+        1-D tile (a scalar is a reduction anyway) and for a run-time k: where(arange(n) == k) on the elements' bits
+        and a max along A (Triton's tl.sum(tl.where(...))); moving the axis last for the splits would move the tile
+        through shared memory (docs/language.md has the sm_90 counts). A run-time k outside -n .. n-1 fails the
+        interpreter's assert (and the GPU's under asserts=True); the GPU otherwise reads index k mod n."""
+        a = self.args(e, ("x", "index"), (), ("axis",))
+        x = self.expr(a["x"])
+        if not isinstance(x.type, Tile):
+            raise TleError(a["x"].span, f"take() needs a tile, got {x.type}",
+                           ["take(t, k, axis=A) reads index k of a tile along A; a scalar is its only element"])
+        shape, span = x.type.shape, e.span
+        rank = len(shape)
+        if "axis" in a:
+            axis = self.axis_of(a["axis"], rank, "take", f"a {rank}-D tile", "take() picks along one of its axes")
+        elif rank == 1:
+            axis = 0
+        else:
+            raise TleError(span, f"take() from a tile of {rank} dims needs axis=",
+                           ["take(t, k, axis=1) is t[:, k]; numpy's take without an axis reads the flattened tile: "
+                            f"take(reshape(t, [{math.prod(shape)}]), k)"])
+        n = shape[axis]
+        k = self.expr(a["index"])
+        if isinstance(k.type, Tile) or not is_int(k.type.dtype) or k.type.dtype == "i1":
+            raise TleError(a["index"].span, f"the index of take() must be an integer scalar, got {k.type}",
+                           ["for a tile of indices, gather(t, indices, axis=A) (native path only), or one take() "
+                            "per index" if isinstance(k.type, Tile) else "convert it: cast<i32>(...)"])
+        if isinstance(k, T.Const):
+            if not -n <= k.value < n:
+                raise TleError(a["index"].span, f"index {k.value} is out of range for axis {axis} of {x.type}",
+                               [f"take() along an axis of {n} takes {-n} to {n - 1} (negative from the end)"])
+            index = k.value % n
+            if rank > 1 and n == 1:
+                return self.reshaped(x, shape[:axis] + shape[axis + 1:], span)
+            if rank > 1 and all(d == 1 for d in shape[axis + 1:]):
+                return self.take_by_splits(x, axis, index, span)
+            return self.take_by_max(x, axis, T.Const(span, Scalar("i32"), index), span)
+        k = self.temp("take_index", k if k.type.dtype == "i64" else self.coerce(k, Scalar("i32")), span)
+        inside = self.binary("and", self.binary(">=", k, T.Const(span, Scalar("i32"), -n, True), span),
+                             self.binary("<", k, T.Const(span, Scalar("i32"), n, True), span), span)
+        self.out.append(T.Eval(span, T.Op(span, None, "assert", [inside], {
+            "message": f"take() index out of range for axis {axis} of {n} ({-n} to {n - 1})"})))
+        index = self.binary("&", k, T.Const(span, Scalar("i32"), n - 1, True), span)  # -n .. -1 as 0 .. n-1
+        return self.take_by_max(x, axis, self.coerce(index, Scalar("i32")), span)
+
+    def take_by_splits(self, x: T.Expr, axis: int, index: int, span: Span) -> T.Expr:
+        """x[..., index] along `axis`, which only axes of 1 follow: the axis reshaped into log2(n) axes of 2, then a
+        split of the last one for each bit of index, lowest first."""
+        shape = x.type.shape
+        n = shape[axis]
+        y = self.reshaped(x, (shape[:axis] or (1,)) + (2,) * (n.bit_length() - 1), span)  # split leaves a tile
+        for bit in range(n.bit_length() - 1):
+            y = T.Op(span, Tile(y.type.dtype, y.type.shape[:-1]), "split", [y], {"index": (index >> bit) & 1})
+        return self.reshaped(y, shape[:axis] + shape[axis + 1:], span)
+
+    def take_by_max(self, x: T.Expr, axis: int, index: T.Expr, span: Span) -> T.Expr:
+        """x's elements at `index` (an i32 scalar) along `axis`: the others replaced with the smallest integer of
+        the elements' width, their bits reduced by max along the axis (exact for every value, NaN and -0.0 too)."""
+        shape = x.type.shape
+        bits, back = self.as_bits(x, span)
+        where = [1] * len(shape)
+        where[axis] = shape[axis]
+        at = T.Op(span, Tile("i32", (shape[axis],)), "arange", [], {"start": 0, "end": shape[axis]})
+        picked = self.binary("==", self.reshaped(at, tuple(where), span), index, span)
+        lowest = T.Const(span, Scalar(bits.type.dtype), -(1 << (BITS[bits.type.dtype] - 1)))
+        kept = T.Op(span, bits.type, "where", [self.coerce(picked, Tile("i1", shape)), bits,
+                                               self.coerce(lowest, bits.type)])
+        out = shape[:axis] + shape[axis + 1:]
+        # a network step's span: the padded-lanes check leaves alone a max that moves one lane (a padded row taken
+        # would warn that the max "takes in" padding), and takes the result as holding none
+        return back(T.Op(NetworkSpan.of(span), Tile(bits.type.dtype, out) if out else Scalar(bits.type.dtype),
+                         "reduce", [kept], {"kind": "max", "axis": axis}))
+
+    def as_bits(self, x: T.Expr, span: Span):
+        """x as integers of its elements' width (a bool as i8), and how to turn such integers back into x's type."""
+        d = x.type.dtype
+        if is_int(d) and d != "i1":
+            return x, lambda y: y
+        bits = "i8" if d == "i1" else f"i{BITS[d]}"
+        if d == "i1":
+            return (T.Op(span, Tile(bits, x.type.shape), "cast", [x]),
+                    lambda y: self.binary("!=", y, T.Const(span, Scalar(bits), 0, True), span))
+        return (T.Op(span, Tile(bits, x.type.shape), "bitcast", [x]),
+                lambda y: T.Op(span, _with_dtype(y.type, d), "bitcast", [y]))
 
     def b_flip(self, e):
         """flip(x, axis=A): the elements along axis A in reverse order; without axis=, along every axis (numpy.flip).
