@@ -558,10 +558,6 @@ def _op_reason(op: "ir.Operation", arch: str) -> str | None:
                 "by reshape, permute and reductions, not by an index (the native path's tt.gather does; from a small "
                 "tile, a one-hot sum reads the same values on both paths: sum(where(expand_dims(idx, 1) == "
                 "expand_dims(arange(E), 0), expand_dims(t, 0), 0.0), axis=1))")
-    if name in ("math.log1p", "math.expm1", "math.asin", "math.acos"):
-        fn = name[len("math."):]
-        return (f"{fn}() has no Tile IR lowering: Tile IR has no {fn}, and libdevice's is not reproduced (the native "
-                f"path calls it)")
     if name not in LOWERED_OPS:
         return f"no Tile IR lowering for {name}"
     for v in list(op.results) + list(op.operands):

@@ -1286,6 +1286,60 @@ class _Kernel:
         x = self.get(op.operands[0])
         self.set(op.result, ct.atan2(x, self.const(1.0, self.shape(x), self.elem(x))))
 
+    # log1p, expm1, asin and acos: Tile IR has none of them, so each is composed of ops it has, in f32 for f16 and
+    # bf16 (rounded once, as every math function on those types) and in the operand's type for f32 and f64. The
+    # forms keep the digits the plain ones lose: near 0 for log1p and expm1, near +-1 for asin and acos. Each is
+    # within 2 ulp of the exact value where its parts (log, exp, sqrt, atan2) are correctly rounded (f32; the
+    # emitted ops run on numpy in tests/lowering/test_tle_to_tileir.py); libdevice's, on the native path, within 1-2.
+    def math_in_f32(self, op, compute):
+        """op's result: compute(x) on its operand, through f32 for f16 and bf16."""
+        x = self.get(op.operands[0])
+        elem = self.elem(x)
+        narrow = elem in ("f16", "bf16")
+        r = compute(ct.ftof(x, "f32") if narrow else x)
+        self.set(op.result, ct.ftof(r, elem) if narrow else r)
+
+    def op_math_log1p(self, op):
+        """log(1 + x) as x * (log(u) / (u - 1)) with u = 1 + x rounded (Goldberg, "What every computer scientist
+        should know about floating-point arithmetic", theorem 4): the rounding error of u cancels in the quotient.
+        Where u is 1, x itself (-0.0 stays -0.0); where u is inf, inf (the quotient would be inf / inf)."""
+        def compute(x):
+            shape, elem = self.shape(x), self.elem(x)
+            u = ct.addf(x, self.const(1.0, shape, elem))
+            d = ct.subf(u, self.const(1.0, shape, elem))
+            r = ct.mulf(ct.log(u), ct.divf(x, d))
+            r = ct.select(ct.cmpf("equal", u, self.const(math.inf, shape, elem)), u, r)
+            return ct.select(ct.cmpf("equal", d, self.const(0.0, shape, elem)), x, r)
+        self.math_in_f32(op, compute)
+
+    def op_math_expm1(self, op):
+        """exp(x) - 1 as (u - 1) * (x / log(u)) with u = exp(x) (Kahan's): the error of u cancels again. Where u is
+        1, x itself; where u - 1 is -1 (x far below 0), -1; where u is inf, inf."""
+        def compute(x):
+            shape, elem = self.shape(x), self.elem(x)
+            u = ct.exp(x)
+            um1 = ct.subf(u, self.const(1.0, shape, elem))
+            r = ct.mulf(um1, ct.divf(x, ct.log(u)))
+            r = ct.select(ct.cmpf("equal", u, self.const(math.inf, shape, elem)), u, r)
+            r = ct.select(ct.cmpf("equal", um1, self.const(-1.0, shape, elem)), um1, r)
+            return ct.select(ct.cmpf("equal", u, self.const(1.0, shape, elem)), x, r)
+        self.math_in_f32(op, compute)
+
+    def cosine_side(self, x):
+        """sqrt(1 - x * x) as sqrt((1 - x) * (1 + x)): exact differences near +-1, where 1 - x * x cancels; NaN
+        for |x| > 1."""
+        shape, elem = self.shape(x), self.elem(x)
+        one = self.const(1.0, shape, elem)
+        return ct.sqrt(ct.mulf(ct.subf(one, x), ct.addf(one, x)))
+
+    def op_math_asin(self, op):
+        """asin(x) = atan2(x, sqrt(1 - x^2)) (-0.0 stays -0.0)."""
+        self.math_in_f32(op, lambda x: ct.atan2(x, self.cosine_side(x)))
+
+    def op_math_acos(self, op):
+        """acos(x) = atan2(sqrt(1 - x^2), x): 0 at 1, pi at -1."""
+        self.math_in_f32(op, lambda x: ct.atan2(self.cosine_side(x), x))
+
     def op_math_trunc(self, op):
         """Tile IR has no trunc: ceil below zero, floor elsewhere (both exact; -0.5 gives ceil's -0.0)."""
         x = self.get(op.operands[0])

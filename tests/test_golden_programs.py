@@ -1190,9 +1190,8 @@ def _sp_ref(a, c, k):
 
 entry(file="log1p_expm1.tle", kernel="softplus", make=_sp_make, grid=lambda c, k: (cdiv(c["N"], 128),), ref=_sp_ref,
       tol={"y": chain(4), "h": chain(1, torch.float16), "flags": EXACT}, cases=[{"N": 300}],
-      tileir_blocker=r"log1p\(\) has no Tile IR lowering",
-      note="libdevice on the native path; NaN and both infinities, and a value near 0 where log1p and expm1 differ "
-           "from log(1 + x) and exp(x) - 1")
+      note="libdevice on the native path, composed of log and exp on Tile IR; NaN and both infinities, and a value "
+           "near 0 where log1p and expm1 differ from log(1 + x) and exp(x) - 1")
 
 
 # sign_isfinite_any_all.tle -----------------------------------------------------------------------------------------
@@ -1735,7 +1734,7 @@ def _arc_make(c, k, g):
 
 entry(file="trig.tle", kernel="arc", make=_arc_make, grid=lambda c, k: (cdiv(c["N"], 64),),
       ref=lambda a, c, k: {"y": torch.asin(a["x"].double()) + torch.acos(a["x"].double())},
-      tol={"y": chain(6)}, cases=[{"N": 100}], tileir_blocker=r"asin\(\) has no Tile IR lowering",
+      tol={"y": chain(6)}, cases=[{"N": 100}],
       note="asin(x) + acos(x) = pi/2 for every x in [-1, 1], the ends included")
 
 

@@ -12,6 +12,7 @@ import os
 import struct
 import sys
 
+import numpy as np
 import pytest
 
 from tle.abi import Spec, abi, all_args, default_spec, generic_spec
@@ -2189,3 +2190,76 @@ def test_a_refusal_gives_a_reason_once_and_the_other_places_it_holds():
     assert (err.value.span.line, err.value.span.col) == (3, 14) and "erf of f64" in err.value.message
     assert sum("erf of f64" in n for n in notes) == 0, notes
     assert notes[0] == "the same at 3:48, 4:9", notes
+
+
+# ---- log1p, expm1, asin, acos: composed of Tile IR's ops --------------------------------------------------------------
+_ELEMENTWISE_F32 = {
+    "addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide, "log": np.log, "exp": np.exp,
+    "sqrt": np.sqrt, "atan2": np.arctan2,
+}
+_CMPF_NP = {"equal": np.equal, "less_than": np.less, "greater_than": np.greater}
+
+
+def _run_elementwise(module, x: np.ndarray) -> np.ndarray:
+    """The lowered kernel's ops from its load to its store, run on x with numpy, each computed in f64 and rounded
+    to x's type (numpy's own f32 log is up to 3 ulp off): what the GPU computes with correctly rounded parts."""
+    values, loaded = {}, False
+    for op in walk(module):
+        name = op.name.removeprefix("cuda_tile.")
+        if name == "load_ptr_tko":
+            values[op.results[0]], loaded = x, True
+        elif not loaded:
+            continue
+        elif name == "constant":
+            v = ir.DenseElementsAttr(op.attributes["value"]).get_splat_value()
+            values[op.results[0]] = x.dtype.type(ir.FloatAttr(v).value)
+        elif name in _ELEMENTWISE_F32:
+            with np.errstate(all="ignore"):
+                wide = _ELEMENTWISE_F32[name](*(np.float64(values[v]) for v in op.operands))
+                values[op.results[0]] = np.asarray(wide).astype(x.dtype)
+        elif name == "cmpf":  # (ordered: false where an operand is NaN, as numpy's)
+            compare = _CMPF_NP[ir.StringAttr(op.attributes["comparison_predicate"]).value]
+            values[op.results[0]] = compare(*(values[v] for v in op.operands))
+        elif name == "select":
+            c, a, b = (values[v] for v in op.operands)
+            values[op.results[0]] = np.where(c, a, b).astype(x.dtype)
+        elif name == "store_view_tko":
+            return values[op.operands[0]]
+    raise AssertionError("no store")
+
+
+ARC_AND_LOG = """
+kernel f(x: tensor<f32>[N], y: tensor<f32>[N]) {
+    store(y, FN(load(x, tile=[64], at=program_id(0))), at=program_id(0))
+}
+"""
+
+
+@pytest.mark.parametrize("fn,exact,inputs", [
+    ("log1p", math.log1p, [np.logspace(-30, 30, 4001), -np.logspace(-30, -1e-7, 4001), np.linspace(-0.999, 3, 4001)]),
+    ("expm1", math.expm1, [np.logspace(-30, 1.9, 4001), -np.logspace(-30, 2, 4001), np.linspace(-3, 3, 4001)]),
+    ("asin", math.asin, [np.linspace(-1, 1, 8001), 1 - np.logspace(-7, -1, 2001), np.logspace(-30, -1, 2001)]),
+    ("acos", math.acos, [np.linspace(-1, 1, 8001), 1 - np.logspace(-7, -1, 2001), -1 + np.logspace(-7, -1, 2001)]),
+])
+def test_math_functions_tile_ir_lacks_are_composed_within_2_ulp(fn, exact, inputs):
+    """Run on numpy, the ops the lowering emits are within 2 ulp of the exact function where their parts are
+    correctly rounded, near 0 (log1p, expm1) and near +-1 (asin, acos) too, where the plain forms lose every digit;
+    and they give the native path's special values."""
+    module = lower(ARC_AND_LOG.replace("FN", fn), "f")
+    assert not ops(module, fn) and ops(module, "select" if fn in ("log1p", "expm1") else "atan2")
+    x = np.concatenate(inputs).astype(np.float32)
+    got = _run_elementwise(module, x)
+    worst = 0.0
+    for g, v in zip(got.tolist(), x.tolist()):
+        want = exact(v)
+        if math.isinf(want) or abs(want) > 3e38:
+            continue
+        ulp = float(np.spacing(np.float32(abs(want)))) or 1e-45
+        worst = max(worst, abs(g - want) / ulp)
+    assert worst <= 2.0, worst
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 100.0, -100.0], np.float32)
+    with np.errstate(all="ignore"):
+        want = {"log1p": np.log1p, "expm1": np.expm1, "asin": np.arcsin, "acos": np.arccos}[fn](special)
+    got = _run_elementwise(module, special)
+    assert np.array_equal(got, want, equal_nan=True) or np.allclose(got, want, rtol=1e-6, equal_nan=True), (got, want)
+    assert np.array_equal(np.signbit(got[:2]), np.signbit(want[:2]))  # log1p(-0.0) is -0.0, acos(+-0) pi/2
