@@ -16,7 +16,7 @@ import sys  # noqa: E402
 if sys.getrecursionlimit() < 20000:
     sys.setrecursionlimit(20000)
 
-from .diagnostics import TleError, TlePaddingWarning  # noqa: E402
+from .diagnostics import TleError, TlePaddingWarning, TleWarning  # noqa: E402
 from .api import Module, compile  # noqa: E402,A004
 from .runtime.kernel import LaunchError  # noqa: E402
 
@@ -28,4 +28,4 @@ def __getattr__(name):  # tle.tuning (runtime/tuning.py, through tle/tuning.py),
     raise AttributeError(f"module 'tle' has no attribute '{name}'")
 
 
-__all__ = ["compile", "Module", "TleError", "TlePaddingWarning", "LaunchError", "tuning", "__version__"]
+__all__ = ["compile", "Module", "TleError", "TleWarning", "TlePaddingWarning", "LaunchError", "tuning", "__version__"]

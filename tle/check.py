@@ -24,7 +24,7 @@ from . import ast
 from . import bitonic
 from . import philox
 from . import typed as T
-from .diagnostics import NetworkSpan, Note, Span, TleError
+from .diagnostics import NetworkSpan, Note, Span, TleError, warn
 from .parser import parse
 from .types import (BITS, DTYPES, FLOATS, MAX_COMBINED, MAX_TILE_ELEMENTS, Scalar, Tensor, Tile, broadcast_shapes,
                     canonical, is_f8, is_float, is_int, overflow_error, overflows, promote, round_f8, wrap)
@@ -621,6 +621,7 @@ def check_kernel(program: Program, name: str, constants: dict | None = None, wid
         checked = program.checked.get(key)
         if checked is None:
             checked = checker.run()
+            _warn_if_it_writes_nothing(checked)
             if len(program.checked) >= _MAX_CHECKED:  # a tuning's many configurations: drop the oldest
                 del program.checked[next(iter(program.checked))]
             program.checked[key] = checked
@@ -636,6 +637,28 @@ def check_kernel(program: Program, name: str, constants: dict | None = None, wid
 
 
 _MAX_CHECKED = 256  # checked kernels a Program keeps (check_kernel)
+
+# What a kernel can do that outlives it: write memory, print, stop on a failed assert (inline PTX may do anything)
+_EFFECTS = ("store", "scatter", "atomic", "print", "assert", "asm")
+
+
+def _warn_if_it_writes_nothing(kernel: T.Kernel) -> None:
+    """A TleWarning for a kernel that writes nothing under its constants: it has no effect at all, and the GPU
+    compilers drop its loads (a store forgotten, or left under an if whose condition is a false constant)."""
+    ops = [n for n in T.nodes(kernel.body) if isinstance(n, T.Op)]
+    if any(op.name in _EFFECTS for op in ops):
+        return
+    reads = [op for op in ops if op.name in ("load", "gather")]
+    notes = [Note("write a tile with store(y, t, at=...), or elements with scatter(y, offsets, t)")]
+    if reads:
+        notes.insert(0, Note(f"it reads '{reads[0].tensor.param.name}' here, and what it computes goes nowhere",
+                             reads[0].span))
+    if kernel.constants:
+        shown = ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in kernel.constants.items())
+        notes.append(Note(f"with its constants as given ({shown}): a store under an if on a constant counts only "
+                          f"where the constant takes that branch"))
+    warn(kernel.span, f"kernel '{kernel.name}' writes nothing: it has no store, scatter or atomic, so running it "
+                      f"has no effect{' (the GPU compilers drop its loads as well)' if reads else ''}", notes)
 
 
 def _no_float_overflow(body: list) -> None:

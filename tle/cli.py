@@ -15,9 +15,10 @@ import argparse
 import os
 import sys
 import traceback
+import warnings
 
 from . import debug
-from .diagnostics import TleError, render
+from .diagnostics import TleError, TlePaddingWarning, TleWarning, render
 
 EMITS = ("ast", "tle", "ttir", "ttgir", "llir", "ptx", "tileir", "tilebc", "cubin", "sass")
 BINARY_EMITS = ("cubin", "tilebc")
@@ -106,6 +107,24 @@ def parse_define(text: str, parser: argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _main(argv)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """tle's own warnings as its errors are printed: the rendered message alone (it names the file and line, and
+    shows the source line under a caret); other warnings as Python prints them."""
+    if issubclass(category, (TleWarning, TlePaddingWarning)):
+        print(message, file=file or sys.stderr)
+    else:
+        _SHOW_WARNING(message, category, filename, lineno, file, line)
+
+
+_SHOW_WARNING = warnings.showwarning
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["tune"]:  # a subcommand word before the file (a file named "tune": write ./tune)
         return tune_main(argv[1:])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import linecache
 import unicodedata
+import warnings
 from dataclasses import dataclass, field
 
 
@@ -86,6 +87,16 @@ class NetworkSpan(Span):
     @staticmethod
     def of(span: Span) -> "NetworkSpan":
         return NetworkSpan(span.file, span.line, span.col, span.end_line, span.end_col)
+
+
+class TleWarning(UserWarning):
+    """A program that compiles but almost surely does not do what its author meant (a kernel that writes nothing).
+    Its message is rendered as an error's is, with `warning:` and the source line under a caret."""
+
+
+def warn(span: Span, message: str, notes: list[Note | str] | None = None) -> None:
+    """A TleWarning at span, attributed to the kernel's file and line (Python shows that line under it)."""
+    warnings.warn_explicit(render(TleError(span, message, notes), "warning"), TleWarning, span.file, span.line)
 
 
 class TlePaddingWarning(UserWarning):
