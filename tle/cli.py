@@ -314,7 +314,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
                           f"{why} (--num-warps N to choose)", file=sys.stderr)
                 _report_ptxas(name, out, args.arch)
             elif out.backend == "tileir" and out.binary is not None:
-                _report_tileiras(name, out, args.arch, args.occupancy)
+                _report_tileiras(name, out, args.arch, args.occupancy, chosen=args.backend == "auto")
             if out.binary is not None and not args.sizes and not args.generic:
                 sizes = ",".join(f"{d}=..." for d in out.kernel.dims) or "M=..."  # this kernel's own dims
                 print(f"tlec: kernel '{name}': a build for no sizes in particular: a launch compiles for its own "
@@ -400,8 +400,9 @@ def _report_ptxas(name: str, out, arch: str) -> None:
         print(render(TleError(out.kernel.span, f"ptxas: {loss}", hints), "warning"), file=sys.stderr)
 
 
-def _report_tileiras(name: str, out, arch: str, asked: int | None = None) -> None:
-    """tlec -v on the Tile IR path: what tileiras gave the kernel, and how many programs that lets an SM hold."""
+def _report_tileiras(name: str, out, arch: str, asked: int | None = None, chosen: bool = False) -> None:
+    """tlec -v on the Tile IR path: what tileiras gave the kernel, and how many programs that lets an SM hold.
+    `chosen`: auto took the path (by rules, not by compiling both)."""
     extra = out.binary.extra
     registers, threads = extra.get("registers"), out.binary.num_threads
     if registers is None:
@@ -418,8 +419,13 @@ def _report_tileiras(name: str, out, arch: str, asked: int | None = None) -> Non
               f"{'s' if programs != 1 else ''} per SM (the limit: {limit})", file=sys.stderr)
     if extra.get("stack_bytes"):
         from .diagnostics import render
+        notes = ["smaller tiles need fewer registers"]
+        if chosen:  # (a porter's paged attention: 520 bytes here, none on the native path)
+            notes.append("auto took the Tile IR path by its rules, without compiling the native one: "
+                         "--backend triton -v shows that path's registers and spills, and tune(backend=[triton, "
+                         "tileir]) times both (docs/tuning.md)")
         spill = TleError(out.kernel.span, f"tileiras spilled {extra['stack_bytes']} bytes per thread to local memory",
-                         ["smaller tiles need fewer registers"])
+                         notes)
         print(render(spill, "warning"), file=sys.stderr)
     if extra.get("occupancy_why"):
         hint, why = extra["occupancy_why"]

@@ -258,3 +258,21 @@ def test_tlec_v_warns_of_tileiras_spills_and_an_occupancy_it_did_not_meet(fake, 
     err = capsys.readouterr().err
     assert "--occupancy 2 is a hint tileiras did not meet: 1 program per SM (the limit: registers)" in err
     assert "warning: tileiras spilled 152 bytes per thread to local memory" in err
+
+
+def test_tlec_v_on_a_path_auto_chose_says_how_to_see_and_time_the_other(fake, tmp_path, capsys):
+    """A porter's paged attention spilled 520 bytes on the Tile IR path auto took, and none on the native one: the
+    spill warning says that auto chose without compiling the other path, and how to compare them."""
+    from tle.cli import main
+    src = tmp_path / "mm.tle"
+    src.write_text(textwrap.dedent(MATMUL))
+    advice = "auto took the Tile IR path by its rules, without compiling the native one"
+    for backend, told in (("tileir", False), ("auto", True)):
+        fake(152, 152)
+        assert main([str(src), "--emit=cubin", f"--backend={backend}", "--sizes", "M=4096,N=4096,K=4096", "-v",
+                     "-o", str(tmp_path / "mm.cubin")]) == 0
+        err = capsys.readouterr().err
+        assert "warning: tileiras spilled 152 bytes per thread to local memory" in err, backend
+        assert (advice in err) == told, backend
+        if told:
+            assert "tune(backend=[triton, tileir]) times both" in err
