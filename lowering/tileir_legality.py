@@ -376,8 +376,10 @@ def _short_16bit_rows(ops) -> str | None:
             "the native path's time, slower on 32 of 36 launches (H200)")
 
 
-_STENCIL = ("a gather in a loop whose last-axis index shifts with the loop's counter (a stencil's taps, `t - 3 + k`): "
-            "Mamba's causal conv1d and a depthwise 3x3 convolution ran 1.3-1.75x slower on Tile IR (H200)")
+_STENCIL = ("a gather in a loop whose last-axis index moves with the loop's counter (a stencil's taps, `t - 3 + k`; a "
+            "CSR row read a block a step, `j + arange(0, BK)`, and what its loaded column ids index): Mamba's causal "
+            "conv1d and a depthwise 3x3 convolution ran 1.3-1.75x slower on Tile IR, a CSR SpMV level or slower "
+            "(H200)")
 
 
 def _stencil_tap(op) -> bool:
