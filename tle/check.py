@@ -1950,15 +1950,25 @@ class _KernelChecker:
             var = self.scope.lookup(src.id) if isinstance(src, ast.Name) else None
             step, stop, named = self.loop_ranges.get(var, (None,) * 3) if isinstance(var, T.Variable) else (None,) * 3
             dim = t.type.dims[axis] if t.param is t else None  # a slice's sizes are not its tensor's dims
-            if step is None or step < 2 or step != tile[axis] or not isinstance(dim, str) or \
-                    not any(isinstance(n, ast.Name) and n.id == dim for n in ast.walk(stop)):
+            if step is None or step < 2 or step != tile[axis]:
                 continue
             by = f"{named} = {step}" if named else str(step)
-            raise TleError(src.span, f"at= counts tiles, not elements: '{src.id}' steps by {by}, the tile's size on "
-                                     f"axis {axis}, up to {dim} elements, so this {verb} tiles 0, {step}, {2 * step}, "
-                                     f"... and skips the {step - 1} between",
-                           [f"loop over tile indices: for {src.id} in range(cdiv({dim}, {named or step})) {{ ... }} "
-                            f"(element offsets go to slice(x, start=...), gather and scatter)"])
+            if isinstance(dim, str) and any(isinstance(n, ast.Name) and n.id == dim for n in ast.walk(stop)):
+                raise TleError(src.span, f"at= counts tiles, not elements: '{src.id}' steps by {by}, the tile's size "
+                                         f"on axis {axis}, up to {dim} elements, so this {verb} tiles 0, {step}, "
+                                         f"{2 * step}, ... and skips the {step - 1} between",
+                               [f"loop over tile indices: for {src.id} in range(cdiv({dim}, {named or step})) {{ ... }} "
+                                f"(element offsets go to slice(x, start=...), gather and scatter)"])
+            if step >= 16:  # bounds read at run time (a CSR row's, from its row pointers): element offsets all the same
+                raise TleError(src.span, f"at= counts tiles, not elements: '{src.id}' steps by {by}, the tile's size "
+                                         f"on axis {axis}, as an element offset does (Triton's `for j in range(start, "
+                                         f"end, BLOCK)`), so this {verb} tile {src.id}, which covers elements "
+                                         f"{src.id} * {step} ..",
+                               [f"{'write' if verb == 'writes' else 'read'} elements {src.id} .. {src.id} + {step} "
+                                f"with {'scatter' if verb == 'writes' else 'gather'}({t.name}, {src.id} + arange(0, "
+                                f"{named or step}){', t' if verb == 'writes' else ''}, mask={src.id} + arange(0, "
+                                f"{named or step}) < end)"
+                                + f", or loop over tile indices where the range starts at a multiple of {step}"])
         return at
 
     def index_tiles(self, t: T.TensorParam, x: ast.Expr, extra: list, what: str):
