@@ -1517,10 +1517,16 @@ class _KernelChecker:
             return T.Const(x.span, x.type, x.value, weak=False)
         return x
 
-    def assignable(self, value: T.Expr, ty, span, what) -> T.Expr:
+    def assignable(self, value: T.Expr, ty, span, what, untyped: str | None = None) -> T.Expr:
+        """value converted to ty for `what`; `untyped`: the fn parameter's name, where leaving its type out is a way
+        to take the tile (a combine fn called on tiles too)."""
         if isinstance(value.type, Tile) and isinstance(ty, Scalar):
-            raise TleError(span, f"cannot assign a {value.type} to {what} of type {ty}",
-                           ["reduce it to a scalar first, e.g. sum(t) or max(t)"])
+            notes = ["reduce it to a scalar first, e.g. sum(t) or max(t)"]
+            if untyped:
+                notes.insert(0, f"a parameter typed {ty} takes scalars only: leave its type out ({untyped}, not "
+                                f"{untyped}: {ty}) for a fn called on tiles too (it is inlined at each call with that "
+                                f"call's types)")
+            raise TleError(span, f"cannot assign a {value.type} to {what} of type {ty}", notes)
         if value.type.dtype != ty.dtype and not (isinstance(value, T.Const) and value.weak):
             raise TleError(span, f"cannot assign a value of type {value.type} to {what} of type {ty}",
                            [f"convert it: cast<{ty.dtype}>(...)"])
@@ -1647,7 +1653,8 @@ class _KernelChecker:
                     ty = self.type_expr(p.type)
                 finally:
                     self.scope = caller_scope
-                v = self.materialize(self.assignable(v, ty, a.span, f"parameter '{p.name}' of fn '{fn.name}'"))
+                v = self.materialize(self.assignable(v, ty, a.span, f"parameter '{p.name}' of fn '{fn.name}'",
+                                                     untyped=p.name))
             if isinstance(v, T.Const):
                 self.what[v] = f"a parameter of fn '{fn.name}'"
                 fn_scope.add(p.name, v, p.name_span)
