@@ -421,8 +421,8 @@ def is_kernel(op) -> bool:
 
 
 # The name wrapping the location of the reductions over pairs that move elements between lanes (a sort or topk
-# network's compare-and-swap steps, tle/bitonic.py; flip's swaps): the interpreter's padded-lanes check leaves them
-# alone.
+# network's compare-and-swap steps, tle/bitonic.py; flip's swaps; take's max): the interpreter's padded-lanes check
+# does not check them as reductions, and moves the padded lanes with the elements (runtime/padded_lanes.py).
 NETWORK_STEP = "tle.network"
 
 # A kernel compiled with the `asserts` launch option (tlec --asserts) carries this unit attribute: the GPU lowerings

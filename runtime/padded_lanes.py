@@ -25,6 +25,12 @@ before its fold (Welford's m + (t - m) / n) is caught at the loop's yield: there
 took padding into keep the shadow they had before it, as if the padded element were not there. After the loop, the
 lanes that never took in data are padding, as a load's are. scf.if passes on the state of the branch it takes.
 
+flip(), take() and the networks of sort and topk (their steps are reductions marked NETWORK_STEP) only move elements
+between lanes, and the padding moves with them (_find_networks): a flip's swap swaps the mask, a take's lane is
+padded where the lane it picks is, and a sort network's ops are not followed one by one: at its output, a stable sort
+of its input keys (equal keys with data first) says which element each lane took, so which lanes hold padding, and a
+padded element ordered ahead of one with data is a warning (a pad that does not sort last: 0 among negative logits).
+
 Masks do not cross ops outside the rules below: a value whose padding is not followed is taken as having none, so the
 check can miss a case but never invents one."""
 from __future__ import annotations
@@ -94,11 +100,20 @@ class PaddedLanes:
         # Values computed from the arguments and constants alone, never from memory (a where() that puts one in
         # padded lanes leaves them padding: a row of a ragged block that is all padding stays so)
         self.constant: set[int] = {self.slot(a) for a in func.regions[0].blocks[0].arguments}
-        for op in nested_ops(func):
-            ins = [self.slot(v) for v in op.operands]
+        # every op with the slots of its operands and of its results (once: an MLIR value's hash is not cheap)
+        ops = [(op, [self.slot(v) for v in op.operands], [self.slot(r) for r in op.results])
+               for op in nested_ops(func)]
+        self._find_networks(ops)
+        for op, ins, outs in ops:
+            first = outs[0] if outs else None
+            if first in self.sorted_from:  # a network's output: padded where the input it sorted is
+                padded = self.sorted_from[first] in self.masks
+            elif first in self.picks:  # take's max: where the lane it picks is (or an index read from padding)
+                padded = any(s in self.masks for s in self.picks[first][:2])
+            else:
+                padded = any(s in self.masks for s in ins) and op.name != "tle.histogram" and self._follows(op, first)
             # (a loop's tiles: the lanes that never took in data are padding after it, _Loop.leave)
-            if op.name == "tle.load" or (self._follows(op) and op.name != "tle.histogram"
-                                         and any(s in self.masks for s in ins)):
+            if op.name == "tle.load" or padded:
                 for r in op.results:
                     self.masks[self.slot(r)] = self.slot(("padded lanes of", r))
             elif op.name in ("scf.for", "scf.if"):  # (an if's: those of what the branch taken yields, branch())
@@ -118,8 +133,7 @@ class PaddedLanes:
         before = None
         while before != (len(self.carried), len(self.accumulating)):
             before = (len(self.carried), len(self.accumulating))
-            for op in nested_ops(func):
-                ins = [self.slot(v) for v in op.operands]
+            for op, ins, outs in ops:
                 if op.name == "scf.for":
                     iters = list(op.regions[0].blocks[0].arguments)[1:]
                     self._carry(*iters, *op.results)
@@ -128,7 +142,7 @@ class PaddedLanes:
                     for yields in _branch_yields(op):
                         self._carry(*[r for r, y in zip(op.results, yields) if self.slot(y) in self.carried])
                         self._accumulate(*[r for r, y in zip(op.results, yields) if self.slot(y) in self.accumulating])
-                elif self._follows_carried(op) and any(s in self.carried for s in ins):
+                elif any(s in self.carried for s in ins) and self._follows_carried(op, outs[0] if outs else None):
                     self._carry(*op.results)
                     if any(s in self.accumulating for s in ins):
                         self._accumulate(*op.results)
@@ -141,17 +155,130 @@ class PaddedLanes:
             if self.type_info(v.type)[1] and self.slot(v) not in self.carried:  # tiles only
                 self.carried[self.slot(v)] = self.slot(("carried state of", v))
 
-    def _follows_carried(self, op) -> bool:
-        return self._follows(op) and (op.name in self.elementwise or op.name in _CARRIES)
+    def _follows_carried(self, op, first: int | None) -> bool:
+        return (op.name in self.elementwise or op.name in _CARRIES) and self._follows(op, first) and \
+            first not in self.picks
 
-    def _follows(self, op) -> bool:
+    def _first(self, op) -> int | None:
+        """The slot of op's first result (None for an op without results)."""
+        return self.slot(op.results[0]) if len(op.results) else None
+
+    def _follows(self, op, first: int | None) -> bool:
+        """Whether the masks of op's results (`first`: the slot of its first) follow from its operands' by the rules
+        of its kind (the ops inside a sort network and its output have rules of their own, _find_networks)."""
         name = op.name
-        if name == "tle.reduce" and NETWORK_STEP in str(op.location):
-            # A compare-and-swap step of a sort or topk network (tle/bitonic.py), or a swap of flip(): it moves
-            # padded lanes between lanes by design (a pad that sorts last ends past the row), which a lane mask
-            # cannot follow. Not checked, and its result is taken as holding no padding.
+        if first in self.in_network:
             return False
+        if name == "tle.reduce" and NETWORK_STEP in str(op.location):
+            # A step of a network that moves elements between lanes: take's max (followed by its own rule, _picked)
+            # or a sum of a flip's pairs (the subtraction that swaps them has the rule, _swapped). Not checked.
+            return first in self.picks
         return name in self.elementwise or name in _SHAPE or name in _CHECKED or name in _OTHER
+
+    def _find_networks(self, ops: list):
+        """The networks of steps marked NETWORK_STEP (a reduction over pairs; tle/bitonic.py, flip and take in
+        tle/check.py), recognised by the ops around their steps. They only move elements between lanes, so the
+        padded lanes follow exactly, by rules of their own:
+        - flip's swap along an axis of 2, `sum(pair) - y` (a broadcast, a reshape and maybe a truncation after the
+          sum, over y or y extended): its lanes are padded where y's swapped lanes are (self.swaps: the result ->
+          (y, its axis));
+        - take's where(k == arange, bits, lowest) and max along an axis: its lane is padded where the lane it picks
+          is (self.picks: the max's result -> (the choice, the bits, the axis));
+        - a sort or topk network: steps that each read keys through a reshape into pairs, and either pick with
+          where(take, partner, pairs) (a compare-and-swap) or take a max along the pairs (topk's halving), then
+          reshape back; each step's keys are the one before it's. The ops between the first step's keys (the
+          network's input) and its last step's output are not followed (self.in_network); the output's padded
+          lanes are those of the elements it took from the input, which the check finds by sorting the input
+          (self.sorted_from: the output -> the input; _sorted). A recognition that fails leaves a network as it was
+          before this rule: not checked, its result taken as holding no padding."""
+        ins = [i for _, i, _ in ops]
+        outs = [o for _, _, o in ops]
+        ops = [op for op, _, _ in ops]
+        producer: dict[int, int] = {}  # value -> the op (its number) that computes it
+        users: dict[int, list[int]] = {}
+        for i in range(len(ops)):
+            producer.update((s, i) for s in outs[i])
+            for s in ins[i]:
+                users.setdefault(s, []).append(i)
+
+        def made(s, *names) -> int | None:
+            i = producer.get(s)
+            return i if i is not None and ops[i].name in names else None
+
+        def source(s, *names):  # the first operand of the op of one of names that computes s, else None
+            i = made(s, *names)
+            return ins[i][0] if i is not None else None
+
+        def unextended(s: int) -> int:  # (i8 and i16 keys sum in i32)
+            src = source(s, "arith.extsi", "arith.extui")
+            return s if src is None else src
+
+        def only_user(s: int, name: str) -> int | None:
+            us = users.get(s, [])
+            return us[0] if len(us) == 1 and ops[us[0]].name == name else None
+
+        def swap_of(i):  # flip's sum(pair) - y: (y, the axis of the pairs), else None
+            total = source(ins[i][0], "tle.broadcast")
+            truncated = source(total, "arith.trunci")
+            total = total if truncated is None else truncated
+            step = made(source(total, "tle.reshape"), "tle.reduce")
+            if step is None or not _is_step(ops[step], "sum"):
+                return None
+            y, summed = ins[i][1], ins[step][0]
+            return (y, _axis(ops[step])) if y in (summed, unextended(summed)) else None
+
+        self.swaps: dict[int, tuple[int, int]] = {}
+        self.picks: dict[int, tuple[int, int, int]] = {}
+        steps = []  # (the keys a sort network's step reads, its pairs, its output), in order
+        for i, op in enumerate(ops):
+            if op.name == "arith.subi":
+                swap = swap_of(i)
+                if swap is not None:
+                    self.swaps[outs[i][0]] = swap
+                continue
+            if not _is_step(op):
+                continue
+            src = ins[i][0]
+            chosen = made(src, "arith.select")
+            if _is_step(op, "max") and chosen is not None:
+                self.picks[outs[i][0]] = (ins[chosen][0], ins[chosen][1], _axis(op))
+                continue
+            pairs = unextended(src)
+            into = made(pairs, "tle.reshape")
+            if into is None:
+                continue
+            if _is_step(op, "max"):  # topk's halving
+                out = only_user(outs[i][0], "tle.reshape")
+            else:  # a compare-and-swap, or the first swap of a flip (no where)
+                chosen = [u for u in users.get(pairs, []) if ops[u].name == "arith.select" and ins[u][2] == pairs]
+                out = only_user(outs[chosen[0]][0], "tle.reshape") if len(chosen) == 1 else None
+            if out is not None:
+                steps.append((ins[into][0], pairs, outs[out][0]))
+        # The input of each step's network: the keys of its first step, which no step put out
+        firsts = {pairs for _, pairs, _ in steps}
+        input_of = {}
+        for keys, _, out in steps:
+            input_of[out] = input_of.get(keys, keys)
+        # Outputs that only the next step reads are inside the network; the others are read as its result
+        self.sorted_from: dict[int, int] = {}
+        for out in input_of:
+            if any(not outs[u] or outs[u][0] not in firsts for u in users.get(out, [])):
+                self.sorted_from[out] = input_of[out]
+        self.in_network: set[int] = set(firsts)  # (the first results of the ops inside, and the outputs)
+        if not steps:
+            return
+        inside = set(firsts)
+        for i in range(len(ops)):
+            if not outs[i]:
+                continue
+            first = outs[i][0]
+            if first in self.sorted_from:
+                self.in_network.add(first)
+            elif first not in inside and any(s in inside for s in ins[i]):
+                inside.update(outs[i])
+                self.in_network.add(first)
+        for s in self.in_network & set(self.swaps):  # (a compare-and-swap's partner, sum(pair) - key)
+            del self.swaps[s]
 
     def skip_slot(self, op) -> int | None:
         """The slot where the check of a combine_reduce / combine_scan puts the lanes its rerun leaves out of the fold
@@ -168,9 +295,11 @@ class PaddedLanes:
         hold padded lanes, and its results' carried states (and the check of a carried operand) for ops that read a
         carried tile; `step` itself otherwise."""
         masked = self._wrap_masks(op, span, step)
-        if not self._follows_carried(op) or not any(self.slot(v) in self.carried for v in op.operands):
+        if not any(self.slot(v) in self.carried for v in op.operands) or not self._follows_carried(op, self._first(op)):
             return masked
         name = op.name
+        if self._first(op) in self.swaps:
+            return self._carried_swap(op, masked)
         if name in self.elementwise:
             return self._carried_elementwise(op, span, step, masked)
         if name in _SHAPE or name == "tle.join":
@@ -183,8 +312,18 @@ class PaddedLanes:
 
     def _wrap_masks(self, op, span, step):
         name = op.name
+        first = self._first(op)
+        if first in self.sorted_from or first in self.swaps or first in self.picks:
+            out_mask = self.masks.get(first)
+            if out_mask is None:
+                return step
+            if first in self.sorted_from:
+                return self._sorted(span, step, self.sorted_from[first], first, out_mask)
+            if first in self.swaps:
+                return self._swapped(step, *self.swaps[first], out_mask)
+            return self._picked(step, *self.picks[first], out_mask)
         ins = [self.masks.get(self.slot(v)) for v in op.operands]
-        if not any(m is not None for m in ins) or not self._follows(op):
+        if not any(m is not None for m in ins) or not self._follows(op, first):
             return step
         values = [self.slot(v) for v in op.operands]
         outs = [self.slot(r) for r in op.results]
@@ -345,7 +484,80 @@ class PaddedLanes:
             env[out_mask] = m
         return carried
 
+    def _swapped(self, step, y, axis, out_mask):
+        """flip's swap along an axis of 2 (sum(pair) - y, exact in integers): padded where y's partners are."""
+        mask = self.masks.get(y)
+        axis += 1
+
+        def swapped(env):
+            step(env)
+            m = env[mask] if mask is not None else None
+            if m is None:
+                env[out_mask] = None
+                return
+            # (a mask that broadcasts along the pairs is its own swap)
+            env[out_mask] = Padded(m.mask.flip(axis) if m.mask.shape[axis] > 1 else m.mask, m.origin)
+        return swapped
+
+    def _picked(self, step, choice, bits, axis, out_mask):
+        """take's max along an axis of where(k == arange, bits, lowest): padded where the lane it picks is, and
+        where the choice is (k read from padding), as a gather's lanes are where its indices are."""
+        mask, choice_mask = self.masks.get(bits), self.masks.get(choice)
+        axis += 1
+
+        def picked(env):
+            step(env)
+            m = env[mask] if mask is not None else None
+            lanes = None if m is None else (m.mask & env[choice]).any(axis)
+            took = Padded(lanes, m.origin) if lanes is not None and bool(lanes.any()) else None
+            c = env[choice_mask] if choice_mask is not None else None
+            by = None if c is None else Padded(c.mask.any(axis) if c.mask.dim() > axis else c.mask, c.origin)
+            out = _either(took, by)
+            env[out_mask] = out if out is not None and bool(out.mask.any()) else None
+        return picked
+
     # ---- checks --------------------------------------------------------------------------------------------------
+    def _sorted(self, span, step, keys, out, out_mask):
+        """The output of a sort or topk network (tle/bitonic.py) over keys: padded where the elements it took from
+        keys are. A network only moves its keys (equal keys are equal bits), so that is the order of a stable sort
+        of keys that puts, among equal keys, those with data first: a pad equal to a value passes. The output
+        holds the whole row sorted (ascending or descending: whichever it is), or the k largest, descending. A
+        padded element ordered ahead of one with data (in the first lanes, as many as the row has elements with
+        data) is a warning."""
+        mask = self.masks[keys]
+
+        def checked(env):
+            step(env)
+            m = env[mask]
+            if m is None:
+                env[out_mask] = None
+                return
+            got = env[out]
+            shape = torch.broadcast_shapes(env[keys].shape, m.mask.shape)
+            x, lanes = env[keys].expand(shape), m.mask.expand(shape)
+            n, k = shape[-1], got.shape[-1]
+            descending = k < n or (k > 1 and not bool((got[..., 1:] >= got[..., :-1]).all()))
+            first = torch.sort(lanes.to(torch.uint8), dim=-1, stable=True).indices  # data first, stably
+            order = torch.sort(x.gather(-1, first), dim=-1, descending=descending, stable=True).indices[..., :k]
+            order = first.gather(-1, order)
+            taken = x.gather(-1, order)
+            if taken.shape != got.shape or not torch.equal(taken, got):
+                env[out_mask] = None  # (not the network _find_networks took it for: as before that, not followed)
+                return
+            padded = lanes.gather(-1, order)
+            bad = padded & (torch.arange(k) < (~lanes).sum(-1, keepdim=True))
+            if bool(bad.any()):
+                top = k < n
+                what, after = ("topk ranks", "ranks after it or is left out") if top else \
+                    ("sort orders", "sorts after it")
+                self._fail(env, span, m.origin, bad,
+                           lambda w, p: f"{what} lanes past the edge of '{m.origin.name}', which hold padding, ahead "
+                                        f"of lanes with data: in program {p} the result{_pos(w)} comes from a "
+                                        f"padded lane, and a lane with data {after}",
+                           advice=_sort_note(descending, top))
+            env[out_mask] = Padded(padded, m.origin) if bool(padded.any()) else None
+        return checked
+
     def _reduction(self, span, step, scan: bool, kind: str, axis: int, identity, value, mask, out, out_mask):
         """reduce / scan: the result again with the padded lanes set to the identity; a difference in a result lane
         that is not all padding is an error. The result's lanes that are all padding are padded in turn."""
@@ -579,6 +791,19 @@ class PaddedLanes:
                                                  entered) for sh, nd in zip(shadow, nodata)])
         return carried
 
+    def _carried_swap(self, op, run):
+        """flip's swap of a carried tile's pairs: the shadow's and the no-data lanes swap as the value's do."""
+        out = self.slot(op.result)
+        y, axis = self.swaps[out]
+
+        def carried(env):
+            run(env)
+            st = self._state(env, y) or self._plain(env, y)
+            shadow = None if st.shadow is None else st.shadow.flip(axis + 1)
+            nodata = None if st.nodata is None else _lanes(st.nodata, env[y]).flip(axis + 1)
+            self._set_states(env, [out], [Carried(shadow, nodata, st.origin, st.entered)])
+        return carried
+
     def _carried_select(self, op, step, run):
         """where(c, a, b): the shadow and the no-data lanes of the operand each lane takes."""
         c, a, b = ins = [self.slot(v) for v in op.operands]
@@ -628,6 +853,11 @@ class PaddedLanes:
                 got, = self._shadow(env, step, {value: torch.where(lanes, identity, x)}, [out])
                 without, = self._shadow(env, step, {value: torch.where(lanes, identity, st.shadow)}, [out])
                 bad = ~_same(got, without) & ~whole
+                if st.entered is not None and st.entered[1] is None and bool(bad.any()):
+                    # (the sizes the reduction adds up along the axis: a sum that cancels keeps their roundings)
+                    sizes = torch.where(lanes, 0, torch.maximum(x.abs(), st.shadow.abs()))
+                    scale = sizes.sum(axis, keepdim=scan) if sizes.is_floating_point() else None
+                    bad &= ~_within_roundings(got, without, scale)
                 if bool(bad.any()):
                     source = _source(st)
                     self._fail(env, span, source, bad,
@@ -772,6 +1002,16 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return same
 
 
+def _within_roundings(a: torch.Tensor, b: torch.Tensor, scale) -> torch.Tensor:
+    """Where a and b agree to a few roundings of their type at `scale` (the size of what was added up). Padding
+    left out of an update where it entered (the loop's yield) may change a value by roundings only, and rightly: a
+    Kahan sum's padded 0 still applies its compensation. Only there is a difference this small not reported."""
+    if scale is None or not a.dtype.is_floating_point:
+        return torch.zeros(a.shape, dtype=torch.bool)
+    eps = torch.finfo(a.dtype).eps
+    return (a - b).abs() <= 8 * eps * torch.maximum(torch.maximum(a.abs(), b.abs()), scale.to(a.dtype))
+
+
 def _item(x: torch.Tensor, where: tuple[int, ...]):
     idx = tuple(0 if n == 1 else i for n, i in zip(x.shape, where[len(where) - x.dim():]))
     return _text(x[idx].item())
@@ -854,6 +1094,16 @@ def _branch_yields(op) -> list:
     return [list(list(r.blocks[0].operations)[-1].operation.operands) if len(r.blocks) else [] for r in op.regions]
 
 
+def _is_step(op, kind: str | None = None) -> bool:
+    """Whether op is a network's step (NETWORK_STEP: a reduction over pairs that moves elements), of kind."""
+    return op.name == "tle.reduce" and NETWORK_STEP in str(op.location) and \
+        (kind is None or ir.StringAttr(op.attributes["kind"]).value == kind)
+
+
+def _axis(op) -> int:
+    return ir.IntegerAttr(op.attributes["axis"]).value
+
+
 def _either_lane(lanes):
     """The lanes set in any of lanes (None: none)."""
     lanes = [m for m in lanes if m is not None]
@@ -914,6 +1164,15 @@ def _combined_note(identities) -> str:
     shown = ", ".join(str(i).lower() if isinstance(i, bool) else repr(i) for i in identities)
     return (f"pad each operand's load with its value in identity=[{shown}], or set the lanes with "
             f"where(inside, x, identity) before it")
+
+
+def _sort_note(descending: bool, top: bool) -> str:
+    last = "-inf" if descending else "inf"
+    which = "topk and argtopk" if top else "a descending sort" if descending else "an ascending sort"
+    return (f"the lanes of a load outside its tensor hold the load's pad (0 unless given), on the GPU as here: pad it "
+            f"with a value that sorts last, {last} for {which} (an integer type's "
+            f"{'smallest' if descending else 'largest'} value), or set the lanes with where(inside, x, {last}) "
+            f"before it")
 
 
 def _entered_notes(st: Carried) -> list:

@@ -1367,9 +1367,10 @@ def _sort_ref(a, c, k):
     m, n = c["M"], c["L"]
     x = torch.full((m, 16), NAN, dtype=torch.float64)  # the ragged tile's padding is NaN
     x[:, :n] = a["x"].double()
-    xi = torch.zeros((m, 16), dtype=torch.int64)
+    xi = torch.full((m, 16), -2 ** 31, dtype=torch.int64)  # padded with the smallest i32
     xi[:, :n] = a["xi"].long()
     up = torch.sort(x, dim=1).values  # torch: NaN last ascending, first descending
+    x[:, n:] = -INF  # topk's load pads with -inf, which ranks last
     return {"up": up[:, :n], "down": torch.sort(xi, dim=1, descending=True).values[:, :n],
             "top": torch.sort(x, dim=1, descending=True).values[:, :4]}
 
@@ -1394,7 +1395,8 @@ def _route_ref(a, c, k):
     x[:, :n] = a["logits"].double()
     key = torch.nan_to_num(x, nan=1e308)  # NaN above every logit; -inf (the padding) stays below them
     down = torch.sort(-key, dim=1, stable=True).indices
-    up = torch.sort(key, dim=1, stable=True).indices
+    x[:, n:] = NAN  # argsort's load pads with NaN, which sorts last
+    up = torch.sort(torch.nan_to_num(x, nan=1e308), dim=1, stable=True).indices
     return {"top": torch.gather(x, 1, down[:, :4]), "ids": down[:, :4], "order": up[:, :n]}
 
 

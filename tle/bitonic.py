@@ -23,6 +23,13 @@ log2(n / k) halvings leave the k largest, descending.
 
 Everything is built with the kernel checker `ck` (its `binary`, `coerce`, `convert` and `temp`), so constants fold
 and the later stages see ordinary reshape, reduce, arithmetic and select ops.
+
+The interpreter's padded-lanes check (runtime/padded_lanes.py, `_find_networks`) recognises a network by the shape of
+its steps, and computes where the padded elements end up from the network's input: each step reads its keys through
+a reshape into pairs, has one reduction marked NetworkSpan, and ends in a reshape back, after where(take, partner,
+pairs) (_compare_and_swap: the select's last operand is the pairs) or right after the reduction (_halve); each step's
+keys are the previous step's output. A step built otherwise is not recognised, and the check then takes the network's
+result as holding no padding (tests/interp/test_padded_lanes.py has tests that fail if so).
 """
 from __future__ import annotations
 

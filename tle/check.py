@@ -3054,8 +3054,8 @@ class _KernelChecker:
         kept = T.Op(span, bits.type, "where", [self.coerce(picked, Tile("i1", shape)), bits,
                                                self.coerce(lowest, bits.type)])
         out = shape[:axis] + shape[axis + 1:]
-        # a network step's span: the padded-lanes check leaves alone a max that moves one lane (a padded row taken
-        # would warn that the max "takes in" padding), and takes the result as holding none
+        # a network step's span: the padded-lanes check does not check this max as a reduction (a padded row taken
+        # would warn that it "takes in" padding); its result is padded where the lane it picks is
         return back(T.Op(NetworkSpan.of(span), Tile(bits.type.dtype, out) if out else Scalar(bits.type.dtype),
                          "reduce", [kept], {"kind": "max", "axis": axis}))
 
@@ -3075,7 +3075,8 @@ class _KernelChecker:
         """flip(x, axis=A): the elements along axis A in reverse order; without axis=, along every axis (numpy.flip).
         No op of its own: as Triton's tl.flip, the axis is reshaped into log2(n) axes of 2 and each of them swaps
         its pair, here as sum(pair) - element in the integer type of the element's width, which is exact (integer
-        arithmetic wraps). Both paths and the interpreter then run reshapes, sums of two and subtractions."""
+        arithmetic wraps). Both paths and the interpreter then run reshapes, sums of two and subtractions (the sums
+        marked as network steps: the interpreter's padded-lanes check swaps the padded lanes at each subtraction)."""
         a = self.args(e, ("x",), (), ("axis",))
         x = self.tile_arg(a["x"], "flip")
         shape, d, span = x.type.shape, x.type.dtype, e.span

@@ -79,10 +79,10 @@ class TleError(Exception):
 
 @dataclass(frozen=True)
 class NetworkSpan(Span):
-    """The span (the call's) of a reduction over pairs that moves elements between lanes: a compare-and-swap step of
-    a sort or topk network (tle/bitonic.py), a swap of flip(). The lowering names its location "tle.network", so
-    that the interpreter's padded-lanes check (runtime/padded_lanes.py) can tell these steps, which move padded
-    lanes by design, from reductions the kernel wrote."""
+    """The span (the call's) of a reduction that moves elements between lanes: a compare-and-swap step or a halving
+    of a sort or topk network (tle/bitonic.py), a swap of flip(), take()'s max. The lowering names its location
+    "tle.network", so that the interpreter's padded-lanes check (runtime/padded_lanes.py) can tell these steps from
+    reductions the kernel wrote: it moves the padded lanes with the elements instead of checking them."""
 
     @staticmethod
     def of(span: Span) -> "NetworkSpan":

@@ -1,6 +1,7 @@
 """The interpreter's padded-lanes check (runtime/padded_lanes.py): a TlePaddingWarning where a result takes in the
 lanes a load padded past its tensor's edge, and none where the kernel keeps them out (an identity pad, a where(),
-whole rows of a block past the tensor, a forward scan, sort networks)."""
+whole rows of a block past the tensor, a forward scan, a sort padded to sort last); flip, take and sort networks
+move the padding with the elements."""
 import warnings
 
 import pytest
@@ -235,6 +236,189 @@ def test_sorting_a_row_padded_to_sort_last_does_not_warn():
     x, y = torch.randn(10), torch.empty(10)
     assert launch(src, "s", (1,), x, y) == []
     assert torch.equal(y, x.sort().values)
+
+
+# ---- sort, topk, flip and take move the padding with the elements ---------------------------------------------------
+TOP4 = """
+kernel top4(x: tensor<f32>[M, N], vals: tensor<f32>[M, 4], ids: tensor<i32>[M, 4]) {
+    let t = load(x, tile=[1, 1024], at=[program_id(0), 0]PAD)
+    store(ids, argtopk(t, 4), at=[program_id(0), 0])
+    store(vals, topk(t, 4), at=[program_id(0), 0])
+}
+"""
+
+
+def test_the_top_k_of_negative_logits_padded_with_0_warns_at_argtopk_and_one_padded_with_minus_inf_does_not():
+    """The porter's router: the top 4 of 1000 negative logits loaded with the default pad are the padding's zeros,
+    their positions past the row. One warning, at argtopk (topk reads its values out of the same network)."""
+    x = -torch.rand(2, 1000) - 1.0
+    vals, ids = torch.empty(2, 4), torch.empty(2, 4, dtype=torch.int32)
+    got = launch(TOP4.replace("PAD", ""), "top4", (2,), x, vals, ids)
+    assert len(got) == 1, got
+    lines = got[0].splitlines()
+    assert lines[0].startswith("<string>:4:16: warning: topk ranks lanes past the edge of 'x', which hold padding, "
+                               "ahead of lanes with data: in program (0, 0, 0) the result at tile element [0, 0] "
+                               "comes from a padded lane"), lines[0]
+    assert "store(ids, argtopk(t, 4)" in lines[1]
+    assert any("note: the load that pads 'x' with 0" in line for line in lines)
+    assert any("pad it with a value that sorts last, -inf for topk and argtopk" in line for line in lines)
+    assert torch.equal(vals, torch.zeros(2, 4)) and torch.equal(ids[0], torch.arange(1000, 1004, dtype=torch.int32))
+    assert launch(TOP4.replace("PAD", ", pad=-inf"), "top4", (2,), x, vals, ids) == []
+    assert torch.equal(ids.long(), x.topk(4).indices) and torch.equal(vals, x.topk(4).values)
+
+
+def test_a_top_k_that_leaves_a_value_out_for_padding_warns_and_its_lanes_past_the_data_are_padding():
+    src = """
+    kernel k(x: tensor<f32>[N], y: tensor<f32>[K], ids: tensor<i32>[K], s: tensor<f32>[M]) {
+        let t = load(x, tile=[8]PAD)
+        store(ids, argtopk(t, 4))
+        store(y, topk(t, 4))
+        store(s, sum(topk(t, 4)))
+    }
+    """
+    y, ids, s = torch.empty(4), torch.empty(4, dtype=torch.int32), torch.empty(1)
+    # 3 elements padded with 0: the top 4 hold 5, 4 and two zeros of the padding, and -1 is left out (one network:
+    # both topk read argtopk's; the sum of the padding's zeros changes nothing)
+    got = launch(src.replace("PAD", ""), "k", (1,), torch.tensor([5.0, 4.0, -1.0]), y, ids, s)
+    assert len(got) == 1 and "<string>:4:20: warning: topk ranks lanes past the edge of 'x'" in got[0], got
+    assert "the result at tile element [2] comes from a padded lane" in got[0]
+    # padded with -inf: the fourth lane is the padding's -inf, which the sum takes in
+    got = launch(src.replace("PAD", ", pad=-inf"), "k", (1,), torch.tensor([5.0, 4.0, -1.0]), y, ids, s)
+    assert len(got) == 1 and "sum takes in lanes past the edge of 'x'" in got[0], got
+    assert ids.tolist()[:3] == [0, 1, 2] and y.tolist()[:3] == [5.0, 4.0, -1.0]
+
+
+FLIP_CUMMAX = """
+kernel suffix_max(x: tensor<f32>[M, N], y: tensor<f32>[M, N]) {
+    let t = load(x, tile=[1, 16], at=[program_id(0), 0]PAD)
+    store(y, flip(cummax(flip(t, axis=1), axis=1), axis=1), at=[program_id(0), 0])
+}
+"""
+
+
+def test_a_reverse_cummax_through_flip_warns_as_reverse_true_does_and_one_padded_with_minus_inf_does_not():
+    """flip() moves the padding: a flipped ragged row starts with it, so a running max over it takes it in."""
+    x, y = -torch.rand(1, 10) - 1, torch.empty(1, 10)
+    got = launch(FLIP_CUMMAX.replace("PAD", ""), "suffix_max", (1,), x, y)
+    assert len(got) == 1 and "cumulative max along axis 1 takes in lanes past the edge of 'x', which hold padding: " \
+                              "in program (0, 0, 0) the result at tile element [0, 6] is 0 with them" in got[0], got
+    assert torch.equal(y, torch.zeros(1, 10))
+    assert launch(FLIP_CUMMAX.replace("PAD", ", pad=-inf"), "suffix_max", (1,), x, y) == []
+    assert torch.equal(y, x.flip(1).cummax(1).values.flip(1))
+
+
+@pytest.mark.parametrize("axis", ["axis=1", "axis=0", ""])
+def test_a_flip_of_a_ragged_row_moves_its_padding(axis):
+    """Summed, the padding's 0 changes nothing; a max takes it in; padded with -inf, it does not (the padded lanes
+    followed to where flip() put them, not left where they were)."""
+    src = """
+    kernel k(x: tensor<f32>[M, N], y: tensor<f32>[M]) {
+        let t = flip(load(x, tile=[2, 16], at=[0, 0]PAD)AXIS)
+        store(y, OP(t, axis=1), at=[0])
+    }
+    """.replace("AXIS", f", {axis}" if axis else "")
+    x, y = -torch.rand(2, 10) - 1, torch.empty(2)
+    rows = (lambda r: r) if axis == "axis=1" else (lambda r: r.flip(0))  # flip(t, axis=0) swaps the two rows
+    assert launch(src.replace("PAD", "").replace("OP", "sum"), "k", (1,), x, y) == []
+    assert torch.allclose(y, rows(x.sum(1)))
+    got = launch(src.replace("PAD", "").replace("OP", "max"), "k", (1,), x, y)
+    assert len(got) == 1 and "max along axis 1 takes in lanes past the edge of 'x'" in got[0], got
+    assert launch(src.replace("PAD", ", pad=-inf").replace("OP", "max"), "k", (1,), x, y) == []
+    assert torch.equal(y, rows(x.amax(1)))
+
+
+SORT_ROWS = """
+kernel k(x: tensor<f32>[M, N], y: tensor<f32>[M, N], ids: tensor<i32>[M, N]) {
+    let t = load(x, tile=[4, 16], at=[0, 0]PAD)
+    store(y, sort(tDESC), at=[0, 0])
+    store(ids, argsort(tDESC), at=[0, 0])
+}
+"""
+
+
+@pytest.mark.parametrize("descending,last,first", [(False, "inf", "-inf"), (True, "-inf", "inf")])
+def test_a_sort_warns_where_padding_sorts_ahead_of_data(descending, last, first):
+    """Rows 3 of a block of 4 is past the tensor (all padding: not checked); a pad that sorts last passes, also where
+    it equals a value of the row (equal values keep the one with data first)."""
+    src = SORT_ROWS.replace("DESC", ", descending=true" if descending else "")
+    x = torch.randn(3, 10)
+    x[1, 4] = float(last)  # a value equal to the pad
+    y, ids = torch.empty(3, 10), torch.empty(3, 10, dtype=torch.int32)
+    want = torch.sort(x, dim=1, descending=descending, stable=True)
+    assert launch(src.replace("PAD", f", pad={last}"), "k", (1,), x, y, ids) == []
+    assert torch.equal(y, want.values) and torch.equal(ids.long(), want.indices)
+    got = launch(src.replace("PAD", f", pad={first}"), "k", (1,), x, y, ids)
+    assert len(got) == 2 and all("sort orders lanes past the edge of 'x', which hold padding, ahead of lanes with "
+                                 "data: in program (0, 0, 0) the result at tile element [0, 0] comes from a padded "
+                                 "lane" in g for g in got), got
+    assert any(f"a value that sorts last, {last} for {'a descending' if descending else 'an ascending'} sort" in g
+               for g in got)
+    assert (ids[:, 0] >= 10).all()  # positions of the padding
+
+
+def test_the_padding_a_sort_moves_to_the_end_of_the_row_is_padding_there():
+    """Two ragged rows of a block sorted as one row of 16: the padding in the middle (lanes 3 .. 7 and 11 .. 15)
+    ends in lanes 6 .. 15, and a sum takes it in there, not where it was."""
+    src = """
+    kernel k(x: tensor<f32>[M, N], s: tensor<f32>[K], w: tensor<f32>[K]) {
+        let r = sort(reshape(load(x, tile=[2, 8], at=[0, 0], pad=inf), [16]))
+        store(s, sum(r))
+        store(w, sum(where(arange(0, 16) < 2 * N, r, 0.0)))
+    }
+    """
+    x, s, w = torch.randn(2, 3), torch.empty(1), torch.empty(1)
+    got = launch(src, "k", (1,), x, s, w)
+    assert len(got) == 1 and "<string>:4:18: warning: sum takes in lanes past the edge of 'x'" in got[0], got
+    assert torch.allclose(w, x.sum().reshape(1))
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "i8", "i16", "i64"])
+def test_sort_and_topk_move_the_padding_of_each_element_type(dtype):
+    """Every key width (i8 and i16 keys sum their pairs in i32): the padding moves to the end of an ascending sort
+    and of a top k, where a sum takes it in (a pad that sorts last is no sum's identity), and where() that sets
+    those lanes to 0 leaves it out."""
+    bits = int(dtype[1:]) if dtype[0] == "i" else 0
+    hi, lo = ("inf", "-inf") if not bits else (str(2 ** (bits - 1) - 1), str(-2 ** (bits - 1)))
+    src = f"""
+    kernel k(x: tensor<{dtype}>[M, N], y: tensor<{dtype}>[K], top: tensor<{dtype}>[L], s: tensor<f32>[J]) {{
+        let r = sort(reshape(load(x, tile=[2, 8], at=[0, 0], pad={hi}), [16]))
+        let t = topk(reshape(load(x, tile=[2, 8], at=[0, 0], pad={lo}), [16]), 8)
+        store(y, r)
+        store(top, t)
+        store(s, cast<f32>(sum(where(arange(0, 16) < 2 * N, r, cast<{dtype}>(0)))), at=0)
+        store(s, cast<f32>(sum(where(arange(0, 8) < 2 * N, t, cast<{dtype}>(0)))), at=1)
+        store(s, cast<f32>(sum(r)), at=2)
+    }}
+    """
+    td = getattr(torch, {"f16": "float16", "bf16": "bfloat16", "i8": "int8", "i16": "int16", "i64": "int64"}[dtype])
+    x = torch.tensor([[3, -1, 2], [2, 5, -4]]).to(td)
+    y, top, s = torch.empty(16, dtype=td), torch.empty(8, dtype=td), torch.empty(3)
+    got = launch(src, "k", (1,), x, y, top, s)
+    assert len(got) == 1 and "<string>:9:28: warning: sum takes in lanes past the edge of 'x'" in got[0], got
+    assert torch.equal(y[:6], x.flatten().sort().values)
+    assert torch.equal(top[:6], x.flatten().sort(descending=True).values)
+    assert s[:2].tolist() == [7.0, 7.0]
+
+
+def test_a_take_of_a_padded_lane_is_padding_and_of_a_lane_with_data_is_not():
+    """take(t, k, axis=A) (where + max on the bits, for a run-time k): padded where the lane it takes is."""
+    src = """
+    kernel k(x: tensor<f32>[M, N], y: tensor<f32>[K], k: i32, r: i32) {
+        let t = load(x, tile=[2, 16], at=[0, 0], pad=-inf)
+        let u = load(x, tile=[2, 16], at=[0, 0])
+        store(y, max(where(arange(0, 16) == 0, take(take(u, r, axis=0), k), take(t, r, axis=0))))
+    }
+    """
+    x, y = -torch.rand(2, 10) - 1, torch.empty(1)
+    assert launch(src, "k", (1,), x, y, 3, 1) == []  # the element at 3: data
+    assert torch.equal(y, x[1].max().reshape(1))
+    got = launch(src, "k", (1,), x, y, 12, 1)  # at 12: padding, 0, now the largest
+    assert len(got) == 1 and "max takes in lanes past the edge of 'x'" in got[0], got
+    assert torch.equal(y, torch.zeros(1))
+    # the row taken along axis 0 keeps its padded lanes (its 10 .. 15, 0 in u): a max over it warns
+    got = launch(src.replace("where(arange(0, 16) == 0, take(take(u, r, axis=0), k), take(t, r, axis=0))",
+                             "take(u, r, axis=0)"), "k", (1,), x, y, 12, 1)
+    assert len(got) == 1 and "max takes in lanes past the edge of 'x'" in got[0], got
 
 
 def test_a_reduction_over_pairs_that_the_kernel_wrote_is_checked():
@@ -624,7 +808,7 @@ def test_a_kahan_sum_of_lanes_padded_with_1_warns_and_with_0_does_not():
     x, y = torch.randn(3, 21), torch.empty(3)
     got = launch(WELFORD, "kahan", (3,), x, y, PAD=1.0)
     assert len(got) == 1 and "sum along axis 1 takes in padding of 'x'" in got[0]
-    assert torch.allclose(y, x.sum(1) + 3)
+    assert torch.allclose(y, x.sum(1) + 3, atol=1e-5)
     assert launch(WELFORD, "kahan", (3,), x, y, PAD=0.0) == []
     assert torch.allclose(y, x.sum(1), atol=1e-5)
 
