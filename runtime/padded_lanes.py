@@ -35,6 +35,7 @@ Masks do not cross ops outside the rules below: a value whose padding is not fol
 check can miss a case but never invents one."""
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Callable
 
@@ -73,14 +74,29 @@ _CARRIES = frozenset(_SHAPE) | {"arith.select", "tle.join", "tle.reduce", "tle.s
 _NOTE = ("the lanes of a load outside its tensor hold the load's pad (0 unless given), on the GPU as here: give the "
          "load a pad= that this op leaves unchanged (sum: 0, max: -inf, min: inf, product: 1), or set the lanes with "
          "where(inside, x, identity) before it")
+_NOTE_GATHERED = ("a gather's lanes that its mask= leaves out hold its other= (0 unless given), on the GPU as here: "
+                  "give the gather an other= that this op leaves unchanged (sum: 0, max: -inf, min: inf, product: 1), "
+                  "or set the lanes with where(mask, x, identity) before it")
 
 
 class Origin:
-    """Where a mask's padding came from: the load's span, its tensor's name and its pad value."""
-    __slots__ = ("span", "name", "pad")
+    """Where a mask's padding came from: the load's span, its tensor's name and its pad value; or a gather's, whose
+    mask= leaves lanes out (`gathered`), and its other= value."""
+    __slots__ = ("span", "name", "pad", "gathered")
 
-    def __init__(self, span, name: str, pad):
-        self.span, self.name, self.pad = span, name, pad
+    def __init__(self, span, name: str, pad, gathered: bool = False):
+        self.span, self.name, self.pad, self.gathered = span, name, pad, gathered
+
+    @property
+    def lanes(self) -> str:
+        return f"lanes of '{self.name}' that a gather's mask= leaves out" if self.gathered else \
+            f"lanes past the edge of '{self.name}'"
+
+    def note(self) -> Note:
+        if self.gathered:
+            return Note(f"the gather whose mask= leaves lanes of '{self.name}' out: they hold other="
+                        f"{_text(self.pad)}", self.span)
+        return Note(f"the load that pads '{self.name}' with {_text(self.pad)}", self.span)
 
 
 class PaddedLanes:
@@ -113,7 +129,8 @@ class PaddedLanes:
             else:
                 padded = any(s in self.masks for s in ins) and op.name != "tle.histogram" and self._follows(op, first)
             # (a loop's tiles: the lanes that never took in data are padding after it, _Loop.leave)
-            if op.name == "tle.load" or padded:
+            # (a gather with mask=: its lanes the mask leaves out hold other=, as a load's past the edge hold pad=)
+            if op.name == "tle.load" or padded or (op.name == "tle.gather" and operand_groups(op)[2]):
                 for r in op.results:
                     self.masks[self.slot(r)] = self.slot(("padded lanes of", r))
             elif op.name in ("scf.for", "scf.if"):  # (an if's: those of what the branch taken yields, branch())
@@ -323,6 +340,8 @@ class PaddedLanes:
                 return self._swapped(step, *self.swaps[first], out_mask)
             return self._picked(step, *self.picks[first], out_mask)
         ins = [self.masks.get(self.slot(v)) for v in op.operands]
+        if name == "tle.gather" and operand_groups(op)[2]:
+            return self._gather(op, span, step, ins, self.masks[first])
         if not any(m is not None for m in ins) or not self._follows(op, first):
             return step
         values = [self.slot(v) for v in op.operands]
@@ -346,7 +365,7 @@ class PaddedLanes:
         if name == "tle.tile_gather":
             return self._tile_gather(step, values, ins, outs[0], out_masks[0])
         if name == "tle.gather":
-            return self._gather(op, step, ins, out_masks[0])
+            return self._gather(op, span, step, ins, out_masks[0])
         if name == "tle.histogram":
             return self._histogram(op, span, step, values, ins)
         if name == "tle.dot":
@@ -467,20 +486,31 @@ class PaddedLanes:
             env[out_mask] = _either(took, mi)
         return carried
 
-    def _gather(self, op, step, masks, out_mask):
-        """A gather from memory: lanes at padded indices (where its mask= lets them load)."""
+    def _gather(self, op, span, step, masks, out_mask):
+        """A gather from memory: lanes at padded indices (where its mask= lets them load), and the lanes its mask=
+        leaves out, which hold other= (0 unless given), as a load's lanes past the tensor's edge hold its pad: a
+        segment's max(gather(vals, s + arange(0, B), mask=arange(0, B) < n)) over negative values is 0 there."""
         groups = operand_groups(op)
         n_idx = len(groups[1])
         idx_masks = masks[1:1 + n_idx]
         user_mask = self.slot(groups[2][0]) if groups[2] else None
+        view = self.slot(groups[0][0])
+        other = _attr_value(op.attributes["other"], self.type_info(op.result.type)[0]) if user_mask is not None \
+            else None
+        op_out = self.slot(op.result)
 
         def carried(env):
             step(env)
             m = _either(*[env[s] for s in idx_masks if s is not None])
-            if m is not None and user_mask is not None:
+            if user_mask is not None:
+                out = env[op_out]
                 loads = env[user_mask]  # a bool tile, or a scalar per program
-                loads = loads.reshape(*loads.shape, *[1] * (m.mask.dim() - loads.dim()))
-                m = Padded(m.mask & loads, m.origin)
+                loads = loads.reshape(*loads.shape, *[1] * (out.dim() - loads.dim()))
+                if m is not None:
+                    m = Padded(m.mask & loads, m.origin)
+                left_out = ~loads
+                if bool(left_out.any()):
+                    m = _either(m, Padded(left_out, Origin(span, env[view].name, other, gathered=True)))
             env[out_mask] = m
         return carried
 
@@ -551,7 +581,7 @@ class PaddedLanes:
                 what, after = ("topk ranks", "ranks after it or is left out") if top else \
                     ("sort orders", "sorts after it")
                 self._fail(env, span, m.origin, bad,
-                           lambda w, p: f"{what} lanes past the edge of '{m.origin.name}', which hold padding, ahead "
+                           lambda w, p: f"{what} {m.origin.lanes}, which hold padding, ahead "
                                         f"of lanes with data: in program {p} the result{_pos(w)} comes from a "
                                         f"padded lane, and a lane with data {after}",
                            advice=_sort_note(descending, top))
@@ -581,8 +611,7 @@ class PaddedLanes:
                     self._fail(env, span, m.origin, bad,
                                # (a 1-D tile's axis goes unsaid: sum(t) of a 2-D t reduces its flattened 1-D)
                                lambda w, p: f"{what}{f' along axis {axis - 1}' if scan or x.dim() > 2 else ''} takes "
-                                            f"in lanes past the edge of "
-                                            f"'{m.origin.name}', which hold padding: in program {p} the result"
+                                            f"in {m.origin.lanes}, which hold padding: in program {p} the result"
                                             f"{_pos(w)} is {_item(got, w)} with them and {_item(without, w)} "
                                             f"without")
             env[out_mask] = Padded(whole, m.origin)
@@ -632,7 +661,7 @@ class PaddedLanes:
                         result = f" {j + 1}" if several else ""
                         self._fail(env, span, origin, bad,
                                    lambda at, p: f"{what}{f' along axis {axis - 1}' if scan or g.dim() > 2 else ''} "
-                                                 f"takes in lanes past the edge of '{origin.name}', which hold "
+                                                 f"takes in {origin.lanes}, which hold "
                                                  f"padding: in program {p} the result{result}{_pos(at)} is "
                                                  f"{_item(g, at)} with them and {_item(w, at)} without them",
                                    advice=_combined_note(identities))
@@ -673,7 +702,7 @@ class PaddedLanes:
                 if bool(bad.any()):
                     origin = (ma if moved[0] else mb).origin
                     self._fail(env, span, origin, bad,
-                               lambda w, p: f"dot adds products of lanes past the edge of '{origin.name}', which "
+                               lambda w, p: f"dot adds products of {origin.lanes}, which "
                                             f"hold padding that is not 0: in program {p} the result{_pos(w)} is "
                                             f"{_item(got, w)} with them and {_item(without, w)} without")
             env[out_mask] = None if whole is None else Padded(whole, (ma or mb or mc).origin)
@@ -695,7 +724,7 @@ class PaddedLanes:
                 counted = counted & env[user_mask]
             if bool(counted.any()):
                 self._fail(env, span, m.origin, counted,
-                           lambda w, p: f"histogram counts lanes past the edge of '{m.origin.name}', which hold "
+                           lambda w, p: f"histogram counts {m.origin.lanes}, which hold "
                                         f"padding: in program {p} the lane{_pos(w)} holds {_item(x, w)}, one of "
                                         f"the {bins} bins",
                            ["pass mask= with the lanes inside the tensor"])
@@ -963,9 +992,16 @@ class PaddedLanes:
         if span in self.warned:
             return
         where = tuple(bad.nonzero()[0].tolist())
-        problem = TleError(span, describe(where, self.program_of(env, where[0])),
-                           [Note(f"the load that pads '{origin.name}' with {_text(origin.pad)}", origin.span),
-                            *notes, advice])
+        message = describe(where, self.program_of(env, where[0]))
+        notes = list(notes)
+        if " is nan with " in message and isinstance(origin.pad, float) and math.isinf(origin.pad):
+            # (an online softmax over blocks: lanes that only ever held -inf give exp(-inf - -inf); the pad is right
+            # for the max, so the generic advice alone would mislead)
+            notes.append(Note(f"the pad {_text(origin.pad)} made a NaN before this op, in arithmetic on lanes that "
+                              f"held nothing else (inf - inf, 0 * inf): exp(t - m) where m is still -inf, say; guard "
+                              f"it (where(m == -inf, 0.0, exp(t - m))) or set those lanes before this op"))
+        problem = TleError(span, message, [origin.note(), *notes,
+                                           _NOTE_GATHERED if origin.gathered and advice is _NOTE else advice])
         # Attributed to the kernel's line (Python shows that line under the warning), not to the interpreter's
         warnings.warn_explicit(render(problem, "warning"), TlePaddingWarning, span.file, span.line)
         self.warned.add(span)  # after: where the warning is an error, every launch raises it
@@ -1151,7 +1187,7 @@ def _source(st: Carried) -> Origin:
 
 def _attr_value(a, elem: str):
     """An identity= entry's Python value, for an operand of element type elem."""
-    if elem in FLOATS:
+    if elem in FLOATS or elem.startswith(("f", "bf")):  # (the interpreter names 8-bit floats f8E4M3FN, ...)
         return ir.FloatAttr(a).value
     v = ir.IntegerAttr(a).value
     return bool(v) if elem == "i1" else v

@@ -819,3 +819,58 @@ def test_a_choice_on_the_loop_index_is_no_data():
     x, y = -1 - torch.rand(3, 5), torch.empty(3)
     assert launch(WELFORD, "first_block_replaces", (3,), x, y) == []
     assert torch.equal(y, x.amax(1))
+
+
+SEGMENT_MAX = """
+kernel segment_max<BLOCK: int = 64, OTHER: float = 0.0>(rowptr: tensor<i32>[M1], vals: tensor<f32>[NNZ],
+                                                        y: tensor<f32>[M]) {
+    let s = load(rowptr, at=program_id(0))
+    let n = load(rowptr, at=program_id(0) + 1) - s
+    let v = gather(vals, s + arange(0, BLOCK), mask=arange(0, BLOCK) < n, other=OTHER)
+    store(y, max(v), at=program_id(0))
+}
+"""
+
+
+def test_a_gathers_lanes_its_mask_leaves_out_are_checked_as_a_loads_padding():
+    """A CSR segment's max over a masked gather: the lanes the mask leaves out hold other= (0), which a max of
+    negative values takes; other=-inf leaves them out."""
+    rowptr = torch.tensor([0, 5, 9, 16], dtype=torch.int32)
+    vals, y = -1 - torch.rand(16), torch.empty(3)
+    got = launch(SEGMENT_MAX, "segment_max", (3,), rowptr, vals, y)
+    assert len(got) == 1
+    lines = got[0].splitlines()
+    assert "warning: max takes in lanes of 'vals' that a gather's mask= leaves out, which hold padding: in program " \
+           "(0, 0, 0) the result is 0 with them and" in lines[0]
+    assert any("note: the gather whose mask= leaves lanes of 'vals' out: they hold other=0" in line for line in lines)
+    assert any("give the gather an other= that this op leaves unchanged" in line for line in lines)
+    assert torch.equal(y, torch.zeros(3))
+    assert launch(SEGMENT_MAX, "segment_max", (3,), rowptr, vals, y, OTHER=float("-inf")) == []
+    assert torch.equal(y, torch.stack([vals[0:5].max(), vals[5:9].max(), vals[9:16].max()]))
+
+
+ONLINE_LSE = """
+kernel lse<BLOCK: int = 128>(x: tensor<f32>[M, C], out: tensor<f32>[M]) {
+    let row = program_id(0)
+    var mx = full<f32>[1, BLOCK](-inf)
+    var l = zeros<f32>[1, BLOCK]
+    for k in range(cdiv(C, BLOCK)) {
+        let t = load(x, tile=[1, BLOCK], at=[row, k], pad=-inf)
+        let nm = max(mx, t)
+        l = l * exp(mx - nm) + exp(t - nm)
+        mx = nm
+    }
+    let gm = max(mx, axis=1, keepdims=true)
+    store(out, reshape(gm + log(sum(l * exp(mx - gm), axis=1, keepdims=true)), [1]), at=row)
+}
+"""
+
+
+def test_a_nan_the_infinite_pad_made_is_told_to_be_guarded_where_it_was_made():
+    """Lanes that only ever held -inf give exp(-inf - -inf) = NaN: the pad is right for the max, so the warning says
+    where a NaN like that comes from and how to guard it, beside the generic advice."""
+    x, out = torch.randn(2, 100), torch.empty(2)
+    got = launch(ONLINE_LSE, "lse", (2,), x, out)
+    assert len(got) == 1 and "is nan with them" in got[0]
+    assert "note: the pad -inf made a NaN before this op" in got[0]
+    assert "where(m == -inf, 0.0, exp(t - m))" in got[0]
