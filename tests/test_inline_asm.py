@@ -2,6 +2,8 @@
 where a mistake in the PTX is reported, what `auto` and the interpreter do with it."""
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -80,5 +82,10 @@ def test_a_tied_input_and_a_clobber_are_not_operands_to_count():
 def test_a_discarded_asm_runs_only_where_it_is_not_pure(pure):
     text = ("kernel k(x: tensor<i32>[N]) {\n    let t = load(x, tile=[128], at=program_id(0))\n"
             f'    let _ = asm<i32>("add.s32 $0, $1, 7;", "=r,r", t, pure={pure})\n}}\n')
-    ptx = compile_kernel(load_program(text, "d.tle"), "k", {}, backend="triton", stop="ptx").stages["ptx"]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ptx = compile_kernel(load_program(text, "d.tle"), "k", {}, backend="triton", stop="ptx").stages["ptx"]
     assert ("add.s32" in ptx and ", 7;" in ptx) == (pure == "false")
+    # a pure asm whose result goes nowhere leaves a kernel that writes nothing, which is said
+    said = [str(w.message) for w in seen if issubclass(w.category, tle.TleWarning)]
+    assert (len(said) == 1 and "kernel 'k' writes nothing" in said[0]) == (pure == "true")

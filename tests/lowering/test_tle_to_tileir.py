@@ -1442,8 +1442,8 @@ kernel k<H: int = 8, D: int = 128>(x: tensor<bf16>[NT, H, D], y: tensor<bf16>[NS
                                                                                           "G: int = 1"),
      None, 0),                                                    # a unit axis: no groups
     (MOE, "gathered through pointers", 10),                       # the MoE GEMM: 3.1x slower on Tile IR
-    (CONV1D, "shifts with the loop's counter", 13),               # Mamba's causal conv1d: 1.5-1.75x
-    (DWCONV, "shifts with the loop's counter", 14),               # a depthwise 3x3 convolution: 1.3-1.4x
+    (CONV1D, "moves with the loop's counter", 13),               # Mamba's causal conv1d: 1.5-1.75x
+    (DWCONV, "moves with the loop's counter", 14),               # a depthwise 3x3 convolution: 1.3-1.4x
     (DWCONV.replace("let ww = col + k % 3 - 1", "let ww = col"), None, 0),  # only a leading axis shifts
     (DWCONV.replace("let ww = col + k % 3 - 1", "let ww = col + k * BW"), None, 0),  # a tile a step: streaming
     (ROW_GATHER, None, 0),                   # the counter picks the leading axis (paged attention: 1.5x faster)
