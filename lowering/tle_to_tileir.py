@@ -1286,19 +1286,20 @@ class _Kernel:
         x = self.get(op.operands[0])
         self.set(op.result, ct.atan2(x, self.const(1.0, self.shape(x), self.elem(x))))
 
-    # log1p, expm1, asin and acos: Tile IR has none of them, so each is composed of ops it has, in f32 for f16 and
-    # bf16 (rounded once, as every math function on those types) and in the operand's type for f32 and f64. The
-    # forms keep the digits the plain ones lose: near 0 for log1p and expm1, near +-1 for asin and acos. Each is
-    # within 2 ulp of the exact value where its parts (log, exp, sqrt, atan2) are correctly rounded (f32; the
-    # emitted ops run on numpy in tests/lowering/test_tle_to_tileir.py); libdevice's, on the native path, within 1-2.
     def math_in_f32(self, op, compute):
-        """op's result: compute(x) on its operand, through f32 for f16 and bf16."""
+        """op's result: compute(x) on its operand, through f32 for f16 and bf16 (rounded once, as every math function
+        on those types), in the operand's own type for f32 and f64: the math functions Tile IR lacks, composed of
+        ops it has."""
         x = self.get(op.operands[0])
         elem = self.elem(x)
         narrow = elem in ("f16", "bf16")
         r = compute(ct.ftof(x, "f32") if narrow else x)
         self.set(op.result, ct.ftof(r, elem) if narrow else r)
 
+    # log1p, expm1, asin and acos: Tile IR has none of them. The forms keep the digits the plain ones lose: near 0
+    # for log1p and expm1, near +-1 for asin and acos. Each is within 2 ulp of the exact value where its parts (log,
+    # exp, sqrt, atan2) are correctly rounded (f32; the emitted ops run on numpy in tests/lowering/
+    # test_tle_to_tileir.py); libdevice's, on the native path, within 1-2.
     def op_math_log1p(self, op):
         """log(1 + x) as x * (log(u) / (u - 1)) with u = 1 + x rounded (Goldberg, "What every computer scientist
         should know about floating-point arithmetic", theorem 4): the rounding error of u cancels in the quotient.
@@ -1352,27 +1353,22 @@ class _Kernel:
         integer, ties to even, and subtracting 2^(p-1) again is exact; then x's sign bit goes back on (round(-0.3)
         is -0.0). From 2^(p-1) up every float is an integer, so larger |x|, infinities and NaN stay as they are.
         f16 and bf16 go through f32, which holds each of their values and rounds them the same."""
-        x = self.get(op.operands[0])
-        elem, shape = self.elem(x), self.shape(x)
-        wide = "f64" if elem == "f64" else "f32"
-        a = ct.ftof(x, wide) if elem != wide else x
-        fraction, ity, sign_bit = (52, "i64", 63) if wide == "f64" else (23, "i32", 31)
-        magic = self.const(float(2 ** fraction), shape, wide)
-        mag = ct.absf(a)
-        r = ct.subf(ct.addf(mag, magic), magic)
-        sign = ct.andi(ct.bitcast(a, ity), self.const(-(1 << sign_bit), shape, ity))
-        r = ct.bitcast(ct.ori(ct.bitcast(r, ity), sign), wide)
-        r = ct.select(ct.cmpf("less_than", mag, magic), r, a)
-        self.set(op.result, ct.ftof(r, elem) if elem != wide else r)
+        def compute(a):
+            wide, shape = self.elem(a), self.shape(a)
+            fraction, ity, sign_bit = (52, "i64", 63) if wide == "f64" else (23, "i32", 31)
+            magic = self.const(float(2 ** fraction), shape, wide)
+            mag = ct.absf(a)
+            r = ct.subf(ct.addf(mag, magic), magic)
+            sign = ct.andi(ct.bitcast(a, ity), self.const(-(1 << sign_bit), shape, ity))
+            r = ct.bitcast(ct.ori(ct.bitcast(r, ity), sign), wide)
+            return ct.select(ct.cmpf("less_than", mag, magic), r, a)
+        self.math_in_f32(op, compute)
 
     def op_math_erf(self, op):
-        x = self.get(op.operands[0])
-        elem = self.elem(x)
-        if elem == "f64":
+        if self.elem(self.get(op.operands[0])) == "f64":
             self.fail(op, "erf of f64 has no Tile IR lowering (Tile IR has no erf; only libdevice's f32 erff is "
                           "reproduced)")
-        r = self.erf_f32(ct.ftof(x, "f32") if elem != "f32" else x)
-        self.set(op.result, ct.ftof(r, elem) if elem != "f32" else r)
+        self.math_in_f32(op, self.erf_f32)
 
     def erf_f32(self, a: "ir.Value") -> "ir.Value":
         """libdevice's __nv_erff, op for op."""

@@ -815,7 +815,7 @@ class CompiledKernel:
         self.arg_types = [str(a.type) for a in entry.arguments]
         self.arg_names = _arg_names(func, len(self.arg_slots))
         self.poison = self._taint(entry, lambda op: op.name == "tle.undef", through_ops=False)
-        self.padded = PaddedLanes(func, self._slot, _ELEMENTWISE, _program_of, type_info, _identity)
+        self.padded = PaddedLanes(func, self._slot, _ELEMENTWISE, _program_of, type_info, _identity, _scalar_attr)
         self.varying = self._taint(entry, lambda op: op.name in ("tle.program_id", "tle.atomic"), through_ops=True)
         self.batched = not self._control_varies(entry)
         # Arguments whose storage a read-write race can involve (_ReadClaims): none where an atomic's result is read.
@@ -1510,18 +1510,18 @@ class CompiledKernel:
             lead = max(x.shape[0] for x in xs)
             xs = [x.expand(lead, *x.shape[1:]) for x in xs]
             left_out = env[skip] if skip is not None else None
-            if left_out is None:  # (a rerun that leaves lanes out has run the checks on these values already)
-                if identities is not None:
-                    check_identities(env, xs)
-                if reverse:
-                    xs = [x.flip(axis) for x in xs]
-                if xs[0].shape[axis] >= 3:
-                    check_associates(env, [x.unbind(axis) for x in xs])
-            elif reverse:
+            checking = left_out is None  # (a rerun that leaves lanes out has run the checks on these values already)
+            if checking and identities is not None:
+                check_identities(env, xs)
+            if reverse:
                 xs = [x.flip(axis) for x in xs]
-                left_out = left_out.expand(xs[0].shape).flip(axis)
             columns = [x.unbind(axis) for x in xs]
-            gaps = left_out.expand(xs[0].shape).unbind(axis) if left_out is not None else None
+            if checking and xs[0].shape[axis] >= 3:
+                check_associates(env, columns)
+            gaps = None
+            if left_out is not None:
+                left_out = left_out.expand(xs[0].shape)
+                gaps = (left_out.flip(axis) if reverse else left_out).unbind(axis)
             acc = [c[0] for c in columns]
             started = ~gaps[0] if gaps is not None else None  # lanes whose fold has taken in an element
             done = [[a] for a in acc]

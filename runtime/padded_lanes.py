@@ -11,8 +11,8 @@ kept in an env slot of its own beside the value's (None: no such lane). Loads se
 select ops carry it; reductions, scans, dots and histograms check it: they run again with the padded lanes set to
 the op's identity (0 for a sum, -inf for a max, ...), and where a result that is not itself all padding differs,
 the kernel depends on its padding. A reduce or scan with combine= (whose identity is optional) runs again with the
-padded lanes left out of its fold instead. A padded lane that holds the identity already (pad=-inf under a max, a where()
-that put 0 there under a sum) changes nothing and passes.
+padded lanes left out of its fold instead. A padded lane that holds the identity already (pad=-inf under a max, a
+where() that put 0 there under a sum) changes nothing and passes.
 
 A loop-carried value cannot be followed by a mask: a lane of `acc += d * d` over column blocks is padding in the
 last iteration and data in the others. So a tile the loop carries (an iter_arg, and what is computed from it) has a
@@ -42,7 +42,6 @@ from typing import Callable
 import torch
 
 from tle.diagnostics import Note, TleError, TlePaddingWarning, render, span_of_location
-from tle.types import FLOATS
 from tle.dialects.mlir import ir, nested_ops, operand_groups
 from tle.dialects.tle import NETWORK_STEP
 
@@ -104,12 +103,12 @@ class PaddedLanes:
     that carry and check the masks. `slot` is the interpreter's value -> env slot map; `elementwise` the names of
     the ops computed lane by lane from their operands; `program_of(env, b)` names the program of batch row b;
     `type_info(type)` gives (element type name, shape or None); `identity_of(kind, elem)` a reduction's
-    identity."""
+    identity; `scalar_attr(attr, elem)` an attribute's value for an element type (a gather's other=, identity=)."""
 
     def __init__(self, func, slot: Callable, elementwise: frozenset, program_of: Callable, type_info: Callable,
-                 identity_of: Callable):
+                 identity_of: Callable, scalar_attr: Callable):
         self.slot, self.program_of = slot, program_of
-        self.type_info, self.identity_of = type_info, identity_of
+        self.type_info, self.identity_of, self.scalar_attr = type_info, identity_of, scalar_attr
         self.warned: set = set()  # the spans of the ops warned about
         self.elementwise = elementwise | frozenset(_ARITH)
         self.masks: dict[int, int] = {}  # value slot -> its mask's slot
@@ -495,8 +494,8 @@ class PaddedLanes:
         idx_masks = masks[1:1 + n_idx]
         user_mask = self.slot(groups[2][0]) if groups[2] else None
         view = self.slot(groups[0][0])
-        other = _attr_value(op.attributes["other"], self.type_info(op.result.type)[0]) if user_mask is not None \
-            else None
+        other = self.scalar_attr(op.attributes["other"], self.type_info(op.result.type)[0]) \
+            if user_mask is not None else None
         op_out = self.slot(op.result)
 
         def carried(env):
@@ -628,7 +627,7 @@ class PaddedLanes:
         fn = ir.FlatSymbolRefAttr(op.attributes["combine"]).value.split(".")[1]
         identities = None
         if "identities" in op.attributes:
-            identities = [_attr_value(a, self.type_info(x.type)[0])
+            identities = [self.scalar_attr(a, self.type_info(x.type)[0])
                           for a, x in zip(ir.ArrayAttr(op.attributes["identities"]), op.operands)]
         skip = self.skip_slot(op)
         what = f"{'scan' if scan else 'reduce'} with combine fn '{fn}'"
@@ -638,8 +637,7 @@ class PaddedLanes:
 
         def checked(env):
             step(env)
-            ms = [env[m] for m in masks if m is not None]
-            ms = [m for m in ms if m is not None]
+            ms = [m for m in (env[s] for s in masks if s is not None) if m is not None]
             if not ms:
                 for s in out_masks:
                     env[s] = None
@@ -648,8 +646,8 @@ class PaddedLanes:
             shape = torch.broadcast_shapes(*[x.shape for x in xs], *[m.mask.shape for m in ms])
             lanes = _either_lane([m.mask for m in ms]).expand(shape)
             whole = lanes if scan else lanes.all(axis)
-            moved = bool(used) and (identities is None or any(bool((lanes & ~_same(x, torch.full((), i, dtype=x.dtype))).any())
-                                               for x, i in zip(xs, identities)))
+            moved = bool(used) and (identities is None or any(
+                bool((lanes & ~_same(x, torch.full((), i, dtype=x.dtype))).any()) for x, i in zip(xs, identities)))
             if moved:
                 got = [env[s] for s in outs]
                 without = self._shadow(env, step, {skip: lanes}, outs)
@@ -1183,14 +1181,6 @@ def _fold_identity(identity, dtype: torch.dtype):
 def _source(st: Carried) -> Origin:
     """The load whose padding made a carried tile's shadow differ from it."""
     return st.entered[2] if st.entered is not None else st.origin
-
-
-def _attr_value(a, elem: str):
-    """An identity= entry's Python value, for an operand of element type elem."""
-    if elem in FLOATS or elem.startswith(("f", "bf")):  # (the interpreter names 8-bit floats f8E4M3FN, ...)
-        return ir.FloatAttr(a).value
-    v = ir.IntegerAttr(a).value
-    return bool(v) if elem == "i1" else v
 
 
 def _combined_note(identities) -> str:

@@ -1964,8 +1964,8 @@ class _KernelChecker:
                 raise TleError(src.span, f"at= counts tiles, not elements: '{src.id}' steps by {by}, the tile's size "
                                          f"on axis {axis}, up to {dim} elements, so this {verb} tiles 0, {step}, "
                                          f"{2 * step}, ... and skips the {step - 1} between",
-                               [f"loop over tile indices: for {src.id} in range(cdiv({dim}, {named or step})) {{ ... }} "
-                                f"(element offsets go to slice(x, start=...), gather and scatter)"])
+                               [f"loop over tile indices: for {src.id} in range(cdiv({dim}, {named or step})) "
+                                f"{{ ... }} (element offsets go to slice(x, start=...), gather and scatter)"])
             if step >= 16:  # bounds read at run time (a CSR row's, from its row pointers): element offsets all the same
                 raise TleError(src.span, f"at= counts tiles, not elements: '{src.id}' steps by {by}, the tile's size "
                                          f"on axis {axis}, as an element offset does (Triton's `for j in range(start, "

@@ -2192,7 +2192,7 @@ def test_a_refusal_gives_a_reason_once_and_the_other_places_it_holds():
     assert notes[0] == "the same at 3:48, 4:9", notes
 
 
-# ---- log1p, expm1, asin, acos: composed of Tile IR's ops --------------------------------------------------------------
+# ---- log1p, expm1, asin, acos: composed of Tile IR's ops -------------------------------------------------------------
 _ELEMENTWISE_F32 = {
     "addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide, "log": np.log, "exp": np.exp,
     "sqrt": np.sqrt, "atan2": np.arctan2,
