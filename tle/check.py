@@ -873,8 +873,8 @@ class _KernelChecker:
         if isinstance(cond.type, Tile):
             one = math.prod(cond.type.shape) == 1
             raise TleError(s.cond.span, f"if needs a scalar condition, got {cond.type}",
-                           ["a one-element tile (a one-element atomic's old value, say) gives its scalar through a "
-                            "reduction: if sum(atomic_add(...)) == n { ... }, or compare max(t) == n"] if one else
+                           ["a one-element tile gives its scalar through a reduction: if max(t) == n { ... } (an "
+                            "atomic with scalar indices and value returns a scalar)"] if one else
                            ["for a tile, choose elementwise with where(cond, a, b)"])
         if cond.type.dtype != "i1":
             raise TleError(s.cond.span, f"if needs a bool condition, got {cond.type}",
@@ -980,7 +980,7 @@ class _KernelChecker:
         """`let _ = e` / `let a, _ = e`: the value is not bound. An atomic or an asm(pure=false) in it still runs (its
         effect is kept); the rest is dropped."""
         if any(op.name == "atomic" or (op.name == "asm" and not op.attrs["pure"]) for op in _ops_of(value)):
-            self.out.append(T.Eval(span, value))
+            self.out.append(T.Eval(span, _unread(value)))
 
     def let(self, name: str, name_span: Span, span: Span, value):
         if name == DISCARD:
@@ -1107,7 +1107,7 @@ class _KernelChecker:
             self.inline(call, want_value=False)
             return
         if call.func in EFFECT_BUILTINS:
-            self.out.append(T.Eval(s.span, BUILTINS[call.func](self, call)))
+            self.out.append(T.Eval(s.span, _unread(BUILTINS[call.func](self, call))))
             return
         if call.func in BUILTINS:
             raise TleError(call.span, f"the result of {call.func}() is unused",
@@ -1979,7 +1979,8 @@ class _KernelChecker:
         return at
 
     def index_tiles(self, t: T.TensorParam, x: ast.Expr, extra: list, what: str):
-        """Indices (one per dim) and extra operands broadcast to one shape; returns (indices, extras, shape)."""
+        """Indices (one per dim) and extra operands broadcast to one shape; returns (indices, shape, one), one
+        saying that all of them were scalars (the shape is then (1,))."""
         rank = len(t.type.dims)
         idx = [self.expr(i) for i in self.index_list(x, rank, "the indices", t.name)]
         for i, src in zip(idx, self.index_list(x, rank, "the indices", t.name)):
@@ -1991,13 +1992,14 @@ class _KernelChecker:
             if s is None:
                 raise TleError(v.span, f"shape {list(_shape(v))} does not broadcast with {list(shape)}")
             shape = s
-        if shape == ():
+        one = shape == ()  # every index and operand a scalar: one element, on a tile of one
+        if one:
             shape = (1,)
         # i32 indices, but where one is i64 (an element past 2**31 - 1: a WideDim's positions, an int64 index
         # tensor) all are: the op takes indices of one type
         width = "i64" if any(i.type.dtype == "i64" for i in idx) else "i32"
         idx = [self.coerce(i, Tile(width, shape)) for i in idx]
-        return idx, shape
+        return idx, shape, one
 
     def b_gather(self, e):
         first = e.args[0] if e.args else next((k.value for k in e.kwargs if k.name in ("tensor", "x")), None)
@@ -2008,7 +2010,7 @@ class _KernelChecker:
         mask = self.expr(a["mask"]) if "mask" in a else None
         if mask is not None:
             self.require_bool(mask, a["mask"].span, "mask=")
-        idx, shape = self.index_tiles(t, a["indices"], [mask], "gather")
+        idx, shape, _ = self.index_tiles(t, a["indices"], [mask], "gather")
         other = self.fill_value(a["other"], t, "other=") if "other" in a else _cast_const(0, t.type.dtype, e.span)
         ops = idx + ([self.coerce(mask, Tile("i1", shape))] if mask is not None else [])
         return T.Op(e.span, Tile(t.type.dtype, shape), "gather", ops, {"other": other, "masked": mask is not None},
@@ -2064,7 +2066,7 @@ class _KernelChecker:
         mask = self.expr(a["mask"]) if "mask" in a else None
         if mask is not None:
             self.require_bool(mask, a["mask"].span, "mask=")
-        idx, shape = self.index_tiles(t, a["indices"], [v, mask, cmp], e.func)
+        idx, shape, one = self.index_tiles(t, a["indices"], [v, mask, cmp], e.func)
         for x, what in ((v, "value"), (cmp, "compare")):
             if x is not None and x.type.dtype != t.type.dtype and not (isinstance(x, T.Const) and x.weak):
                 raise TleError(a[what].span, f"{e.func}() of a {x.type} into {t.type} '{t.name}'"
@@ -2081,7 +2083,12 @@ class _KernelChecker:
         attrs = {"masked": mask is not None}
         if kind:
             attrs["kind"] = kind
-        return T.Op(e.span, Tile(t.type.dtype, shape) if kind else None, name, ops, attrs, tensor=t)
+        r = T.Op(e.span, Tile(t.type.dtype, shape) if kind else None, name, ops, attrs, tensor=t)
+        if kind and one:
+            # scalars in, a scalar out (Triton's atomic on one pointer): the old value of the one element, as a
+            # load without tile= gives its element; a max over one value is that value
+            r = T.Op(e.span, Scalar(t.type.dtype), "reduce", [r], {"kind": "max", "axis": 0})
+        return r
 
     def b_scatter(self, e):
         return self._scatter_like(e, "scatter")
@@ -2153,6 +2160,10 @@ class _KernelChecker:
         a = self.args(e, ("x",), (), ("axis", "keepdims"))
         x = self.expr(a["x"])
         if not isinstance(x.type, Tile):
+            if _unread(x) is not x:  # sum(atomic_add(count, i, 1)), written before scalars gave a scalar
+                raise TleError(a["x"].span, f"{kind}() reduces a tile, got {x.type}",
+                               [f"atomic_{x.args[0].attrs['kind']}() of one element (scalar indices and value) returns "
+                                f"its old value as a scalar already: drop the {kind}()"])
             raise TleError(a["x"].span, f"{kind}() reduces a tile, got {x.type}",
                            ["for two values use max(a, b)"] if kind in ("max", "min") else None)
         keep = self.const_bool(a["keepdims"], "keepdims=") if "keepdims" in a else False
@@ -3271,6 +3282,16 @@ class _KernelChecker:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def _unread(value):
+    """An effect whose result nobody reads: a one-element atomic without the reduction that makes its old value a
+    scalar, so that the old value has no reader (a kernel that reads none gets relaxed atomics, dialects/tle.py
+    relaxed_atomics) and no reduction is emitted for it."""
+    if isinstance(value, T.Op) and value.name == "reduce" and isinstance(value.args[0], T.Op) and \
+            value.args[0].name == "atomic":
+        return value.args[0]
+    return value
 
 
 def _shape(x: T.Expr) -> tuple[int, ...]:

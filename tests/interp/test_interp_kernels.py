@@ -455,6 +455,27 @@ def test_atomic_by_every_program_on_one_counter():
     assert c.item() == 10 and sorted(seen.tolist()) == list(range(10))
 
 
+def test_an_atomic_of_scalars_returns_a_scalar():
+    # Scalar indices and value: one element, and its old value is a scalar (Triton's atomic on one pointer), so an
+    # `if` can test it; the last program to arrive sees n - 1 and writes the flag.
+    src = """
+    kernel claim(c: tensor<i32>[2], slot: tensor<i32>[N], last: tensor<i32>[N]) {
+        let i = program_id(0)
+        let s = atomic_add(c, 0, 1)
+        store(slot, s, at=i)
+        if atomic_max(c, 1, i) < i and s == num_programs(0) - 1 {
+            store(last, 1, at=i)
+        }
+    }
+    """
+    c = torch.zeros(2, dtype=torch.int32)
+    slot, last = torch.full((10,), -1, dtype=torch.int32), torch.zeros(10, dtype=torch.int32)
+    run(src, "claim", (10, 1, 1), {"c": c, "slot": slot, "last": last})
+    assert c.tolist() == [10, 9] and sorted(slot.tolist()) == list(range(10))
+    # last is set where the program was the 10th to count and saw a smaller max before its own
+    assert last.sum().item() <= 1 and all(slot[j] == 9 for j in range(10) if last[j])
+
+
 BITWISE = """
 kernel bitwise<K: int = 0>(v: tensor<i64>[N], idx: tensor<i32>[N], acc: tensor<i64>[4], old: tensor<i64>[N]) {
     let i = program_id(0)

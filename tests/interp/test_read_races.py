@@ -153,7 +153,7 @@ def test_the_last_program_of_a_split_reduction_reads_the_others_partials():
     kernel k<BLOCK: int = 16>(x: tensor<f32>[N], part: tensor<f32>[P], count: tensor<i32>[1], out: tensor<f32>[1]) {
         let i = program_id(0)
         store(part, sum(load(x, tile=BLOCK, at=i)), at=i)
-        let done = sum(atomic_add(count, [0], 1))
+        let done = atomic_add(count, 0, 1)
         if done == num_programs(0) - 1 {
             store(out, sum(load(part, tile=4, at=0)), at=0)
         }

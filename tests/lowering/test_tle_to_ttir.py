@@ -347,6 +347,33 @@ CHECK: "tt.atomic_rmw"({{.*}}) {atomic_rmw_op = 6 : i32, scope = 1 : i32, sem = 
     assert "acq_rel" not in ptx
 
 
+def test_an_unread_atomic_of_scalars_is_relaxed_and_not_reduced(tmp_path):
+    """A one-element atomic of scalars returns a scalar through a reduction of its tile of one; as a statement, or
+    bound to `_`, nothing reads it, so there is no reduction and the atomic is relaxed. Reading it makes it
+    acquire-release, with the reduction."""
+    unread = ttir("""
+kernel k(c: tensor<i32>[N], x: tensor<i32>[M]) {
+    atomic_add(c, 0, load(x, at=program_id(0)))
+    let _ = atomic_max(c, 1, 2)
+}
+""")
+    filecheck(unread, r"""
+CHECK: "tt.atomic_rmw"({{.*}}) {atomic_rmw_op = 4 : i32, scope = 1 : i32, sem = 1 : i32}
+CHECK-NOT: tt.reduce
+CHECK: "tt.atomic_rmw"({{.*}}) {atomic_rmw_op = 6 : i32, scope = 1 : i32, sem = 1 : i32}
+CHECK-NOT: tt.reduce
+""", tmp_path)
+    read = ttir("""
+kernel k(c: tensor<i32>[N], out: tensor<i32>[M]) {
+    store(out, atomic_add(c, 0, 1), at=program_id(0))
+}
+""")
+    filecheck(read, r"""
+CHECK: "tt.atomic_rmw"({{.*}}) {atomic_rmw_op = 4 : i32, scope = 1 : i32, sem = 4 : i32}
+CHECK: "tt.reduce"
+""", tmp_path)
+
+
 # ---- tile computation ------------------------------------------------------------------------------------------
 
 MATMUL = """
