@@ -274,7 +274,7 @@ kernel moe_gemm<BM: int = 64, BN: int = 128, BK: int = 64, T: dtype = bf16>(x: t
         experts: tensor<i32>[B], w: tensor<T>[E, N, K], y: tensor<T>[M, N]) {
     let pb = program_id(0)
     let pn = program_id(1)
-    let e = sum(gather(experts, pb))
+    let e = gather(experts, pb)
     let tok = reshape(load(ids, tile=[BM], at=pb), [BM, 1])
     let real = tok < M
     var acc = zeros<f32>[BM, BN]

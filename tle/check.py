@@ -2010,11 +2010,14 @@ class _KernelChecker:
         mask = self.expr(a["mask"]) if "mask" in a else None
         if mask is not None:
             self.require_bool(mask, a["mask"].span, "mask=")
-        idx, shape, _ = self.index_tiles(t, a["indices"], [mask], "gather")
+        idx, shape, one = self.index_tiles(t, a["indices"], [mask], "gather")
         other = self.fill_value(a["other"], t, "other=") if "other" in a else _cast_const(0, t.type.dtype, e.span)
         ops = idx + ([self.coerce(mask, Tile("i1", shape))] if mask is not None else [])
-        return T.Op(e.span, Tile(t.type.dtype, shape), "gather", ops, {"other": other, "masked": mask is not None},
-                    tensor=t)
+        r = T.Op(e.span, Tile(t.type.dtype, shape), "gather", ops, {"other": other, "masked": mask is not None},
+                 tensor=t)
+        if one:  # scalars in, a scalar out, as for the atomics (_scatter_like) and a load without tile=
+            r = T.Op(e.span, Scalar(t.type.dtype), "reduce", [r], {"kind": "max", "axis": 0})
+        return r
 
     def tile_gather(self, e):
         """gather(t, indices, axis=A) on a tile (Triton's tl.gather): result[..., j, ...] = t[..., indices[..., j,
@@ -2160,10 +2163,14 @@ class _KernelChecker:
         a = self.args(e, ("x",), (), ("axis", "keepdims"))
         x = self.expr(a["x"])
         if not isinstance(x.type, Tile):
-            if _unread(x) is not x:  # sum(atomic_add(count, i, 1)), written before scalars gave a scalar
+            if isinstance(x, T.Op) and x.name == "reduce" and isinstance(x.args[0], T.Op) and \
+                    x.args[0].name in ("atomic", "gather"):  # sum(atomic_add(count, i, 1)), from before scalars gave one
+                op = x.args[0]
                 raise TleError(a["x"].span, f"{kind}() reduces a tile, got {x.type}",
-                               [f"atomic_{x.args[0].attrs['kind']}() of one element (scalar indices and value) returns "
-                                f"its old value as a scalar already: drop the {kind}()"])
+                               [f"atomic_{op.attrs['kind']}() of one element (scalar indices and value) returns its old "
+                                f"value as a scalar already: drop the {kind}()" if op.name == "atomic" else
+                                f"gather() of one element (scalar indices and mask) returns it as a scalar already: "
+                                f"drop the {kind}()"])
             raise TleError(a["x"].span, f"{kind}() reduces a tile, got {x.type}",
                            ["for two values use max(a, b)"] if kind in ("max", "min") else None)
         keep = self.const_bool(a["keepdims"], "keepdims=") if "keepdims" in a else False
@@ -2730,9 +2737,16 @@ class _KernelChecker:
 
     def b_reshape(self, e):
         a = self.args(e, ("x", "shape"))
-        x = self.tile_arg(a["x"], "reshape")
+        x = self.expr(a["x"])
         if not isinstance(a["shape"], ast.ListLit):
             raise TleError(a["shape"].span, "reshape() needs the new shape as a list: reshape(x, [A, B])")
+        if not isinstance(x.type, Tile):  # a scalar is the one element of a tile of ones (numpy's 0-d array)
+            shape = self.shape(list(a["shape"].items), a["shape"].span)
+            if math.prod(shape) != 1:
+                raise TleError(e.span, f"cannot reshape {_a(str(x.type))} (1 element) to {list(shape)} "
+                                       f"({math.prod(shape)} elements)", [f"for a tile of copies: full<{x.type.dtype}>"
+                                                                         f"{list(shape)}(x)"])
+            return self.coerce(x, Tile(x.type.dtype, shape))
         for item in a["shape"].items:  # numpy's inferred axis
             if isinstance(item, ast.UnaryOp) and item.op == "-" and isinstance(item.operand, ast.IntLit):
                 known = math.prod(self.const_int(i, "a size") for i in a["shape"].items if i is not item)

@@ -476,6 +476,22 @@ def test_an_atomic_of_scalars_returns_a_scalar():
     assert last.sum().item() <= 1 and all(slot[j] == 9 for j in range(10) if last[j])
 
 
+def test_a_gather_of_scalars_returns_a_scalar_and_a_scalar_reshapes_to_ones():
+    # gather(x, i, mask=..., other=...) with scalars is a bounds-checked read of one element: a scalar, as from a load
+    # without tile=; reshape makes a scalar the one element of a tile of ones
+    src = """
+    kernel k<B: int = 4>(x: tensor<f32>[N], y: tensor<f32>[M, B]) {
+        let i = program_id(0)
+        let v = gather(x, 2 * i, mask=2 * i < N, other=-1.0)
+        store(y, reshape(v, [1, 1]) + reshape(cast<f32>(arange(0, B)), [1, B]), at=[i, 0])
+    }
+    """
+    x, y = torch.randn(5), torch.zeros(4, 4)
+    run(src, "k", (4, 1, 1), {"x": x, "y": y})
+    want = torch.tensor([x[0], x[2], x[4], -1.0])[:, None] + torch.arange(4.0)[None, :]
+    assert torch.equal(y, want)
+
+
 BITWISE = """
 kernel bitwise<K: int = 0>(v: tensor<i64>[N], idx: tensor<i32>[N], acc: tensor<i64>[4], old: tensor<i64>[N]) {
     let i = program_id(0)

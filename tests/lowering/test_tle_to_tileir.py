@@ -1329,7 +1329,7 @@ MATMUL = open(os.path.join(ROOT, "examples", "matmul.tle"), encoding="utf-8").re
 MOE = """
 kernel k<BM: int = 64, BN: int = 64, BK: int = 64>(x: tensor<bf16>[M, K], ids: tensor<i32>[P],
         experts: tensor<i32>[B], w: tensor<bf16>[E, N, K], y: tensor<f32>[M, N]) {
-    let e = sum(gather(experts, program_id(0)))
+    let e = gather(experts, program_id(0))
     let tok = reshape(load(ids, tile=[BM], at=program_id(0)), [BM, 1])
     var acc = zeros<f32>[BM, BN]
     for k in range(cdiv(K, BK)) {
