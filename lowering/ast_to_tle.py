@@ -174,6 +174,9 @@ class _KernelBuilder:
             attrs["tle.many_waves"] = ir.UnitAttr.get()
         if ShortK() in self.spec.inside:
             attrs["tle.short_k"] = ir.UnitAttr.get()
+        if self.spec.aliases:  # tensors this launch passes overlapping, one of them written (tle/abi.py aliases)
+            attrs["tle.aliases"] = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.StringAttr.get(n) for n in group])
+                                                     for group in sorted(self.spec.aliases)])
         func = self.op("func.func", [], [], attrs, self.k.span, regions=1)
         self.module.body.append(func)
         block = func.regions[0].blocks.append(*types)

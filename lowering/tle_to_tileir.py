@@ -715,6 +715,14 @@ def _persistent(func, ops, accumulators) -> bool:
         not any(op.name in ("tle.num_programs", "tle.atomic") for op in ops) and _tma_views(func, ops)
 
 
+def _alias_groups(func) -> list[list[str]]:
+    """The groups of tensor names a launch passes overlapping (the `tle.aliases` that lowering/ast_to_tle.py sets
+    from tle/abi.py's aliases()); none without it."""
+    if "tle.aliases" not in func.attributes:
+        return []
+    return [[ir.StringAttr(n).value for n in ir.ArrayAttr(g)] for g in ir.ArrayAttr(func.attributes["tle.aliases"])]
+
+
 def _arg_divisibility(func) -> list[int]:
     """Per argument of the tle kernel, the power of two its `tle.divisibility` says divides it (1 without one)."""
     args = func.regions[0].blocks[0].arguments
@@ -850,8 +858,12 @@ class _Kernel:
         # acq_rel unless no atomic's result is read (dialects/tle.py relaxed_atomics)
         self.atomic_ordering = "relaxed" if relaxed_atomics(func) else "acq_rel"
         self.device_asserts = keeps_asserts(func)  # the `asserts` launch option
-        # Which tensors the kernel writes (by view name), and per view the partition views its loads/stores need.
-        self.written = {self.view_name(op.operands[0]) for op in self.ops
+        # Tensors a launch passes overlapping (tle.aliases) share one token chain, named by the group's first name:
+        # Tile IR does not order accesses through two tensors otherwise, and a load of x could move across a store
+        # to y that changes it (an in-place launch, k(x, x)).
+        self.chain_of = {name: group[0] for group in _alias_groups(func) for name in group}
+        # Which tensors' chains the kernel writes, and per view the partition views its loads/stores need.
+        self.written = {self.chain(self.view_name(op.operands[0])) for op in self.ops
                         if op.name in ("tle.store", "tle.scatter", "tle.atomic")}
         self.tokens = {name: _Tokens() for name in sorted(self.written)}  # sorted: the same IR in every process
         # Loads first, so that a store reuses a load's partition view of the same tile shape (padding does not
@@ -1181,8 +1193,8 @@ class _Kernel:
         _, shape, _ = tle_type(op.result.type)
         view = self.views[load.operands[0]]
         axes = unit_insertion(src, tle_type(op.operands[0].type)[1])
-        if axes is None or view.name in self.tokens or (padding_name(load.attributes["padding"], elem) is not None
-                                                        and not self.through_pointers(elem, src)):
+        if axes is None or self.chain(view.name) in self.tokens or (
+                padding_name(load.attributes["padding"], elem) is not None and not self.through_pointers(elem, src)):
             return None
         tile, out = self.load_by_pointers(view, [self.get(i) for i in list(load.operands)[1:]], src,
                                           _scalar_value(load.attributes["padding"], elem), None, inside_axes(load),
@@ -1757,22 +1769,26 @@ class _Kernel:
         self.views[op.result] = view
 
     # -- token chains --
+    def chain(self, name: str) -> str:
+        """The token chain of a tensor (by view name): its own, or its alias group's (tle.aliases)."""
+        return self.chain_of.get(name, name)
+
     def read_token(self, view: _View):
-        state = self.tokens.get(view.name)
+        state = self.tokens.get(self.chain(view.name))
         return state.w if state is not None else None
 
     def after_read(self, view: _View, token):
-        state = self.tokens.get(view.name)
+        state = self.tokens.get(self.chain(view.name))
         if state is not None:  # the read waited for W, so its token stands for W from now on
             state.a = [t for t in state.a if state.w is None or t != state.w] + [token]
 
     def write_token(self, view: _View):
-        state = self.tokens[view.name]
+        state = self.tokens[self.chain(view.name)]
         deps = state.a or ([state.w] if state.w is not None else [])
         return self.join(deps) if deps else None
 
     def after_write(self, view: _View, token):
-        self.tokens[view.name] = _Tokens(token, [token])
+        self.tokens[self.chain(view.name)] = _Tokens(token, [token])
 
     def fence_token(self):
         """What an atomic waits for: every access so far to every tensor the kernel writes (docs/language.md: an
@@ -1935,7 +1951,7 @@ class _Kernel:
             if inner.name == "tle.atomic":  # an atomic waits for, and orders, every written tensor's chain
                 return sorted(self.written)
             if inner.name in ("tle.load", "tle.store", "tle.gather", "tle.scatter"):
-                names.add(self.view_name(inner.operands[0]))
+                names.add(self.chain(self.view_name(inner.operands[0])))
         return sorted(names & self.written)
 
     def token_pair(self, name: str) -> list:

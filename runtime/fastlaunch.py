@@ -7,8 +7,8 @@ extension, written here and compiled on first use with the system C compiler (as
     launcher(x, y, out, n)        # C: key the arguments, find the plan, pack, cuLaunchKernel
 
 The Launcher computes the plan key from the arguments the way runtime/kernel.py's `_signature` does (per tensor:
-dtype, shape, strides, 16-byte alignment of data_ptr, device; per int: divisibility by 16; per float or bool: its
-type; keyword arguments by type and value) and looks it up in the kernel's C plans for its grid (kept per grid:
+dtype, shape, strides, 16-byte alignment of data_ptr, device; which tensors overlap; per int: divisibility by 16;
+per float or bool: its type; keyword arguments by type and value) and looks it up in the kernel's C plans for its grid (kept per grid:
 a plan may rely on its grid, tle/abi.py's grid facts). It reads tensor attributes through torch.Tensor's own
 descriptors, called directly; with one visible GPU the device is not asked.
 A C plan is the CUfunction with its block size, the CUDA context its module was loaded in, and for each kernel
@@ -74,7 +74,7 @@ static ctx_fn cu_ctx_get_current = NULL;
 #define MAX_WORDS 2048
 
 enum { K_PTR, K_I1, K_I8, K_I16, K_I32, K_I64, K_F16, K_BF16, K_F32, K_F64, K_COUNT };
-enum { A_TENSOR = 1, A_INT = 2, A_BOOL = 3, A_FLOAT = 4 };
+enum { A_TENSOR = 1, A_INT = 2, A_BOOL = 3, A_FLOAT = 4, A_OVERLAP = 5 };
 
 static PyTypeObject *tensor_type = NULL, *parameter_type = NULL, *dtype_type = NULL;
 static PyObject *s_is_cuda, *s_dtype, *s_shape, *s_stride, *s_data_ptr, *s_get_device;
@@ -110,7 +110,25 @@ static CUresult test_result = 0;
 typedef struct {
     int tag;
     union { uint64_t ptr; long long i; double d; } v;
+    uint64_t end;  /* a tensor's: one past the last byte it spans (v.ptr for an empty one) */
 } ArgValue;
+
+/* Element sizes of the dtypes seen, by address (torch's dtypes live as long as torch). -1: none. */
+static struct { PyObject *dtype; long long size; } itemsizes[64];
+static int n_itemsizes = 0;
+
+static long long itemsize_of(PyObject *dtype)
+{
+    for (int i = 0; i < n_itemsizes; i++)
+        if (itemsizes[i].dtype == dtype) return itemsizes[i].size;
+    PyObject *o = PyObject_GetAttrString(dtype, "itemsize");
+    if (o == NULL) { PyErr_Clear(); return -1; }
+    long long size = PyLong_AsLongLong(o);
+    Py_DECREF(o);
+    if (size <= 0 || PyErr_Occurred()) { PyErr_Clear(); return -1; }
+    if (n_itemsizes < 64) { itemsizes[n_itemsizes].dtype = dtype; itemsizes[n_itemsizes++].size = size; }
+    return size;
+}
 
 /* Append one positional argument to the key words; keep the value packing needs. 1: done, 0: not described. */
 static int key_arg(PyObject *a, int allow_cpu, uint64_t *w, int *n, ArgValue *out)
@@ -136,11 +154,17 @@ static int key_arg(PyObject *a, int allow_cpu, uint64_t *w, int *n, ArgValue *ou
         }
         int at = *n;
         w[at + 1] = (uint64_t)(uintptr_t)dtype;
+        long long size = itemsize_of(dtype);
+        if (size < 0) { Py_DECREF(shape); Py_DECREF(stride); return 0; }
+        unsigned long long last = 0;  /* the offset of the last element, in elements */
+        int empty = 0;
         for (Py_ssize_t i = 0; i < nd; i++) {
             long long s = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
             long long st = PyLong_AsLongLong(PyTuple_GET_ITEM(stride, i));
             w[at + 3 + i] = (uint64_t)s;
             w[at + 3 + nd + i] = (uint64_t)st;
+            if (s <= 0) empty = 1;
+            else last += (unsigned long long)(s - 1) * (unsigned long long)(st < 0 ? -st : st);
         }
         Py_DECREF(shape); Py_DECREF(stride);
         if (PyErr_Occurred()) goto error;
@@ -166,6 +190,7 @@ static int key_arg(PyObject *a, int allow_cpu, uint64_t *w, int *n, ArgValue *ou
         *n = at + 3 + 2 * (int)nd;
         out->tag = A_TENSOR;
         out->v.ptr = ptr;
+        out->end = empty || ptr == 0 ? ptr : ptr + (last + 1) * (unsigned long long)size;
         return 1;
     }
     if (*n + 1 > MAX_WORDS) return 0;
@@ -206,6 +231,18 @@ static PyObject *make_key(PyObject *const *args, Py_ssize_t nargs, PyObject *kwn
     if (nargs > MAX_ARGS) return NULL;
     for (Py_ssize_t i = 0; i < nargs; i++)
         if (!key_arg(args[i], allow_cpu, words, &n, &values[i])) return NULL;
+    /* Tensors whose bytes overlap (an in-place launch): a word per pair, as runtime/kernel.py's _overlapping, so
+       such a launch gets a plan of its own (tle/abi.py aliases); none where nothing overlaps. */
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        if (values[i].tag != A_TENSOR || values[i].end == values[i].v.ptr) continue;
+        for (Py_ssize_t j = i + 1; j < nargs; j++) {
+            if (values[j].tag != A_TENSOR || values[j].end == values[j].v.ptr) continue;
+            if (values[i].v.ptr < values[j].end && values[j].v.ptr < values[i].end) {
+                if (n + 1 > MAX_WORDS) return NULL;
+                words[n++] = (uint64_t)A_OVERLAP | ((uint64_t)i << 8) | ((uint64_t)j << 24);
+            }
+        }
+    }
     PyObject *bytes = PyBytes_FromStringAndSize((const char *)words, (Py_ssize_t)n * 8);
     if (bytes == NULL) { PyErr_Clear(); return NULL; }
     Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;

@@ -729,7 +729,7 @@ def _signature(args, kwargs):
     """What decides a launch plan: per tensor its dtype, shape, strides, 16-byte alignment and device; per
     scalar its type (and for ints whether it is divisible by 16; the value itself is passed as it comes); and
     keyword arguments (constants, options, parameters by name) by value. None when something is unhashable."""
-    key = []
+    key, tensors = [], []
     for v in args:
         t = type(v)
         if t is int:
@@ -741,6 +741,7 @@ def _signature(args, kwargs):
                 key.append((v.dtype, v.shape, v.stride(), v.data_ptr() % 16 == 0, v.device))
             except RuntimeError:  # a sparse tensor has no strides or storage: the plan's checks say so
                 return None
+            tensors.append(v)
         elif isinstance(v, numbers.Integral):  # numpy's ints: divisibility by 16 is specialised on, as for ints
             key.append((t, int(v) % 16 == 0))
         else:
@@ -748,14 +749,33 @@ def _signature(args, kwargs):
     for k, v in kwargs.items():
         if type(v) not in _PLAIN and hasattr(v, "data_ptr"):
             key.append((k, v.dtype, v.shape, v.stride(), v.data_ptr() % 16 == 0, v.device))
+            tensors.append(v)
         else:  # by type too: num_warps=4.0 == 4 and True == 1, but only one of each is a valid value
             key.append((k, type(v), v))
+    if len(tensors) > 1 and (overlap := _overlapping(tensors)):  # an in-place launch: its own binary (abi.aliases)
+        key.append(overlap)
     key = tuple(key)
     try:
         hash(key)
     except TypeError:
         return None
     return key
+
+
+def _overlapping(tensors: list) -> tuple:
+    """The pairs (i, j) of tensors whose address ranges overlap, as tle/abi.py's aliases() finds them: part of a
+    plan's signature, since a Tile IR binary for separate tensors does not order accesses between them."""
+    spans = []
+    for i, t in enumerate(tensors):
+        try:
+            start = t.data_ptr()
+            if start and t.numel():
+                spans.append((start, start + (1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())))
+                              * t.element_size(), i))
+        except (RuntimeError, AttributeError, TypeError):  # no storage: the plan's checks say what it is
+            continue
+    spans.sort()
+    return tuple((i, j) for k, (_, stop, i) in enumerate(spans) for start, _, j in spans[k + 1:] if start < stop)
 
 
 def _within_cuda_grid(grid) -> None:

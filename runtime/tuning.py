@@ -656,10 +656,11 @@ class _Launch:
             "kernel": kernel.name, "fingerprint": source_fingerprint(kernel.program),
             "fixed": json.dumps(key_fixed, sort_keys=True, default=str),
             "shape": json.dumps({d: bucket(self.dims[d]) for d in key_dims}, sort_keys=True),
-            # Without the 8/4/2 divisibility of dims and strides and without the launch facts (tle/abi.py): sizes
-            # of one bucket that differ only there share a result, as they would have before those facts; the
-            # timing uses this launch's facts.
-            "spec": dataclasses.replace(self.spec, divisible=frozenset(), inside=frozenset()).key(),
+            # Without the 8/4/2 divisibility of dims and strides, the launch facts and the overlapping tensors
+            # (tle/abi.py): sizes of one bucket that differ only there share a result, as they would have before
+            # those facts; the timing uses this launch's facts.
+            "spec": dataclasses.replace(self.spec, divisible=frozenset(), inside=frozenset(),
+                                        aliases=frozenset()).key(),
             "dtypes": json.dumps(dtypes, sort_keys=True),
             "device": device, "capability": capability,
             # tle's release version alone, not runtime.cache.build_id (the version plus a hash of tle's own source):

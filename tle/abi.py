@@ -82,6 +82,7 @@ class Spec:
     inside: frozenset = frozenset()  # launch facts that hold: GridTile, FixedTile, LoopTile, LoopRuns, LoopSplit,
     #                                 ManyPrograms, ManyWaves, ShortK, UnalignedRows, WideTensor, WideDim
     divisible: frozenset = frozenset()  # (dim or stride key, 2 | 4 | 8): its largest power-of-two divisor under 16
+    aliases: frozenset = frozenset()  # sorted tuples of tensor names whose memory overlaps, one written (aliases())
 
     def key(self) -> str:
         key = f"d16={','.join(sorted(self.divisible16))};unit={','.join(sorted(self.unit_strides))}"
@@ -89,6 +90,8 @@ class Spec:
             key += f";inside={','.join(sorted(str(f) for f in self.inside))}"
         if self.divisible:  # likewise
             key += f";div={','.join(f'{k}:{d}' for k, d in sorted(self.divisible))}"
+        if self.aliases:  # likewise
+            key += f";alias={','.join('+'.join(g) for g in sorted(self.aliases))}"
         return key
 
     def divisibility(self, key: str) -> int:
@@ -328,7 +331,39 @@ def spec_of(kernel: Kernel, values: dict, grid: tuple | None = None, sms: int | 
         sizes = [d if isinstance(d, int) else values[d] for d in p.type.dims]
         return sizes, [values[f"{p.name}.stride{axis}"] for axis in range(len(sizes))]
     wide = wide_facts(kernel, layout)
-    return replace(spec, inside=spec.inside | unaligned_rows(kernel, spec, strides) | wide)
+    return replace(spec, inside=spec.inside | unaligned_rows(kernel, spec, strides) | wide,
+                   aliases=aliases(kernel, {p.name: values.get(p.name) for p in kernel.params
+                                            if isinstance(p, TensorParam)}))
+
+
+def aliases(kernel: Kernel, tensors: dict) -> frozenset:
+    """The groups of tensor parameters whose memory overlaps in this launch (`tensors`: name -> torch tensor, None
+    for one not passed), where the kernel writes one of them: an in-place launch, k(x, x), or x and x[1:]. Each
+    group is a sorted tuple of names. Tile IR orders memory accesses only through tokens, one chain per tensor the
+    kernel writes (lowering/tle_to_tileir.py), so tensors that overlap must share a chain: a binary built for
+    separate tensors may move a load of x across a store to y, and then reads what x held before it. The native
+    path orders accesses through any two pointers already. Overlap is of the address ranges the tensors span
+    (conservative for interleaved strides)."""
+    written = {n.tensor.param.name for n in nodes(kernel.body)
+               if isinstance(n, Op) and n.name in ("store", "scatter", "atomic")}
+    if not written:
+        return frozenset()
+    spans = []
+    for name, t in tensors.items():
+        # not passed (None, or runtime/kernel.py's null pointer), empty, or without storage (meta tensors)
+        if not hasattr(t, "numel") or t.numel() == 0 or t.device.type == "meta" or not (start := t.data_ptr()):
+            continue
+        spans.append((start, start + (1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())))
+                      * t.element_size(), name))
+    spans.sort()
+    groups, end = [], -1
+    for start, stop, name in spans:  # sorted by start: a span overlaps its group when it starts before the group ends
+        if start < end:
+            groups[-1].append(name)
+        else:
+            groups.append([name])
+        end = max(end, stop) if start < end else stop
+    return frozenset(tuple(sorted(g)) for g in groups if len(g) > 1 and written.intersection(g))
 
 
 def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | None = None) -> frozenset:

@@ -542,6 +542,56 @@ def test_a_reload_of_a_stored_tensor_waits_for_the_store():
     assert not ops(module, "join_tokens")
 
 
+IN_PLACE = """
+kernel inplace(x: tensor<f32>[N], y: tensor<f32>[N]) {
+    let t = load(x, tile=[128], at=[program_id(0)])
+    store(y, t * 2.0, at=[program_id(0)])
+    let u = load(x, tile=[128], at=[program_id(0)])
+    store(y, u + 1.0, at=[program_id(0)])
+}
+"""
+
+
+def test_tensors_a_launch_passes_overlapping_share_a_token_chain():
+    """k(x, x): a binary for separate tensors lets the second load of x take no token, so tileiras may reuse the
+    first load's value; with x and y passed overlapping (tle/abi.py aliases) x's loads join y's chain."""
+    import torch
+    kernel = check_kernel(load_program(IN_PLACE, "inplace.tle"), "inplace", {})
+    x, other = torch.randn(256), torch.randn(256)
+
+    def spec(a, b):
+        flat = {"x": a, "y": b, "N": 256, "x.stride0": 1, "y.stride0": 1}
+        return abi_spec_of(kernel, flat)
+    assert spec(x, other).aliases == frozenset()
+    assert spec(x, x).aliases == frozenset({("x", "y")})
+    assert spec(x[1:], x[:-1]).aliases == frozenset({("x", "y")})  # overlapping windows of one storage
+    assert spec(x[:128], x[128:]).aliases == frozenset()  # adjacent, not overlapping
+
+    separate = tle_to_tileir(ast_to_tle(kernel, spec(x, other)), VIEW_LOADS)
+    assert all(token_operand(op) is None for op in ops(separate, "load_view_tko"))
+    shared = tle_to_tileir(ast_to_tle(kernel, spec(x, x)), VIEW_LOADS)
+    (load_1, load_2), (store_1, store_2) = ops(shared, "load_view_tko"), ops(shared, "store_view_tko")
+    assert token_operand(load_1) is None
+    assert token_operand(store_1) == load_1.results[1]   # WAR: y's store waits for x's load
+    assert token_operand(load_2) == store_1.results[0]   # RAW: the reload of x waits for the store to y
+    assert token_operand(store_2) == load_2.results[1]
+
+
+def test_overlapping_tensors_that_are_only_read_share_no_chain():
+    import torch
+    src = """
+    kernel k(a: tensor<f32>[N], b: tensor<f32>[N], y: tensor<f32>[N]) {
+        store(y, load(a, tile=[128], at=[0]) + load(b, tile=[128], at=[0]), at=[0])
+    }
+    """
+    kernel = check_kernel(load_program(src, "k.tle"), "k", {})
+    x, y = torch.randn(256), torch.randn(256)
+    flat = {"a": x, "b": x, "y": y, "N": 256, "a.stride0": 1, "b.stride0": 1, "y.stride0": 1}
+    assert abi_spec_of(kernel, flat).aliases == frozenset()  # the same binary as for separate tensors
+    flat["y"] = x
+    assert abi_spec_of(kernel, flat).aliases == frozenset({("a", "b", "y")})
+
+
 def test_read_only_tensors_take_no_tokens():
     for path in EXAMPLES:
         for name, src in example(path):

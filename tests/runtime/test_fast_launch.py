@@ -40,23 +40,27 @@ def key(ext, *args, **kwargs):
 
 # ---- keys ---------------------------------------------------------------------------------------------------------
 def test_key_is_what_decides_a_plan(ext):
-    x = torch.zeros(64)
-    base = key(ext, x, x, 16, 2.0, True)
+    x, y = torch.zeros(64), torch.zeros(64)
+    base = key(ext, x, y, 16, 2.0, True)
     assert base == key(ext, torch.ones(64), torch.empty(64), 32, -1.0, False)  # values do not matter
     for other in [
-        key(ext, x.double(), x, 16, 2.0, True),  # dtype
-        key(ext, torch.zeros(65), x, 16, 2.0, True),  # shape
-        key(ext, torch.zeros(64, 1), x, 16, 2.0, True),  # rank
-        key(ext, torch.zeros(128)[::2], x, 16, 2.0, True),  # strides
-        key(ext, torch.zeros(65)[1:], x, 16, 2.0, True),  # 16-byte alignment
-        key(ext, x, x, 17, 2.0, True),  # divisibility by 16
-        key(ext, x, x, 16, 2, True),  # int for float
-        key(ext, x, x, True, 2.0, True),  # bool for int
-        key(ext, x, x, 16, 2.0),  # count
-        key(ext, x, x, 16, 2.0, True, BLOCK=64),  # keyword arguments
+        key(ext, x, x, 16, 2.0, True),  # the same tensor twice (an in-place launch)
+        key(ext, *(lambda z: (z[:64], z[16:]))(torch.zeros(80)), 16, 2.0, True),  # overlapping windows, aligned
+        key(ext, x.double(), y, 16, 2.0, True),  # dtype
+        key(ext, torch.zeros(65), y, 16, 2.0, True),  # shape
+        key(ext, torch.zeros(64, 1), y, 16, 2.0, True),  # rank
+        key(ext, torch.zeros(128)[::2], y, 16, 2.0, True),  # strides
+        key(ext, torch.zeros(65)[1:], y, 16, 2.0, True),  # 16-byte alignment
+        key(ext, x, y, 17, 2.0, True),  # divisibility by 16
+        key(ext, x, y, 16, 2, True),  # int for float
+        key(ext, x, y, True, 2.0, True),  # bool for int
+        key(ext, x, y, 16, 2.0),  # count
+        key(ext, x, y, 16, 2.0, True, BLOCK=64),  # keyword arguments
     ]:
         assert other is not None and other != base
-    assert key(ext, torch.zeros(80)[16:], x, 16, 2.0, True) == base  # 64 bytes in: still aligned
+    assert key(ext, torch.zeros(80)[16:], y, 16, 2.0, True) == base  # 64 bytes in: still aligned
+    z = torch.zeros(128)
+    assert key(ext, z[:64], z[64:], 16, 2.0, True) == base  # halves of one storage: adjacent, not overlapping
 
 
 def test_keyword_arguments_by_type_and_value(ext):
@@ -116,6 +120,15 @@ def test_keys_agree_with_the_python_signature(ext):
             same_c = key(ext, *a) == key(ext, *b)
             same_py = _python_key(a) == _python_key(b)
             assert same_c == same_py, (a, b)
+
+
+def test_overlapping_tensors_key_a_plan_of_their_own_in_python_too():
+    """An in-place launch needs its own binary (tle/abi.py aliases): the Python signature tells it apart as the C key
+    does, and from a launch of halves of one storage, which do not overlap."""
+    x, y, z = torch.zeros(64), torch.zeros(64), torch.zeros(128)
+    assert _python_key((x, x)) != _python_key((x, y)) == _python_key((z[:64], z[64:]))
+    assert _python_key((z[:64], z[32:96])) != _python_key((x, y))
+    assert _python_key((x, x)) == _python_key((y, y))
 
 
 # ---- packing ------------------------------------------------------------------------------------------------------

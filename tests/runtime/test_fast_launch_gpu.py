@@ -143,3 +143,31 @@ def test_tensors_on_another_device_launch_there(kernel):
         kernel[grid(1000)](x, y, 5.0, 3)
         assert len(kernel.slow_calls) == calls  # device 1 current: C
         torch.testing.assert_close(y, x * 5 + 3)
+
+
+IN_PLACE = """
+kernel inplace<BLOCK: int = 128>(x: tensor<f32>[N], y: tensor<f32>[N]) {
+    let t = load(x, tile=[BLOCK], at=[program_id(0)])
+    store(y, t * 2.0, at=[program_id(0)])
+    let u = load(x, tile=[BLOCK], at=[program_id(0)])
+    store(y, u + 1.0, at=[program_id(0)])
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+def test_an_in_place_launch_reads_its_own_stores_on_both_paths(backend):
+    """k(x, x): the reload of x sees the store to y, on the interpreter and both GPU paths (Tile IR gets a binary
+    whose x and y share a token chain: tle/abi.py aliases). Separate tensors first, so that the in-place launch
+    must not reuse their plan, from C or from Python."""
+    k = tle.compile(IN_PLACE, backend=backend).inplace
+    x, y = torch.randn(4096, device="cuda"), torch.empty(4096, device="cuda")
+    for _ in range(2):
+        k[(32,)](x, y)
+        torch.testing.assert_close(y, x + 1)  # separate tensors: the second load reads x as it was
+    for launch in (lambda a: k[(32,)](a, a), lambda a: k.launch((32,), a, a)):
+        for _ in range(2):
+            a = torch.randn(4096, device="cuda")
+            want = a * 2 + 1
+            launch(a)
+            torch.testing.assert_close(a, want)
