@@ -612,7 +612,8 @@ class PaddedLanes:
                                lambda w, p: f"{what}{f' along axis {axis - 1}' if scan or x.dim() > 2 else ''} takes "
                                             f"in {m.origin.lanes}, which hold padding: in program {p} the result"
                                             f"{_pos(w)} is {_item(got, w)} with them and {_item(without, w)} "
-                                            f"without")
+                                            f"without",
+                               advice=_changed_on_the_way(m.origin, what, identity, x[moved][0].item()))
             env[out_mask] = Padded(whole, m.origin)
         return checked
 
@@ -1190,6 +1191,26 @@ def _combined_note(identities) -> str:
     shown = ", ".join(str(i).lower() if isinstance(i, bool) else repr(i) for i in identities)
     return (f"pad each operand's load with its value in identity=[{shown}], or set the lanes with "
             f"where(inside, x, identity) before it")
+
+
+def _changed_on_the_way(origin: Origin, what: str, identity, held) -> str:
+    """The advice for a reduction or scan whose padded lanes hold other than its identity. Where the pad is the
+    identity already, the ops between the load and here changed it (attention's scores of padded keys are 0, and
+    reach the softmax's sum as exp(0 - max)), and no pad= helps: the lanes must be set just before the op."""
+    if isinstance(origin.pad, bool) or not _numbers_equal(origin.pad, identity):
+        return _NOTE_GATHERED if origin.gathered else _NOTE
+    given = "its other=" if origin.gathered else "its pad"
+    return (f"{given}, {_text(origin.pad)}, is what {what} leaves unchanged, but the ops between change it: the lanes "
+            f"reach {what} holding {_text(held)}, so no {'other' if origin.gathered else 'pad'}= helps; set them "
+            f"just before it, where(inside, x, {_text(identity)}) (for attention or a softmax over padded keys, mask "
+            f"the scores before the max: where(cols < N, s, -inf))")
+
+
+def _numbers_equal(a, b) -> bool:
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return False
 
 
 def _sort_note(descending: bool, top: bool) -> str:

@@ -55,6 +55,26 @@ def test_a_pad_that_the_reduction_leaves_unchanged_does_not_warn():
     assert torch.equal(y, x.amax(1))
 
 
+def test_a_pad_the_ops_between_change_gets_advice_to_set_the_lanes_before_the_op():
+    """Attention with the key mask forgotten: k pads with 0, the sum's identity, but the padded keys' scores reach
+    the softmax's sum as exp(0 - max). No pad= fixes it, and the advice says so (a porter's report)."""
+    src = """
+    kernel attn<BM: int = 16, BN: int = 64, D: int = 16>(q: tensor<f32>[M, D], k: tensor<f32>[N, D],
+            v: tensor<f32>[N, D], o: tensor<f32>[M, D]) {
+        let s = dot(load(q, tile=[BM, D], at=[program_id(0), 0]), transpose(load(k, tile=[BN, D])))
+        let p = exp(s - max(s, axis=1, keepdims=true))
+        store(o, dot(p, load(v, tile=[BN, D])) / sum(p, axis=1, keepdims=true), at=[program_id(0), 0])
+    }
+    """
+    q, k, v = torch.randn(16, 16), torch.randn(40, 16), torch.randn(40, 16)
+    got = launch(src, "attn", (1,), q, k, v, torch.empty(16, 16))
+    assert len(got) == 1 and "warning: sum along axis 1 takes in lanes past the edge of 'k'" in got[0]
+    assert "note: its pad, 0, is what sum leaves unchanged, but the ops between change it: the lanes reach sum " \
+           "holding " in got[0]
+    assert "so no pad= helps; set them just before it, where(inside, x, 0)" in got[0]
+    assert "where(cols < N, s, -inf)" in got[0] and "give the load a pad=" not in got[0]
+
+
 def test_once_per_op_and_an_error_where_the_warning_is_one():
     mod = tle.compile(ROW_MAX)
     x, y = -1 - torch.rand(3, 6), torch.empty(3)
