@@ -96,6 +96,16 @@ def test_constants_given_override_defaults_and_are_normalised():
         {"B": 64, "T": "bf16", "EPS": 2.5, "F": True}
 
 
+def test_a_tile_size_given_at_launch_that_is_no_power_of_two_says_where_it_came_from():
+    src = ("kernel k<BLOCK: int = 64, W: int>(x: tensor<f32>[N]) {\n"
+           "    store(x, load(x, tile=[BLOCK * W], at=0), at=0)\n}\n")
+    with pytest.raises(TleError, match="tile size must be a positive power of two, got 100") as e:
+        kernel(src, BLOCK=50, W=2)
+    notes = [n.message for n in e.value.notes]
+    assert "BLOCK = 50 as given to this compile (a launch's BLOCK=..., tlec's -D BLOCK=...), not its default" in notes
+    assert "W = 2 as given to this compile (a launch's W=..., tlec's -D W=...)" in notes
+
+
 def test_dtype_constants_accept_torch_and_numpy_spellings():
     assert [dtype_of(v) for v in ("f16", "float16", "torch.bfloat16", "bool", "int64", "f17")] == \
         ["f16", "f16", "bf16", "i1", "i64", None]

@@ -118,6 +118,44 @@ kernel k(x: tensor<{dtype}>[M, N], up: tensor<i32>[M, N], down: tensor<i32>[M, N
     assert _same(vals, torch.gather(x, 1, top.long()))
 
 
+def _network_steps(src: str) -> int:
+    """How many network steps (reductions marked NetworkSpan) a checked kernel holds."""
+    from tle import typed as T
+    from tle.check import check_kernel, load_program
+    from tle.diagnostics import NetworkSpan
+    k = check_kernel(load_program(src, "k.tle"), "k")
+    return sum(1 for n in T.nodes(k.body) if isinstance(n, T.Op) and n.name == "reduce" and
+               isinstance(n.span, NetworkSpan))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16", "i32", "i8"])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_after_argsort_of_a_let_shares_its_network(tmp_path, dtype, descending):
+    """sort(t) after argsort(t) of the same let and order reads its values out of argsort's network (a porter's
+    sampler built two); the values are torch.sort's, NaN, -0.0 and ties included."""
+    td = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
+          "i8": torch.int8}[dtype]
+    order = "true" if descending else "false"
+    src = f"""
+kernel k(x: tensor<{dtype}>[M, N], s: tensor<{dtype}>[M, N], ids: tensor<i32>[M, N]) {{
+    let v = load(x, tile=[4, 64], at=[0, 0])
+    store(ids, argsort(v, descending={order}), at=[0, 0])
+    store(s, sort(v, descending={order}), at=[0, 0])
+}}
+"""
+    alone = src.replace(f"    store(s, sort(v, descending={order}), at=[0, 0])\n", "")
+    assert _network_steps(src) == _network_steps(alone)
+    mod = _mod(tmp_path, src)
+    x = (torch.randint(-6, 6, (4, 64)).float() / (2 if td.is_floating_point else 1)).to(td)
+    if td.is_floating_point:
+        x[0, 3], x[0, 9], x[1, 5], x[1, 6] = float("nan"), float("nan"), -0.0, 0.0
+    s, ids = torch.empty(4, 64, dtype=td), torch.empty(4, 64, dtype=torch.int32)
+    mod.k[(1,)](x, s, ids)
+    assert _same(s, torch.gather(x, 1, ids.long()))
+    want = torch.sort(x.float(), dim=1, descending=descending, stable=True).values.to(td)
+    assert _same(s, want)
+
+
 def _networks(src: str) -> int:
     """How many top-k networks a checked kernel holds: each ends in a halving, a max along an axis of 2."""
     from tle import typed as T

@@ -63,11 +63,17 @@ def topk(ck, x: T.Expr, k: int, span) -> T.Expr:
 
 def argsort(ck, x: T.Expr, descending: bool, span) -> T.Expr:
     """The positions along the last axis that sort x (i32, x's shape); equal values keep their order (stable)."""
+    return positions(ck, sort_positions(ck, x, descending, span), x.type.shape[-1] if descending else None, span)
+
+
+def sort_positions(ck, x: T.Expr, descending: bool, span) -> T.Expr:
+    """The network of argsort(x): _with_position's i64 keys, sorted (a let). `positions` reads argsort's result out
+    of it, `values` sort's (the checker shares one network between argsort(x) and a later sort(x))."""
     n = x.type.shape[-1]
     packed = _with_position(ck, x, descending, span)
     for stage in range(1, _log2(n) + 1):
         packed = _merge(ck, packed, stage, None if stage < _log2(n) else descending, span)
-    return positions(ck, packed, n if descending else None, span)
+    return ck.temp("sort_packed", packed, span)
 
 
 def top_positions(ck, x: T.Expr, k: int, span) -> T.Expr:
@@ -77,7 +83,8 @@ def top_positions(ck, x: T.Expr, k: int, span) -> T.Expr:
 
 
 def values(ck, packed, dtype: str, span) -> T.Expr:
-    """topk's values (of dtype) from top_positions' keys: the value key is the high 32 bits."""
+    """topk's values (of dtype) from top_positions' keys, or sort's from sort_positions': the value key is the high
+    32 bits."""
     high = ck.binary(">>", packed, T.Const(span, Scalar("i64"), 32), span)
     key = ck.convert(high, dtype if not is_float(dtype) else f"i{BITS[dtype]}", span)
     return _from_key(ck, key, dtype, span)

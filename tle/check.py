@@ -703,7 +703,8 @@ class _KernelChecker:
         self.literal_ones: dict[T.Op, tuple] = {}
         self.let_values: dict[T.Variable, T.Expr] = {}
         # argtopk(t, k) of a let t leaves its network's packed result here, so that a later topk(t, k) in the same
-        # block reads its values from it instead of building a second network: (t's Variable, k) -> (block, Read)
+        # block reads its values from it instead of building a second network: (t's Variable, k) -> (block, Read);
+        # argsort(t) likewise for a later sort(t) of the same order, under ("sort", t's Variable, descending)
         self.top_networks: dict = {}
 
     # ---- set-up: constants and parameters ------------------------------------------------------------------
@@ -1237,8 +1238,14 @@ class _KernelChecker:
                 raise TleError(d.span, f"{what} size must be a compile-time constant integer",
                                ["use a literal or a kernel constant such as <BLOCK: int>"])
             if v.value <= 0 or v.value & (v.value - 1):
+                consts = {c.name: c for c in self.k.const_params}
+                given = dict.fromkeys(n.id for n in ast.walk(d) if isinstance(n, ast.Name) and n.id in self.given
+                                      and n.id in consts)
                 raise TleError(d.span, f"{what} size must be a positive power of two, got {v.value}",
-                               ["Triton and Tile IR tiles have power-of-two sizes; ragged edges are padded"])
+                               ["Triton and Tile IR tiles have power-of-two sizes; ragged edges are padded"] +
+                               [f"{n} = {self.given[n]!r} as given to this compile (a launch's {n}=..., tlec's "
+                                f"-D {n}=...)" + (", not its default" if consts[n].default is not None else "")
+                                for n in given])
             out.append(v.value)
         if math.prod(out) > MAX_TILE_ELEMENTS:
             raise TleError(span, f"{what} of {math.prod(out)} elements is too large (at most {MAX_TILE_ELEMENTS})")
@@ -3171,6 +3178,10 @@ class _KernelChecker:
         a = self.args(e, ("x",), (), ("descending",))
         x = self.sortable(a["x"], "sort")
         descending = self.const_bool(a["descending"], "descending=") if "descending" in a else False
+        block, packed = self.top_networks.get(("sort", x.var, descending), (None, None)) \
+            if isinstance(x, T.Read) else (None, None)
+        if block is self.out:  # argsort(x) came first, in this block: its network holds the values too
+            return bitonic.values(self, packed, x.type.dtype, e.span)
         return bitonic.sort(self, x, descending, e.span)
 
     def b_topk(self, e):
@@ -3197,7 +3208,10 @@ class _KernelChecker:
         a = self.args(e, ("x",), (), ("descending",))
         x = self.positions_of(a["x"], "argsort")
         descending = self.const_bool(a["descending"], "descending=") if "descending" in a else False
-        return bitonic.argsort(self, x, descending, e.span)
+        packed = bitonic.sort_positions(self, x, descending, e.span)
+        if isinstance(x, T.Read) and not x.var.mutable:
+            self.top_networks[("sort", x.var, descending)] = (self.out, packed)
+        return bitonic.positions(self, packed, x.type.shape[-1] if descending else None, e.span)
 
     def b_argtopk(self, e):
         a = self.args(e, ("x", "k"))
