@@ -458,8 +458,8 @@ def _report_tileiras(name: str, out, arch: str, asked: int | None = None, chosen
               file=sys.stderr)
     if extra.get("one_program"):
         print(f"tlec: kernel '{name}': without a hint tileiras gave {extra['one_program']} registers per thread, one "
-              "program per SM, so the cubin was compiled with a hint of 2 (--emit=tileir shows the first)",
-              file=sys.stderr)
+              f"program per SM (its block is 8 worker warps, 256 threads x {extra['one_program']} registers, and an SM "
+              "has 65536), so the cubin was compiled with a hint of 2 (--emit=tileir shows the first)", file=sys.stderr)
     if extra.get("few_warps"):
         registers, programs, warps, hint = extra["few_warps"]
         print(f"tlec: kernel '{name}': without a hint tileiras gave {registers} registers per thread, {programs} "
