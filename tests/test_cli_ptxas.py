@@ -1,5 +1,6 @@
 """tlec -v on the native path reports what ptxas says about the kernel: registers, spills, and each "Potential
-Performance Loss" remark (wgmmas serialised) as a warning at the kernel's source line, with what to try."""
+Performance Loss" remark (wgmmas serialised) as a warning at the source line of the dot in a loop it is about (ptxas
+names none), with what to try."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,13 +23,13 @@ def stderr_of(capsys, *argv) -> str:
     return capsys.readouterr().err
 
 
-def test_a_pipeline_without_registers_is_a_warning_at_the_kernel(nt, tmp_path, capsys):
+def test_a_pipeline_without_registers_is_a_warning_at_the_loops_dot(nt, tmp_path, capsys):
     err = stderr_of(capsys, nt, "-v", "--backend", "triton", "--num-warps", "4", "-o", str(tmp_path / "k.cubin"),
                     *LAUNCH)
     assert "ptxas: 255 registers per thread" in err and "bytes spilled to local memory" in err
-    assert f"{nt}:4:1: warning: ptxas: wgmma.mma_async instructions are serialized due to insufficient register " \
+    assert f"{nt}:8:15: warning: ptxas: wgmma.mma_async instructions are serialized due to insufficient register " \
            "resources" in err
-    assert "    kernel nt<" in err and "\n    ^^^" in err  # the source line and carets
+    assert "\n            acc = dot(load(x, " in err and "\n                  ^^^" in err  # the source line and carets
     assert "note: the accumulators and the pipeline's operands do not fit the registers" in err
 
 
@@ -75,3 +76,32 @@ def test_verbose_says_why_the_default_num_warps(nt, tmp_path, capsys):
            "stay in their threads: about 32 a thread" in err and "512 threads" in err
     err = stderr_of(capsys, str(wide), "-v", "--backend", "triton", "--num-warps", "4", "-o", out)
     assert "default" not in err and "128 threads" in err  # a count the caller names is not explained
+
+
+def test_wgmma_remarks_go_to_the_dot_that_accumulates_with_the_others_as_notes():
+    """Attention's backward: the remark about accumulator registers belongs to the first dot adding into a carried
+    accumulator, not to the score dot before it; every other dot in a loop is a note."""
+    from tle.check import check_kernel, load_program
+    from tle.cli import _wgmma_spans
+    src = """
+kernel k<B: int = 64>(q: tensor<f16>[N, 64], k: tensor<f16>[N, 64], dv: tensor<f32>[N, 64]) {
+    let kt = load(k, tile=[B, 64], at=[program_id(0), 0])
+    var acc = zeros<f32>[B, 64]
+    for j in range(program_id(0), cdiv(N, B)) {
+        let qt = load(q, tile=[B, 64], at=[j, 0])
+        let p = dot(qt, transpose(kt))
+        acc = dot(transpose(cast<f16>(p)), qt, acc)
+    }
+    store(dv, acc, at=[program_id(0), 0])
+}
+"""
+    kernel = check_kernel(load_program(src, "k.tle"), "k", {})
+    at, others = _wgmma_spans(kernel)
+    assert (at.line, at.col) == (8, 15) and [(s.line, s.col) for s in others] == [(7, 17)]
+    no_loop = check_kernel(load_program("""
+kernel k(q: tensor<f16>[64, 64], o: tensor<f32>[64, 64]) {
+    let t = load(q, tile=[64, 64])
+    store(o, dot(t, t))
+}
+""", "k.tle"), "k", {})
+    assert _wgmma_spans(no_loop) == (no_loop.span, [])

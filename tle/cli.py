@@ -397,7 +397,39 @@ def _report_ptxas(name: str, out, arch: str) -> None:
               "section 3)", file=sys.stderr)
     for loss in report.losses:
         hints = [Note(h) for key, h in _PTXAS_HINTS.items() if key in loss]
-        print(render(TleError(out.kernel.span, f"ptxas: {loss}", hints), "warning"), file=sys.stderr)
+        at, others = _wgmma_spans(out.kernel) if "wgmma" in loss else (out.kernel.span, [])
+        hints += [Note("another dot in a loop", span) for span in others]
+        print(render(TleError(at, f"ptxas: {loss}", hints), "warning"), file=sys.stderr)
+
+
+def _wgmma_spans(kernel):
+    """Where a remark of ptxas about wgmma belongs (ptxas names no line): the first dot in a loop that adds into an
+    accumulator (its wgmmas are the ones overlapped with the next step's), else the first dot in a loop, and the
+    other dots in loops as notes; the kernel where no dot is in a loop."""
+    from .typed import Const, For, dots
+    looped = list(dict.fromkeys((d.span, not isinstance(_unconverted(d.args[2]), Const))
+                                for n in kernel.body for loop in _loops(n, For) for d in dots(loop.body)))
+    if not looped:
+        return kernel.span, []
+    first = next((span for span, accumulates in looped if accumulates), looped[0][0])
+    return first, [span for span, _ in looped if span is not first]
+
+
+def _unconverted(e):
+    """A dot's accumulator without the broadcast that makes a tile of a constant 0 (a dot without acc=)."""
+    while getattr(e, "name", None) in ("splat", "broadcast", "cast") and e.args:
+        e = e.args[0]
+    return e
+
+
+def _loops(stmt, loop_type):
+    """The outermost loops at or under stmt (a statement of a checked kernel)."""
+    if isinstance(stmt, loop_type):
+        yield stmt
+        return
+    for part in ("then", "orelse"):
+        for s in getattr(stmt, part, None) or []:
+            yield from _loops(s, loop_type)
 
 
 def _report_tileiras(name: str, out, arch: str, asked: int | None = None, chosen: bool = False) -> None:
