@@ -68,7 +68,7 @@ _FOLDS = {
     "arith.minimumf": (*_BOTH, _INF), "arith.minnumf": (*_BOTH, _INF), "arith.maxsi": (*_BOTH, "min"),
     "arith.minsi": (*_BOTH, "max"),
 }
-_CARRIES = frozenset(_SHAPE) | {"arith.select", "tle.join", "tle.reduce", "tle.scan", "tle.dot"}
+_CARRIES = frozenset(_SHAPE) | {"arith.select", "tle.join", "tle.reduce", "tle.scan", "tle.dot", *_COMBINED}
 
 _NOTE = ("the lanes of a load outside its tensor hold the load's pad (0 unless given), on the GPU as here: give the "
          "load a pad= that this op leaves unchanged (sum: 0, max: -inf, min: inf, product: 1), or set the lanes with "
@@ -299,7 +299,7 @@ class PaddedLanes:
     def skip_slot(self, op) -> int | None:
         """The slot where the check of a combine_reduce / combine_scan puts the lanes its rerun leaves out of the fold
         (the interpreter's step reads it; None where no operand may hold padded lanes)."""
-        if not any(self.slot(v) in self.masks for v in op.operands):
+        if not any(self.slot(v) in self.masks or self.slot(v) in self.carried for v in op.operands):
             return None
         return self.slot(("lanes left out of", op))
 
@@ -324,6 +324,8 @@ class PaddedLanes:
             return self._carried_select(op, step, masked)
         if name == "tle.dot":
             return self._carried_dot(op, span, step, masked)
+        if name in _COMBINED:
+            return self._carried_combined(op, span, step, masked)
         return self._carried_reduction(op, span, step, masked)
 
     def _wrap_masks(self, op, span, step):
@@ -897,6 +899,55 @@ class PaddedLanes:
                 shadow = without
             nodata = None if st.nodata is None else (_lanes(st.nodata, x) if scan else _lanes(st.nodata, x).all(axis))
             self._set_states(env, [out], [Carried(shadow, nodata, st.origin, st.entered)])
+        return checked
+
+    def _carried_combined(self, op, span, step, run):
+        """reduce / scan with combine= over carried tiles: the result again with the lanes that hold no data (a
+        carried operand's, or this iteration's padding) left out of the fold, from the values and from their
+        shadows; a difference in a result with data is padding an earlier iteration took in (`acc = acc & t` over
+        blocks padded with 0, then reduced with a combine fn)."""
+        scan = op.name == "tle.combine_scan"
+        axis = ir.IntegerAttr(op.attributes["axis"]).value + 1
+        fn = ir.FlatSymbolRefAttr(op.attributes["combine"]).value.split(".")[1]
+        values, outs = [self.slot(v) for v in op.operands], [self.slot(r) for r in op.results]
+        skip = self.skip_slot(op)
+        used = [j for j, r in enumerate(op.results) if any(True for _ in r.uses)]
+        what = f"{'scan' if scan else 'reduce'} with combine fn '{fn}'"
+
+        def checked(env):
+            run(env)
+            states = [self._state(env, v) for v in values]
+            if all(st is None for st in states):
+                return self._set_states(env, outs, [None] * len(outs))
+            plain = [st or self._plain(env, v) for v, st in zip(values, states)]
+            xs = [env[v] for v in values]
+            shape = torch.broadcast_shapes(*[x.shape for x in xs])
+            # left out: lanes no operand holds data in, and this iteration's padding (the operands are combined
+            # element by element, as in _carried_elementwise)
+            padding = [self._padding(env, v) for v, st in zip(values, states) if st is None]
+            lanes = _lanes(_either_lane([_both([st.nodata for st in plain]), *padding]), torch.empty(shape))
+            whole = lanes if scan else lanes.all(axis)
+            shadows = {v: st.shadow for v, st in zip(values, states) if st is not None and st.shadow is not None}
+            carried = next(st for st in states if st is not None)
+            results = [None] * len(outs)
+            if shadows and bool((~lanes).any()):
+                got = self._shadow(env, step, {skip: lanes}, outs)
+                without = self._shadow(env, step, {skip: lanes, **shadows}, outs)
+                for j in used:
+                    bad = ~_same(got[j], without[j]) & ~whole
+                    if bool(bad.any()):
+                        source = _source(carried)
+                        g, w = got[j], without[j]
+                        self._fail(env, span, source, bad,
+                                   lambda at, p: f"{what}{f' along axis {axis - 1}' if scan or g.dim() > 2 else ''} "
+                                                 f"takes in padding of '{source.name}' that a loop accumulated into "
+                                                 f"a value it carries: in program {p} the result{_pos(at)} is "
+                                                 f"{_item(g, at)} with it and {_item(w, at)} without",
+                                   _entered_notes(carried))
+                results = [w if not _identical(w, env[o]) else None for w, o in zip(without, outs)]
+            nodata = whole if bool(whole.any()) else None
+            origin = next((st.origin for st in plain if st.origin), None)
+            self._set_states(env, outs, [Carried(r, nodata, origin, carried.entered) for r in results])
         return checked
 
     def _carried_dot(self, op, span, step, run):

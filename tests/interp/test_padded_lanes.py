@@ -894,3 +894,34 @@ def test_a_nan_the_infinite_pad_made_is_told_to_be_guarded_where_it_was_made():
     assert len(got) == 1 and "is nan with them" in got[0]
     assert "note: the pad -inf made a NaN before this op" in got[0]
     assert "where(m == -inf, 0.0, exp(t - m))" in got[0]
+
+
+AND_BLOCKS = """
+fn both(a, b) { return a & b }
+kernel k<BN: int = 8>(x: tensor<i32>[M, N], y: tensor<i32>[M]) {
+    var acc = full<i32>[1, BN](-1)
+    for j in range(cdiv(N, BN)) {
+        acc = acc & load(x, tile=[1, BN], at=[program_id(0), j]PAD)
+    }
+    store(y, reduce(acc, axis=1, combine=both, identity=[-1]), at=[program_id(0)])
+}
+"""
+
+
+def test_a_combine_reduction_of_a_carried_tile_takes_in_what_the_loop_accumulated():
+    """acc & t over column blocks padded with 0: the last block's padded lanes clear acc's bits there, and the
+    combine fn's reduction after the loop takes them in. Padded with -1 (the fn's identity), nothing warns."""
+    x = torch.randint(0, 1 << 20, (2, 20), dtype=torch.int32) | (1 << 21)
+    y = torch.empty(2, dtype=torch.int32)
+    got = launch(AND_BLOCKS.replace("PAD", ""), "k", (2,), x, y)
+    assert len(got) == 1 and "warning: reduce with combine fn 'both' takes in padding of 'x' that a loop " \
+                             "accumulated into a value it carries: in program (0, 0, 0) the result at tile element " \
+                             "[0] is 0 with it and" in got[0]
+    assert launch(AND_BLOCKS.replace("PAD", ", pad=-1"), "k", (2,), x, y) == []
+    want = []
+    for row in x.tolist():
+        w = -1
+        for v in row:
+            w &= v
+        want.append(w)
+    assert y.tolist() == want
