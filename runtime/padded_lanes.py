@@ -146,6 +146,8 @@ class PaddedLanes:
         # loop its lanes no longer move from iteration to iteration: d = x - mean folds nothing into mean)
         self.carried: dict[int, int] = {}  # value slot -> its state's slot
         self.accumulating: set[int] = set()
+        self.iter_args = {self.slot(a) for op, _, _ in ops if op.name == "scf.for"
+                          for a in list(op.regions[0].blocks[0].arguments)[1:]}
         before = None
         while before != (len(self.carried), len(self.accumulating)):
             before = (len(self.carried), len(self.accumulating))
@@ -778,6 +780,8 @@ class PaddedLanes:
                 base = st.shadow if st is not None else None
                 # a contribution folded into an accumulator: its padded lanes are taken in as the identity
                 pm = self._padded(env, s) if folding and i in fold[1] and s not in self.accumulating else None
+                if pm is None and folding and i in fold[0] and s in self.iter_args:
+                    pm = _initial_padding(st)
                 padded = pm.mask if pm is not None else None
                 if padded is not None:
                     x = env[s] if base is None else base
@@ -1199,6 +1203,16 @@ def _either_lane(lanes):
     for m in lanes[1:]:
         out = out | m
     return out
+
+
+def _initial_padding(st: "Carried | None") -> "Padded | None":
+    """An accumulator's lanes that a load padded before the loop (`var m = load(x, ...)` of a ragged block, then
+    m = max(m, t)): still as loaded (no shadow yet), holding no data, from a load. The fold takes them in as its
+    identity, as it does a contribution's padded lanes. Lanes of a constant (`full(-inf)`, `zeros`) are no
+    padding: a kernel starts from them on purpose."""
+    if st is None or st.shadow is not None or st.origin is None or st.nodata is None or st.nodata is _ALL:
+        return None
+    return Padded(st.nodata, st.origin)
 
 
 def _both(lanes):
