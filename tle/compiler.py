@@ -372,7 +372,7 @@ def compile_kernel(program: Program, name: str, constants: dict, spec: Spec | No
         if backend == "tileir":
             from .targets.tileir import TileirasCrash
             try:
-                _tileir(out, module, arch, upto, occupancy)
+                _tileir(out, module, arch, upto, occupancy, AUTO_TILEIRAS_TIMEOUT_S if asked == "auto" else None)
             except TileirasCrash as crash:
                 if asked != "auto":
                     raise
@@ -397,8 +397,12 @@ def _native_after_tileiras_crash(out: Compiled, module, crash):
     failed on its first compile without naming a line of it (targets/tileir.py TileirasCrash): a failure of the
     tool rather than of the program, which the native path compiles as it would have with backend="triton".
     out.fallback says why, as route()'s reasons do (tlec -v, TLE_DEBUG, the launch's TleFallbackWarning)."""
+    from .targets.tileir import DEFAULT_TIMEOUT_S, TileirasTimeout
     said = crash.message.removeprefix("tileiras: ")
-    out.fallback = (f"tileiras {crash.version} failed on the kernel's Tile IR (\"{said}\", exit status "
+    out.fallback = (f"tileiras {crash.version} did not finish the kernel's Tile IR in {crash.status:.0f} s (auto's "
+                    f"limit; --backend tileir waits up to {DEFAULT_TIMEOUT_S:.0f})"
+                    if isinstance(crash, TileirasTimeout) else
+                    f"tileiras {crash.version} failed on the kernel's Tile IR (\"{said}\", exit status "
                     f"{crash.status}) and named no line of it")
     debug.note(f"kernel '{out.kernel.name}' runs on the native CUDA path (Triton): {out.fallback}")
     for stage in STAGES["tileir"][2:]:
@@ -854,6 +858,13 @@ def _kept_unless_it_spills(module, tileir, binary, arch, hint: int, why: str, fi
     return retry, retried
 
 
+# How long tileiras may take over a kernel's first compile: with --backend tileir, targets/tileir.py's limit
+# (DEFAULT_TIMEOUT_S); under auto, which can compile the kernel on the native path instead, 120 s, twice the
+# longest a kernel that auto sent to Tile IR took in the porters' reports (a 3x3 convolution, 30-57 s), since a
+# path that compiles for minutes is not the better one for its user. A porter's persistent grouped GEMM never
+# finished there (10 minutes, tileiras 13.5) and compiled natively in 2.4 s.
+AUTO_TILEIRAS_TIMEOUT_S = 120.0
+
 # A kernel that took tileiras longer than this gets none of the retries above: each would take as long again. A
 # sort of 32768-element rows (a sorting network of 120 stages) took it about 7 minutes and 10 GB, and the spill
 # retry as much again, for a binary that was then dropped (CPU machine, fiftieth session). Retries pay on kernels
@@ -872,8 +883,8 @@ def _compiled_with_hint(module, arch, occupancy: int | None, worker_warps="auto"
     from .targets.tileir import TileirasCrash, compile_tileir
     tileir = tle_to_tileir(module, TileirOptions(occupancy=occupancy, num_worker_warps=worker_warps))
     try:
-        with debug.timed("tileiras"):
-            return tileir, compile_tileir(tileir, arch)
+        with debug.timed("tileiras"):  # (only kernels whose first compile took under TILEIRAS_RETRY_S are retried)
+            return tileir, compile_tileir(tileir, arch, timeout_s=AUTO_TILEIRAS_TIMEOUT_S)
     except TleError as e:  # a crash, a timeout, or an error at a line that the first compile did not have
         what = (f"on {worker_warps} worker warps" if worker_warps != "auto" else
                 f"with an occupancy hint of {occupancy}" if occupancy else "with no occupancy hint")
@@ -890,7 +901,8 @@ def _carry_failed_retries(binary, retried) -> None:
         retried.extra["retry_failed"] = binary.extra["retry_failed"]
 
 
-def _tileir(out: Compiled, module, arch, upto, occupancy: int | None = None) -> None:
+def _tileir(out: Compiled, module, arch, upto, occupancy: int | None = None,
+            timeout_s: float | None = None) -> None:
     order = STAGES["tileir"]
     from .lowering.tle_to_tileir import TileirOptions, tle_to_tileir
     with debug.timed("tle_to_tileir"):
@@ -906,7 +918,7 @@ def _tileir(out: Compiled, module, arch, upto, occupancy: int | None = None) -> 
         return
     started = time.monotonic()
     with debug.timed("tileiras"):
-        binary = compile_tileir(tileir, arch)
+        binary = compile_tileir(tileir, arch, **({"timeout_s": timeout_s} if timeout_s else {}))
     took = time.monotonic() - started
     if occupancy is None and took > TILEIRAS_RETRY_S:
         debug.note(f"kernel '{binary.name}': tileiras took {took:.0f} s; no retries under other hints")

@@ -160,6 +160,47 @@ def test_auto_takes_the_native_path_when_the_first_compile_crashes(fake, monkeyp
     assert f"[tle] kernel 'mm' runs on the native CUDA path (Triton): {out.fallback}" in capsys.readouterr().err
 
 
+def test_auto_waits_120_s_for_tileiras_then_takes_the_native_path(monkeypatch, capsys):
+    """A kernel tileiras never finishes (a porter's persistent grouped GEMM): auto gives it AUTO_TILEIRAS_TIMEOUT_S
+    and compiles natively; --backend tileir waits targets/tileir.py's limit and says so at the kernel."""
+    pytest.importorskip("triton")
+    monkeypatch.setattr(tileir_legality, "_tool_blockers", lambda arch, where: [])
+    limits = []
+
+    def slow(module, arch="sm_90", timeout_s=tileir.DEFAULT_TIMEOUT_S, **_):
+        limits.append(timeout_s)
+        raise tileir.TileirasTimeout(None, f"tileiras did not finish in {timeout_s:.0f} s compiling kernel 'mm'",
+                                     [], timeout_s, "13.5.37")
+    monkeypatch.setattr(tileir, "compile_tileir", slow)
+    out = _compile(MATMUL, "mm", {"M": 4096, "N": 4096, "K": 4096}, backend="auto")
+    assert limits == [compiler.AUTO_TILEIRAS_TIMEOUT_S] == [120.0]
+    assert out.backend == "triton" and out.binary.backend == "triton"
+    assert out.fallback == ("tileiras 13.5.37 did not finish the kernel's Tile IR in 120 s (auto's limit; "
+                            "--backend tileir waits up to 600)")
+    with pytest.raises(tileir.TileirasTimeout, match="did not finish in 600 s") as err:
+        _compile(MATMUL, "mm", {"M": 4096, "N": 4096, "K": 4096})
+    assert limits[-1] == 600.0 and str(err.value.span).startswith("mm.tle:2:")
+
+
+def test_a_tileiras_run_past_its_limit_is_a_timeout_at_the_kernel(monkeypatch, tmp_path):
+    """compile_tileir itself: subprocess's TimeoutExpired becomes a TileirasTimeout located at the kernel."""
+    import subprocess
+
+    def hangs(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args[0], kwargs.get("timeout"))
+    monkeypatch.setattr(tileir, "find_tileiras", lambda: str(tmp_path / "tileiras"))
+    monkeypatch.setattr(tileir, "_version_of", lambda tool: "13.5.37")
+    monkeypatch.setattr(subprocess, "run", hangs)
+    program = load_program(textwrap.dedent(MATMUL), "mm.tle")
+    module = compile_kernel(program, "mm", {}, backend="tileir", stop="tileir")
+    from tle.lowering.tle_to_tileir import tle_to_tileir
+    tileir_module = tle_to_tileir(module.module)
+    with pytest.raises(tileir.TileirasTimeout) as err:
+        tileir.compile_tileir(tileir_module, "sm_90", timeout_s=7)
+    assert err.value.message == "tileiras did not finish in 7 s compiling kernel 'mm'" and err.value.status == 7
+    assert "--backend triton compiles on the native path" in err.value.notes[0].message
+
+
 def test_auto_keeps_an_error_tileiras_places_on_a_line(fake, monkeypatch):
     def located(module, arch="sm_90", **_):
         raise TleError(None, "tileiras: 'cuda_tile.addf' op failed to verify")
