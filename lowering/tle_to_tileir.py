@@ -808,7 +808,7 @@ _THIN_LOAD_LATENCY = 4
 _THIN_MAX_ROWS, _THIN_MAX_COLS = 64, 32
 
 
-def _load_latency(accumulators) -> tuple[int | None, str]:
+def _load_latency(accumulators, looped: bool = True) -> tuple[int | None, str]:
     """The view loads' latency hint and why (for tlec -v): _DOT_LOAD_LATENCY for a kernel with an accumulator of
     _LATENCY_MIN_ACC values or more, _THIN_LOAD_LATENCY for one with exactly one dot on a thin accumulator (at most
     _THIN_MAX_ROWS x _THIN_MAX_COLS), else none (tileiras infers one)."""
@@ -819,10 +819,22 @@ def _load_latency(accumulators) -> tuple[int | None, str]:
                                         "whose K loop tileiras then pipelines deeper")
     elif rows is not None and rows <= _THIN_MAX_ROWS and cols <= _THIN_MAX_COLS:
         hint, why = _THIN_LOAD_LATENCY, (f"one dot on a {rows}x{cols} accumulator (at most {_THIN_MAX_ROWS}x"
-                                         f"{_THIN_MAX_COLS}), whose K loop streams its operands")
+                                         f"{_THIN_MAX_COLS}), " + ("whose K loop streams its operands" if looped else
+                                                                   "though in no loop (the rule was measured on K "
+                                                                   "loops, which stream their operands)"))
     else:
         return None, ""
     return hint, f"latency hint {hint} on every view load, the lowering's choice: {why}"
+
+
+def _in_loop(op) -> bool:
+    """Whether op sits in an scf.for (at any depth)."""
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        if parent.name == "scf.for":
+            return True
+        parent = parent.parent
+    return False
 
 
 @dataclass
@@ -936,7 +948,9 @@ class _Kernel:
         self.num_cta_in_cga = None if options.num_cta_in_cga == "auto" else options.num_cta_in_cga
         latency = options.load_latency
         # the lowering's reason for its own hint (tlec -v); none for a hint it was given
-        self.load_latency, self.latency_why = _load_latency(accumulators) if latency == "auto" else (latency, "")
+        looped = any(_in_loop(op) for op in dots)
+        self.load_latency, self.latency_why = _load_latency(accumulators, looped) if latency == "auto" else \
+            (latency, "")
         if self.load_latency is not None and not 1 <= self.load_latency <= 10:
             raise ValueError(f"load_latency = {latency!r} is not auto, None or 1..10")
 

@@ -1485,6 +1485,13 @@ class _KernelChecker:
                 raise overflow_error(x.span, float(v), dtype)
             return float(v)
         if isinstance(v, float):
+            if math.isinf(v) or math.isnan(v):  # pad=-inf on an integer tensor: its extreme is what was meant
+                low, high = -(2 ** (BITS[dtype] - 1)), 2 ** (BITS[dtype] - 1) - 1
+                raise TleError(x.span, f"the float {v!r} cannot be used as {dtype}: integers have no "
+                                       f"{'infinity' if math.isinf(v) else 'NaN'}",
+                               [f"{dtype}'s {'smallest' if v < 0 else 'largest'} value, {low if v < 0 else high}, "
+                                f"is what a {'max' if v < 0 else 'min'} leaves unchanged, as {v!r} does: write that"]
+                               if math.isinf(v) else ["write an integer"])
             raise TleError(x.span, f"the float {v!r} cannot be used as {dtype} implicitly",
                            [f"write an integer, or convert explicitly: cast<{dtype}>({v!r})"])
         bits = BITS[dtype]

@@ -1257,6 +1257,16 @@ def test_load_latency_hint_on_big_and_thin_dot_tiles():
         _example_module("matmul", {}, options=lowering.TileirOptions(load_latency=11))
 
 
+def test_the_thin_latency_reason_says_whether_the_dot_is_in_a_loop():
+    """tlec -v's reason for latency 4: the rule was measured on K loops; a dot in none (one 32x32 product per
+    program) gets the hint with a reason that says so, not one about a K loop it does not have."""
+    thin = [("f32", (32, 32), None)]
+    assert lowering._load_latency(thin)[1].endswith("whose K loop streams its operands")
+    hint, why = lowering._load_latency(thin, looped=False)
+    assert hint == 4 and why.endswith("though in no loop (the rule was measured on K loops, which stream their "
+                                      "operands)")
+
+
 def test_options_force_each_choice():
     m = _example_module("softmax", {"BLOCK": 4096, "T": "bf16"}, options=OLD_CHOICES)
     assert not ops(m, "load_ptr_tko")
