@@ -2139,10 +2139,13 @@ class _KernelChecker:
         if acc_default is None:
             raise TleError(e.span, f"dot() does not support {d} operands; use f16, bf16, f32, f64, i8, f8e4m3 or "
                                    f"f8e5m2")
-        for size, what in ((m, "M"), (n, "N"), (k1, "K")):
-            if size < 16:
-                raise TleError(e.span, f"dot() needs every dimension to be at least 16; {what} is {size}",
-                               ["tensor-core instructions work on 16x16 and larger tiles"])
+        small = [f"{what} is {size}" for size, what in ((m, "M"), (n, "N"), (k1, "K")) if size < 16]
+        if small:
+            raise TleError(e.span, f"dot() needs every dimension to be at least 16; {' and '.join(small)}",
+                           ["tensor-core instructions work on 16x16 and larger tiles",
+                            "load tiles of 16 there even where a tensor is smaller (a LoRA of rank 8): its lanes past "
+                            "the edge read pad=0, which adds nothing to the products, and a store of the result "
+                            "drops them"])
         if is_f8(d) and k1 < 32:
             raise TleError(e.span, f"a dot of {d} needs K of at least 32; K is {k1}",
                            ["the tensor cores' 8-bit products step through K 32 at a time"])
