@@ -70,6 +70,26 @@ def test_a_size_for_no_dim_of_the_kernel_names_the_dims(rows, capsys):
     assert "--sizes K: no kernel compiled from" in capsys.readouterr().err
 
 
+def test_with_k_sizes_and_constants_of_the_files_other_kernels_are_ignored(tmp_path, capsys):
+    """One --sizes and -D list for a whole file, used with -k for one kernel at a time (a porter's fp8 file): what
+    belongs to another kernel of the file is no mistake; what belongs to none still is."""
+    path = tmp_path / "two.tle"
+    path.write_text("""
+kernel a<B: int = 64>(x: tensor<f32>[N], y: tensor<f32>[N]) {
+    store(y, load(x, tile=[B], at=program_id(0)), at=program_id(0))
+}
+kernel b<C: int = 32>(x: tensor<f32>[M, K], y: tensor<f32>[M, K]) {
+    store(y, load(x, tile=[1, C], at=[program_id(0), 0]), at=[program_id(0), 0])
+}
+""")
+    ok = [str(path), "-k", "a", "--emit=tle", "--sizes", "N=1000,M=10,K=64", "-D", "C=64", "-D", "B=128"]
+    assert main(ok) == 0 and "tensor<128xf32>" in capsys.readouterr().out  # B=128 taken, C=64 and M, K left
+    assert main([str(path), "-k", "a", "--emit=tle", "--sizes", "N=1000,Q=3"]) == 2
+    assert "--sizes Q: no kernel compiled from" in capsys.readouterr().err
+    assert main([str(path), "-k", "a", "--emit=tle", "-D", "Z=3"]) == 2
+    assert "-D Z: no kernel compiled from" in capsys.readouterr().err
+
+
 def test_a_kernel_the_file_does_not_have_is_a_command_line_error(rows, capsys):
     assert main([rows, "--emit=tle", "--kernel", "row"]) == 2
     assert "error: no kernel named 'row'" in capsys.readouterr().err

@@ -211,10 +211,13 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
     # Each kernel's own -D constants; one that no kernel has is an error before anything compiles.
     own_of = {n: {k: v for k, v in constants.items() if any(c.name == k for c in program.kernels[n].const_params)}
               for n in names}
-    unknown = [k for k in constants if all(k not in own_of[n] for n in names)]
+    # With -k, a constant of another kernel of the file is no mistake (one -D list serves every kernel): ignored
+    everyone = program.kernel_names()
+    unknown = [k for k in constants if all(all(c.name != k for c in program.kernels[n].const_params)
+                                            for n in everyone)]
     if unknown:  # a mistake on the command line, not in the program
         from .check import _suggest
-        known = sorted({c.name for n in names for c in program.kernels[n].const_params})
+        known = sorted({c.name for n in everyone for c in program.kernels[n].const_params})
         hint = _suggest(unknown[0], known) or [f"the constants: {', '.join(known) or 'none'}"]
         print(f"tlec: error: -D {unknown[0]}: no kernel compiled from {filename} has a compile-time constant "
               f"'{unknown[0]}' ({hint[0]})", file=sys.stderr)
@@ -227,6 +230,12 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
             pass  # reported below, where that kernel is compiled
     if args.sizes:
         dims = set().union(*(k.dims for k in checked.values()))
+        for other in (n for n in everyone if n not in names and set(args.sizes) - dims):
+            try:  # with -k, a dim of another kernel of the file is no mistake either (one --sizes serves them all)
+                dims |= set(check_kernel(program, other, {k: v for k, v in constants.items() if any(
+                    c.name == k for c in program.kernels[other].const_params)}).dims)
+            except TleError:
+                pass
         if set(args.sizes) - dims:  # a bad command line, not an error in the program
             bad = sorted(set(args.sizes) - dims)[0]
             constant = any(bad in (c.name for c in program.kernels[n].const_params) for n in names)
