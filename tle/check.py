@@ -2124,7 +2124,11 @@ class _KernelChecker:
         x, y = self.expr(a["a"]), self.expr(a["b"])
         for v, src in ((x, a["a"]), (y, a["b"])):
             if not isinstance(v.type, Tile) or len(v.type.shape) != 2:
-                raise TleError(src.span, f"dot() needs 2-D tiles, got {v.type}")
+                batched = isinstance(v.type, Tile) and len(v.type.shape) == 3
+                raise TleError(src.span, f"dot() needs 2-D tiles, got {v.type}",
+                               ["a batch of products (torch.bmm) is one program per product: launch a grid over the "
+                                "batch and reshape each program's [1, M, K] tile to [M, K] (reshape(load(a, tile=[1, "
+                                "BM, BK], at=[program_id(2), i, k]), [BM, BK]))"] if batched else None)
         (m, k1), (k2, n) = x.type.shape, y.type.shape
         if k1 != k2:
             raise TleError(e.span, f"dot() inner dimensions differ: {list(x.type.shape)} @ {list(y.type.shape)}",
