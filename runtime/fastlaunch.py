@@ -8,8 +8,8 @@ extension, written here and compiled on first use with the system C compiler (as
 
 The Launcher computes the plan key from the arguments the way runtime/kernel.py's `_signature` does (per tensor:
 dtype, shape, strides, 16-byte alignment of data_ptr, device; which tensors overlap; per int: divisibility by 16;
-per float or bool: its type; keyword arguments by type and value) and looks it up in the kernel's C plans for its grid (kept per grid:
-a plan may rely on its grid, tle/abi.py's grid facts). It reads tensor attributes through torch.Tensor's own
+per float or bool: its type; keyword arguments by type and value) and looks it up in the kernel's C plans for its
+grid (kept per grid: a plan may rely on its grid, tle/abi.py's grid facts). It reads tensor attributes through torch.Tensor's own
 descriptors, called directly; with one visible GPU the device is not asked.
 A C plan is the CUfunction with its block size, the CUDA context its module was loaded in, and for each kernel
 parameter where its value comes from (a positional argument, converted by its kind, or a value fixed for the plan:
