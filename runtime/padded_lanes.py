@@ -146,8 +146,6 @@ class PaddedLanes:
         # loop its lanes no longer move from iteration to iteration: d = x - mean folds nothing into mean)
         self.carried: dict[int, int] = {}  # value slot -> its state's slot
         self.accumulating: set[int] = set()
-        self.iter_args = {self.slot(a) for op, _, _ in ops if op.name == "scf.for"
-                          for a in list(op.regions[0].blocks[0].arguments)[1:]}
         before = None
         while before != (len(self.carried), len(self.accumulating)):
             before = (len(self.carried), len(self.accumulating))
@@ -780,7 +778,7 @@ class PaddedLanes:
                 base = st.shadow if st is not None else None
                 # a contribution folded into an accumulator: its padded lanes are taken in as the identity
                 pm = self._padded(env, s) if folding and i in fold[1] and s not in self.accumulating else None
-                if pm is None and folding and i in fold[0] and s in self.iter_args:
+                if pm is None and folding and i in fold[0]:
                     pm = _initial_padding(st)
                 padded = pm.mask if pm is not None else None
                 if padded is not None:
@@ -1119,11 +1117,13 @@ class Carried:
     """A carried tile's state: its shadow (the value had every padded lane it took in held the identity of the op
     that took it in; None: the value itself), its lanes that hold no data (nothing but constants and padding; a bool
     tensor that broadcasts to it, None: none), the load whose padding its lanes without data hold, and (span,
-    identity, load) of the op where padding first entered its shadow."""
-    __slots__ = ("shadow", "nodata", "origin", "entered")
+    identity, load) of the op where padding first entered its shadow. `initial`: a loop's init, as loaded (its
+    lanes without data are a load's padding, which no op has taken in yet)."""
+    __slots__ = ("shadow", "nodata", "origin", "entered", "initial")
 
-    def __init__(self, shadow, nodata, origin, entered):
+    def __init__(self, shadow, nodata, origin, entered, initial=False):
         self.shadow, self.nodata, self.origin, self.entered = shadow, nodata, origin, entered
+        self.initial = initial
 
 
 CLEAN = Carried(None, None, None, None)
@@ -1144,7 +1144,12 @@ class _Loop:
         return [self.lanes._state(env, v) or self.lanes._plain(env, v) for v in values]
 
     def enter(self, env) -> list:
-        return self._passed(env, self.inits)
+        """The inits' states: an init no loop carried and a load padded (`var m = load(...)`) is marked initial, so
+        that the first fold into it takes its padded lanes in as the fold's identity (_initial_padding)."""
+        lanes = self.lanes
+        return [Carried(None, st.nodata, st.origin, None, initial=True)
+                if lanes._state(env, v) is None and st.origin is not None and st.nodata is not None else st
+                for v, st in zip(self.inits, self._passed(env, self.inits))]
 
     def begin(self, env, states):
         self.lanes._set_states(env, self.iters, states)
@@ -1207,10 +1212,10 @@ def _either_lane(lanes):
 
 def _initial_padding(st: "Carried | None") -> "Padded | None":
     """An accumulator's lanes that a load padded before the loop (`var m = load(x, ...)` of a ragged block, then
-    m = max(m, t)): still as loaded (no shadow yet), holding no data, from a load. The fold takes them in as its
-    identity, as it does a contribution's padded lanes. Lanes of a constant (`full(-inf)`, `zeros`) are no
-    padding: a kernel starts from them on purpose."""
-    if st is None or st.shadow is not None or st.origin is None or st.nodata is None or st.nodata is _ALL:
+    m = max(m, t)): the loop's init as loaded (Carried.initial: the first iteration only), its lanes without data.
+    The fold takes them in as its identity, as it does a contribution's padded lanes. Lanes of a constant
+    (`full(-inf)`, `zeros`) are no padding: a kernel starts from them on purpose."""
+    if st is None or not st.initial or st.nodata is _ALL:
         return None
     return Padded(st.nodata, st.origin)
 
