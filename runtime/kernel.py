@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .. import __version__ as TLE_VERSION
 from .. import debug
-from ..abi import Spec, abi, spec_of
+from ..abi import Spec, abi, byte_span, spec_of
 from ..check import OCCUPANCIES, Program, check_kernel
 from ..diagnostics import TleError, user_facing, without_internal_frames
 from ..types import overflows
@@ -768,10 +768,8 @@ def _overlapping(tensors: list) -> tuple:
     spans = []
     for i, t in enumerate(tensors):
         try:
-            start = t.data_ptr()
-            if start and t.numel():
-                spans.append((start, start + (1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())))
-                              * t.element_size(), i))
+            if t.data_ptr() and t.numel():
+                spans.append((*byte_span(t), i))
         except (RuntimeError, AttributeError, TypeError):  # no storage: the plan's checks say what it is
             continue
     spans.sort()

@@ -351,10 +351,9 @@ def aliases(kernel: Kernel, tensors: dict) -> frozenset:
     spans = []
     for name, t in tensors.items():
         # not passed (None, or runtime/kernel.py's null pointer), empty, or without storage (meta tensors)
-        if not hasattr(t, "numel") or t.numel() == 0 or t.device.type == "meta" or not (start := t.data_ptr()):
+        if not hasattr(t, "numel") or t.numel() == 0 or t.device.type == "meta" or not t.data_ptr():
             continue
-        spans.append((start, start + (1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())))
-                      * t.element_size(), name))
+        spans.append((*byte_span(t), name))
     spans.sort()
     groups, end = [], -1
     for start, stop, name in spans:  # sorted by start: a span overlaps its group when it starts before the group ends
@@ -364,6 +363,13 @@ def aliases(kernel: Kernel, tensors: dict) -> frozenset:
             groups.append([name])
         end = max(end, stop) if start < end else stop
     return frozenset(tuple(sorted(g)) for g in groups if len(g) > 1 and written.intersection(g))
+
+
+def byte_span(t) -> tuple[int, int]:
+    """(first byte, one past the last byte) of the memory a non-empty torch tensor spans: what aliases() and the
+    launch key (runtime/kernel.py _overlapping) compare."""
+    start = t.data_ptr()
+    return start, start + (1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))) * t.element_size()
 
 
 def launch_facts(kernel: Kernel, grid: tuple | None, sizes: dict, sms: int | None = None) -> frozenset:
