@@ -171,3 +171,30 @@ def test_an_in_place_launch_reads_its_own_stores_on_both_paths(backend):
             want = a * 2 + 1
             launch(a)
             torch.testing.assert_close(a, want)
+
+
+@pytest.mark.parametrize("backend", ["triton", "tileir"])
+def test_an_in_place_launch_gets_its_own_c_plan(backend):
+    """Overlapping tensors are part of the C key (an overlap word per pair), so k(a, a) after k(x, y) takes the
+    Python path once, to plan, and C from then on, as separate tensors do."""
+    if fastlaunch.extension() is None:
+        pytest.skip(f"no C launcher: {fastlaunch.UNAVAILABLE}")
+    k = tle.compile(IN_PLACE, backend=backend).inplace
+    k.slow_calls = []
+    original = k._launch_from_c
+
+    def counted(grid, key, args, kwargs):
+        k.slow_calls.append(key)
+        return original(grid, key, args, kwargs)
+    k._launch_from_c = counted
+    x, y = torch.randn(4096, device="cuda"), torch.empty(4096, device="cuda")
+    a = torch.randn(4096, device="cuda")
+    want = a
+    for _ in range(3):
+        k[(32,)](x, y)
+        want = want * 2 + 1
+        k[(32,)](a, a)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, x + 1)
+    torch.testing.assert_close(a, want)
+    assert len(k.slow_calls) == 2 and c_plans(k) == 2
