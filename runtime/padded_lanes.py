@@ -351,9 +351,13 @@ class PaddedLanes:
         if name in _FOLDS and len(values) == 2:
             return self._folded(step, _FOLDS[name], values, ins, out_masks)
         if name in self.elementwise:
+            one = len(ins) == 1  # a conversion or bitcast of one value (take's bits) keeps its held lanes
+
             def carried(env):
                 step(env)
                 m = _either(*[env[s] for s in ins if s is not None])
+                if one and m is not None:
+                    m.held = env[ins[0]].held
                 for s in out_masks:
                     env[s] = m
             return carried
@@ -376,8 +380,9 @@ class PaddedLanes:
         kind = ir.StringAttr(op.attributes["kind"]).value
         identity = self.identity_of(kind, self.type_info(op.operands[0].type)[0])
         axis = ir.IntegerAttr(op.attributes["axis"]).value + 1
+        reverse = name == "tle.scan" and "reverse" in op.attributes
         return self._reduction(span, step, name == "tle.scan", kind, axis, identity, values[0], ins[0], outs[0],
-                               out_masks[0])
+                               out_masks[0], reverse)
 
     # ---- carrying masks -----------------------------------------------------------------------------------------
     @staticmethod
@@ -539,7 +544,8 @@ class PaddedLanes:
         def picked(env):
             step(env)
             m = env[mask] if mask is not None else None
-            lanes = None if m is None else (m.mask & env[choice]).any(axis)
+            picked_lanes = None if m is None else (m.mask if m.held is None else m.mask & ~m.held)
+            lanes = None if m is None else (picked_lanes & env[choice]).any(axis)
             took = Padded(lanes, m.origin) if lanes is not None and bool(lanes.any()) else None
             c = env[choice_mask] if choice_mask is not None else None
             by = None if c is None else Padded(c.mask.any(axis) if c.mask.dim() > axis else c.mask, c.origin)
@@ -589,9 +595,11 @@ class PaddedLanes:
             env[out_mask] = Padded(padded, m.origin) if bool(padded.any()) else None
         return checked
 
-    def _reduction(self, span, step, scan: bool, kind: str, axis: int, identity, value, mask, out, out_mask):
+    def _reduction(self, span, step, scan: bool, kind: str, axis: int, identity, value, mask, out, out_mask,
+                   reverse: bool = False):
         """reduce / scan: the result again with the padded lanes set to the identity; a difference in a result lane
-        that is not all padding is an error. The result's lanes that are all padding are padded in turn."""
+        that is not all padding is an error. The result's lanes that are all padding are padded in turn (a scan's:
+        its input's padded lanes, of which those that fold data alone are `held`: _scan_held)."""
         what = ("cumulative " if scan else "") + kind
 
         def checked(env):
@@ -604,10 +612,12 @@ class PaddedLanes:
             lanes = m.mask.expand(torch.broadcast_shapes(m.mask.shape, x.shape))
             whole = lanes if scan else lanes.all(axis)
             moved = lanes & ~_same(x, torch.full((), identity, dtype=x.dtype))
+            differs = None
             if bool(moved.any()):
                 got = env[out]
                 without, = self._shadow(env, step, {value: torch.where(lanes, identity, x)}, [out])
-                bad = ~_same(got, without) & ~whole
+                differs = ~_same(got, without)
+                bad = differs & ~whole
                 if bool(bad.any()):
                     self._fail(env, span, m.origin, bad,
                                # (a 1-D tile's axis goes unsaid: sum(t) of a 2-D t reduces its flattened 1-D)
@@ -616,16 +626,18 @@ class PaddedLanes:
                                             f"{_pos(w)} is {_item(got, w)} with them and {_item(without, w)} "
                                             f"without",
                                advice=_changed_on_the_way(m.origin, what, identity, x[moved][0].item()))
-            env[out_mask] = Padded(whole, m.origin)
+            env[out_mask] = Padded(whole, m.origin, _scan_held(lanes, axis, reverse, differs) if scan else None)
         return checked
 
     def _combined(self, op, span, step, values, masks, outs, out_masks):
         """scan / reduce with combine=: the result again with the padded lanes (of any operand: the operands are
         combined element by element together) left out of the fold, as if they were not there; a difference in a
         result lane that is not all padding is a warning. No identity is needed for that (one is optional): the rerun
-        passes a left-out element by. With identity=, lanes that hold the identities already change nothing and cost
-        no rerun."""
+        passes a left-out element by. With identity=, each operand's padded lanes are set to its identity instead
+        (an element is padding where all of its operands are), and lanes that hold the identities already change
+        nothing and cost no rerun."""
         scan = op.name == "tle.combine_scan"
+        reverse = scan and "reverse" in op.attributes
         axis = ir.IntegerAttr(op.attributes["axis"]).value + 1
         fn = ir.FlatSymbolRefAttr(op.attributes["combine"]).value.split(".")[1]
         identities = None
@@ -647,13 +659,25 @@ class PaddedLanes:
                 return
             xs = [env[v] for v in values]
             shape = torch.broadcast_shapes(*[x.shape for x in xs], *[m.mask.shape for m in ms])
-            lanes = _either_lane([m.mask for m in ms]).expand(shape)
+            if identities is None:  # an element with a padded lane in any operand is left out of the fold
+                lanes = _either_lane([m.mask for m in ms]).expand(shape)
+                moved = bool(used)
+                rerun = {skip: lanes}
+            else:
+                # each operand's padded lanes are set to its identity, its other lanes kept: a segmented scan's
+                # flags padded at lane 0 (`s != gather(seg, i - 1, mask=i > 0)`) leave that lane's value in the fold
+                own = [env[m].mask.expand(shape) if m is not None and env[m] is not None else None for m in masks]
+                lanes = _all_lanes(own, shape)
+                held = [o & ~_same(x, torch.full((), i, dtype=x.dtype)) for o, x, i in zip(own, xs, identities)
+                        if o is not None]
+                moved = bool(used) and any(bool(h.any()) for h in held)
+                rerun = {v: torch.where(o, i, x) for v, o, x, i in zip(values, own, xs, identities) if o is not None}
             whole = lanes if scan else lanes.all(axis)
-            moved = bool(used) and (identities is None or any(
-                bool((lanes & ~_same(x, torch.full((), i, dtype=x.dtype))).any()) for x, i in zip(xs, identities)))
+            differs = None
             if moved:
                 got = [env[s] for s in outs]
-                without = self._shadow(env, step, {skip: lanes}, outs)
+                without = self._shadow(env, step, rerun, outs)
+                differs = _either_lane([~_same(g, w) for g, w in zip(got, without)])
                 for j in used:
                     g, w = got[j], without[j]
                     bad = ~_same(g, w) & ~whole
@@ -667,8 +691,9 @@ class PaddedLanes:
                                                  f"{_item(g, at)} with them and {_item(w, at)} without them",
                                    advice=_combined_note(identities))
                         break
+            held = _scan_held(lanes, axis, reverse, differs) if scan else None
             for s in out_masks:
-                env[s] = Padded(whole, ms[0].origin)
+                env[s] = Padded(whole, ms[0].origin, held)
         return checked
 
     def _dot(self, span, step, values, masks, out, out_mask):
@@ -909,6 +934,7 @@ class PaddedLanes:
         shadows; a difference in a result with data is padding an earlier iteration took in (`acc = acc & t` over
         blocks padded with 0, then reduced with a combine fn)."""
         scan = op.name == "tle.combine_scan"
+        reverse = scan and "reverse" in op.attributes
         axis = ir.IntegerAttr(op.attributes["axis"]).value + 1
         fn = ir.FlatSymbolRefAttr(op.attributes["combine"]).value.split(".")[1]
         values, outs = [self.slot(v) for v in op.operands], [self.slot(r) for r in op.results]
@@ -1060,11 +1086,13 @@ class PaddedLanes:
 
 
 class Padded:
-    """A value's padded lanes (a bool tensor that broadcasts to it) and where the padding came from."""
-    __slots__ = ("mask", "origin")
+    """A value's padded lanes (a bool tensor that broadcasts to it) and where the padding came from. `held`: those
+    of its lanes that a scan filled with a fold of data alone (_scan_held), or None; a take() of such a lane is
+    data."""
+    __slots__ = ("mask", "origin", "held")
 
-    def __init__(self, mask: torch.Tensor, origin: Origin):
-        self.mask, self.origin = mask, origin
+    def __init__(self, mask: torch.Tensor, origin: Origin, held: torch.Tensor | None = None):
+        self.mask, self.origin, self.held = mask, origin, held
 
 
 def _either(*masks):
@@ -1081,6 +1109,20 @@ def _identical(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether a shadow is its value: torch.equal, one pass (a NaN in both keeps the shadow, which costs only the
     reruns of a shadow that is the value)."""
     return torch.equal(a, b)
+
+
+def _scan_held(lanes: torch.Tensor, axis: int, reverse: bool, differs: torch.Tensor | None) -> torch.Tensor:
+    """Of a scan's padded result lanes (`lanes`, its input's), those that hold a fold of data alone: they fold in
+    a lane with data (every lane after the first with data, or before the last with `reverse`), and the scan with
+    the padded lanes as the identity gives the same there (`differs`: where it does not; None where that rerun was
+    not needed: they held the identity already). A cumsum's lanes past a row's end hold the row's total so, and
+    `take(cumsum(t), BLOCK - 1)` (a chunked scan's decay to the chunk's end) is data. They stay padded lanes for
+    everything else: a sum over a cumsum's lanes past the edge counts them."""
+    ordered = lanes.flip(axis) if reverse else lanes
+    alone = torch.cummin(ordered.to(torch.uint8), dim=axis).values.bool()
+    alone = alone.flip(axis) if reverse else alone
+    held = lanes & ~alone
+    return held if differs is None else held & ~differs
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -1197,6 +1239,16 @@ def _is_step(op, kind: str | None = None) -> bool:
 
 def _axis(op) -> int:
     return ir.IntegerAttr(op.attributes["axis"]).value
+
+
+def _all_lanes(lanes: list, shape) -> torch.Tensor:
+    """The lanes set in every one of lanes, expanded to shape (None in lanes: no lane set)."""
+    if any(m is None for m in lanes):
+        return torch.zeros(shape, dtype=torch.bool)
+    out = lanes[0]
+    for m in lanes[1:]:
+        out = out & m
+    return out
 
 
 def _either_lane(lanes):

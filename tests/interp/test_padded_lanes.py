@@ -948,3 +948,90 @@ def test_an_accumulator_that_starts_as_a_padded_load_takes_the_padding_in():
     assert torch.equal(y, torch.zeros(3))
     assert launch(src.replace("PAD", ", pad=-inf"), "k", (3,), x, y) == []
     assert torch.equal(y, x.amax(1))
+
+
+CHUNK_DECAY = """
+kernel k<CH: int = 32>(a: tensor<f32>[L], b: tensor<f32>[L], out: tensor<f32>[1]) {
+    let cum = cumsum(load(a, tile=[CH]))
+    let last = take(cum, CH - 1)
+    let bt = load(b, tile=[CH])
+    store(out, full<f32>[1](sum(bt * exp(last - cum))))
+}
+"""
+
+
+def test_a_cumsum_past_the_edge_holds_the_total_which_is_data():
+    """A chunked scan's decay to the chunk's end (Mamba2's SSD, GLA): `take(cumsum(a), CH - 1)` over a ragged chunk
+    reads a lane past the edge, which holds the chunk's total (a pads 0, the sum's identity), not padding. It used
+    to warn, blaming b (a porter's report)."""
+    a, b, out = -torch.rand(13), torch.randn(13), torch.empty(1)
+    assert launch(CHUNK_DECAY, "k", (1,), a, b, out) == []
+    cum = a.cumsum(0)
+    torch.testing.assert_close(out, (b * torch.exp(cum[-1] - cum)).sum().reshape(1))
+
+
+def test_a_reverse_cumsum_holds_the_total_in_its_first_lane_and_a_sum_over_a_cumsum_still_warns():
+    """take(cumsum(t, reverse=true), 0) is the total too; but the lanes past the edge stay padding for anything
+    but a take: a sum over a ragged row's cumsum counts the total once per lane past the edge, and warns."""
+    src = """kernel k(x: tensor<f32>[N], y: tensor<f32>[2]) {
+        let t = load(x, tile=[16])
+        store(y, join(take(cumsum(t, reverse=true), 0), sum(t)))
+    }"""
+    x, y = torch.randn(10), torch.empty(2)
+    assert launch(src, "k", (1,), x, y) == []
+    torch.testing.assert_close(y, x.sum().repeat(2))
+    src = """kernel k(x: tensor<f32>[N], y: tensor<f32>[1]) {
+        store(y, full<f32>[1](sum(cumsum(load(x, tile=[16])))))
+    }"""
+    got = launch(src, "k", (1,), x, torch.empty(1))
+    assert len(got) == 1 and "sum takes in lanes past the edge of 'x'" in got[0]
+
+
+SEGMENTED = """
+fn segadd(fa: bool, a: f32, fb: bool, b: f32) {
+    return fa or fb, where(fb, b, a + b)
+}
+kernel k<B: int = 16, ID: bool = true>(x: tensor<f32>[N], seg: tensor<i32>[N], out: tensor<f32>[N]) {
+    let idx = program_id(0) * B + arange(0, B)
+    let prev = gather(seg, idx - 1, mask=(idx > 0) and (idx < N), other=-1)
+    let start = load(seg, tile=[B], at=program_id(0), pad=-1) != prev
+    if ID {
+        let _, run = scan(start, load(x, tile=[B], at=program_id(0)), axis=0, combine=segadd, identity=[false, 0.0])
+        store(out, run, at=program_id(0))
+    } else {
+        let _, run = scan(start, load(x, tile=[B], at=program_id(0)), axis=0, combine=segadd)
+        store(out, run, at=program_id(0))
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("n", [16, 13])
+def test_a_segment_flag_from_a_masked_gather_keeps_its_value_in_the_fold(n):
+    """A segmented sum whose first flag compares with a gathered previous id that the mask leaves out (a porter's
+    report): with identity=, only the flag's lane is set to its identity in the check's rerun, and the element's
+    value stays in the fold, so a correct kernel does not warn. Without identity= the element is left out whole."""
+    x = torch.arange(1.0, n + 1)
+    seg = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4], dtype=torch.int32)[:n].contiguous()
+    want = torch.tensor([1., 3., 6., 4., 9., 6., 13., 21., 30., 40., 11., 23., 36., 50., 15., 31.])[:n]
+    out = torch.full((n,), float("nan"))
+    assert launch(SEGMENTED, "k", (1,), x, seg, out) == []
+    assert torch.equal(out, want)
+    got = launch(SEGMENTED, "k", (1,), x, seg, out, ID=False)
+    assert len(got) == 1 and "scan with combine fn 'segadd'" in got[0]
+
+
+def test_an_operand_padded_with_other_than_its_identity_still_warns():
+    """(value, index) pairs: the values pad 0, not the max's -inf identity; the indices have no padding. Setting
+    the values' padded lanes to -inf changes the result, which is caught."""
+    src = """
+    fn pick(a: f32, i: i32, b: f32, j: i32) {
+        return where(b > a, b, a), where(b > a, j, i)
+    }
+    kernel k(x: tensor<f32>[N], y: tensor<i32>[1]) {
+        let _, at = reduce(load(x, tile=[16]), arange(0, 16), axis=0, combine=pick, identity=[-inf, 0])
+        store(y, full<i32>[1](at))
+    }"""
+    x, y = -1 - torch.rand(10), torch.empty(1, dtype=torch.int32)
+    got = launch(src, "k", (1,), x, y)
+    assert len(got) == 1 and "reduce with combine fn 'pick'" in got[0]
