@@ -9,7 +9,7 @@ import os
 import pytest
 
 from tle.check import check_kernel, load_program
-from tle.compiler import compile_kernel, default_num_warps
+from tle.compiler import compile_kernel, default_num_warps, num_warps_choice
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
@@ -240,3 +240,14 @@ def test_the_compiler_gives_a_wide_row_32_or_16_warps(block, warps):
     program, _ = checked("softmax", {"BLOCK": block})
     auto = compile_kernel(program, "softmax", {"BLOCK": block}, backend="triton", stop="ttgir")
     assert f'"ttg.num-warps" = {warps}' in auto.stages["ttgir"]
+
+
+def test_a_sort_is_named_as_what_moves_values_between_threads():
+    """sort() is a network of reductions (tle/bitonic.py); `tlec -v` names the sort, which the kernel wrote, not a
+    reduce, which it did not (a porter's report)."""
+    src = """kernel k(x: tensor<f32>[N], y: tensor<f32>[N]) {
+        store(y, sort(load(x, tile=[1024])))
+    }"""
+    warps, why = num_warps_choice(check_kernel(load_program(src, "k.tle"), "k", {}))
+    assert warps == 4 and "a sort moves values between threads" in why, why
+

@@ -36,7 +36,7 @@ from . import debug
 from .abi import (AbiArg, FixedTile, GridTile, LoopSplit, LoopTile, Spec, UnalignedRows, WideDim, abi, default_spec,
                   dot_loop_reads, loop_facts)
 from .check import Program, check_kernel
-from .diagnostics import UNKNOWN, Note, TleError, TleErrors
+from .diagnostics import UNKNOWN, NetworkSpan, Note, TleError, TleErrors
 from .typed import Bind, For, If, Kernel, Op, Read, dots, nodes
 from .types import MLIR_F8, is_f8
 
@@ -200,6 +200,8 @@ def num_warps_choice(kernel: Kernel) -> tuple[int, str]:
     every = list(nodes(kernel.body))
     ops = [n for n in every if isinstance(n, Op)]
     crossing = sorted({n.name for n in ops if _crosses_threads(n)} & CROSS_THREAD_OPS)
+    # a sort()/topk() is a network of reductions (tle/bitonic.py): name what the kernel wrote
+    crossing = ["sort"] if any(isinstance(n.span, NetworkSpan) for n in ops if n.name in crossing) else crossing
     # A scan sets the budget only over the largest tile: a small one (a running count of 16 beside a wide row)
     # leaves the rest of the kernel's values to the other rules.
     if any(n.name == "scan" and math.prod(n.args[0].type.shape) >= tile for n in ops):

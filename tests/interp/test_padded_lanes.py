@@ -276,7 +276,7 @@ def test_the_top_k_of_negative_logits_padded_with_0_warns_at_argtopk_and_one_pad
     got = launch(TOP4.replace("PAD", ""), "top4", (2,), x, vals, ids)
     assert len(got) == 1, got
     lines = got[0].splitlines()
-    assert lines[0].startswith("<string>:4:16: warning: topk ranks lanes past the edge of 'x', which hold padding, "
+    assert lines[0].startswith("<string>:4:16: warning: argtopk ranks lanes past the edge of 'x', which hold padding, "
                                "ahead of lanes with data: in program (0, 0, 0) the result at tile element [0, 0] "
                                "comes from a padded lane"), lines[0]
     assert "store(ids, argtopk(t, 4)" in lines[1]
@@ -300,7 +300,7 @@ def test_a_top_k_that_leaves_a_value_out_for_padding_warns_and_its_lanes_past_th
     # 3 elements padded with 0: the top 4 hold 5, 4 and two zeros of the padding, and -1 is left out (one network:
     # both topk read argtopk's; the sum of the padding's zeros changes nothing)
     got = launch(src.replace("PAD", ""), "k", (1,), torch.tensor([5.0, 4.0, -1.0]), y, ids, s)
-    assert len(got) == 1 and "<string>:4:20: warning: topk ranks lanes past the edge of 'x'" in got[0], got
+    assert len(got) == 1 and "<string>:4:20: warning: argtopk ranks lanes past the edge of 'x'" in got[0], got
     assert "the result at tile element [2] comes from a padded lane" in got[0]
     # padded with -inf: the fourth lane is the padding's -inf, which the sum takes in
     got = launch(src.replace("PAD", ", pad=-inf"), "k", (1,), torch.tensor([5.0, 4.0, -1.0]), y, ids, s)
@@ -368,9 +368,9 @@ def test_a_sort_warns_where_padding_sorts_ahead_of_data(descending, last, first)
     assert launch(src.replace("PAD", f", pad={last}"), "k", (1,), x, y, ids) == []
     assert torch.equal(y, want.values) and torch.equal(ids.long(), want.indices)
     got = launch(src.replace("PAD", f", pad={first}"), "k", (1,), x, y, ids)
-    assert len(got) == 2 and all("sort orders lanes past the edge of 'x', which hold padding, ahead of lanes with "
-                                 "data: in program (0, 0, 0) the result at tile element [0, 0] comes from a padded "
-                                 "lane" in g for g in got), got
+    assert len(got) == 2 and all(f"{name} orders lanes past the edge of 'x', which hold padding, ahead of lanes "
+                                 "with data: in program (0, 0, 0) the result at tile element [0, 0] comes from a "
+                                 "padded lane" in g for g, name in zip(got, ("sort", "argsort"))), got
     assert any(f"a value that sorts last, {last} for {'a descending' if descending else 'an ascending'} sort" in g
                for g in got)
     assert (ids[:, 0] >= 10).all()  # positions of the padding
