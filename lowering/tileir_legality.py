@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ..diagnostics import Span, TleError, span_of_location
 from ..dialects.mlir import ir, nested_ops
 from ..dialects.tle import SCANS, combine_func, is_kernel
-from .tle_to_tileir import (F8, HALF, LOWERED_OPS, carried_partner, enclosing_loop, gathered_operand, largest_tile,
+from .tle_to_tileir import (F8, HALF, LOWERED_OPS, carried_partner, enclosing_loop, largest_tile, operand_gather,
                             tle_type, tle_to_tileir, unaligned_operand)
 
 __all__ = ["Blocker", "tileir_blockers", "tileir_slower", "tileiras_archs"]
@@ -78,6 +78,19 @@ def tileir_blockers(module: "ir.Module", arch: str) -> list[Blocker]:
 # operand takes the native path.
 _GATHERED_OPERAND = ("a dot operand is gathered through pointers, which tileiras ran up to 3.2x slower than the "
                      "native path (H200: mixture-of-experts GEMMs 1.5-3.2x, convolutions 0.85-1.57x)")
+
+
+def _gathered_operand(dot, gather) -> str:
+    """_GATHERED_OPERAND, naming the gather where it is not the operand itself (a weight dequantised by gathered
+    per-group scales: the whole tile is multiplied by a gathered one)."""
+    if any(v.owner == gather for v in list(dot.operands)[:2] if not isinstance(v.owner, ir.Block)):
+        return _GATHERED_OPERAND
+    at = span_of_location(gather.location)
+    return _GATHERED_OPERAND.replace("a dot operand is gathered through pointers",
+                                     f"a dot operand is computed from a tile gathered through pointers (the gather "
+                                     f"at {at.file}:{at.line}:{at.col})", 1)
+
+
 _SCALED_PRODUCT = ("a dot's product is scaled before it joins a loop-carried accumulator, which tileiras runs 1.6x "
                    "slower than the native path (a block-scaled FP8 GEMM, H200)")
 # A dot accumulator of more than 128x256 values: tileiras runs a CTA on at most 8 worker warps, whose threads then
@@ -462,8 +475,9 @@ def tileir_slower(module: "ir.Module") -> list[Blocker]:
                 continue
             if (why := _slow_dot(op)) is not None:
                 out.append(Blocker(span_of_location(op.location), f"a dot of {why}"))
-            elif any(gathered_operand(v) for v in list(op.operands)[:2]):
-                out.append(Blocker(span_of_location(op.location), _GATHERED_OPERAND))
+            elif (gather := next((g for v in list(op.operands)[:2] if (g := operand_gather(v)) is not None),
+                                 None)) is not None:
+                out.append(Blocker(span_of_location(op.location), _gathered_operand(op, gather)))
             elif carried_partner(op) is not None:
                 out.append(Blocker(span_of_location(op.location), _SCALED_PRODUCT))
             elif math.prod(_dot_step(op)[0]) >= UNALIGNED_MIN_ACC and not _in_split_loop(op) and \

@@ -506,14 +506,18 @@ def walks_tiles(ops) -> bool:
 
 
 def gathered_operand(v: "ir.Value") -> bool:
-    """Does v (a dot operand) come from a tle.gather of as many elements as v, through the ops that compute it in
-    registers (not through a load's indices)? A small gathered tile broadcast over a loaded one (a per-row scale)
-    does not count: the operand's bulk still comes through a load tileiras can pipeline."""
+    return operand_gather(v) is not None
+
+
+def operand_gather(v: "ir.Value") -> "ir.Operation | None":
+    """The tle.gather of as many elements as v (a dot operand) that v comes from, through the ops that compute it
+    in registers (not through a load's indices), or None. A small gathered tile broadcast over a loaded one (a
+    per-row scale) does not count: the operand's bulk still comes through a load tileiras can pipeline."""
     size = math.prod(tle_type(v.type)[1] or (1,))
     def in_registers(op) -> bool:
         return op.name not in ("tle.load", "arith.constant", "tle.make_view")
-    return any(owner.name == "tle.gather" and math.prod(tle_type(x.type)[1] or (1,)) >= size
-               for x, owner in _upstream(v, in_registers))
+    return next((owner for x, owner in _upstream(v, in_registers)
+                 if owner.name == "tle.gather" and math.prod(tle_type(x.type)[1] or (1,)) >= size), None)
 
 
 def unaligned_operand(v: "ir.Value") -> bool:

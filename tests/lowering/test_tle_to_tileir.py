@@ -2323,3 +2323,26 @@ def test_math_functions_tile_ir_lacks_are_composed_within_2_ulp(fn, exact, input
     got = _run_elementwise(module, special)
     assert np.array_equal(got, want, equal_nan=True) or np.allclose(got, want, rtol=1e-6, equal_nan=True), (got, want)
     assert np.array_equal(np.signbit(got[:2]), np.signbit(want[:2]))  # log1p(-0.0) is -0.0, acos(+-0) pi/2
+
+
+def test_an_operand_computed_from_a_gather_is_named_with_the_gather():
+    """A weight dequantised by per-group scales that a gather reads at every element of the tile (a porter's int4
+    GEMM): the operand is a load times a gathered tile, and the reason names the gather, not only the dot."""
+    from tle.compiler import compile_kernel, route
+    src = """kernel w4<BM: int = 64, BN: int = 128, BK: int = 64, GS: int = 128>(x: tensor<f16>[M, K],
+        qw: tensor<i8>[K, N], scales: tensor<f16>[KG, N], y: tensor<f16>[M, N]) {
+    var acc = zeros<f32>[BM, BN]
+    let cols = expand_dims(program_id(1) * BN + arange(0, BN), 0)
+    for kk in range(cdiv(K, BK)) {
+        let grp = expand_dims((kk * BK + arange(0, BK)) / GS, 1)
+        let s = gather(scales, [grp, cols], mask=(grp < KG) and (cols < N))
+        let w = cast<f16>(load(qw, tile=[BK, BN], at=[kk, program_id(1)])) * s
+        acc = dot(load(x, tile=[BM, BK], at=[program_id(0), kk]), w, acc)
+    }
+    store(y, cast<f16>(acc), at=[program_id(0), program_id(1)])
+}"""
+    auto = compile_kernel(load_program(src, "w4.tle"), "w4", {}, backend="auto", stop="tle")
+    backend, why = route(auto.module, "w4", "sm_90", "auto")
+    assert backend == "triton", why
+    assert "a dot operand is computed from a tile gathered through pointers (the gather at w4.tle:7:17)" in why
+    assert why.endswith("at w4.tle:9:15")
