@@ -817,7 +817,8 @@ def _load_latency(accumulators, looped: bool = True) -> tuple[int | None, str]:
     _LATENCY_MIN_ACC values or more, _THIN_LOAD_LATENCY for one with exactly one dot on a thin accumulator (at most
     _THIN_MAX_ROWS x _THIN_MAX_COLS), else none (tileiras infers one)."""
     big = [shape for _, shape, _ in accumulators if math.prod(shape) >= _LATENCY_MIN_ACC]
-    rows, cols = accumulators[0][1][-2:] if len(accumulators) == 1 else (None, None)
+    # the thin rule was measured on 2-D accumulators (decode); a batched dot's [B, M, N] is not one
+    rows, cols = accumulators[0][1] if len(accumulators) == 1 and len(accumulators[0][1]) == 2 else (None, None)
     if big:
         hint, why = _DOT_LOAD_LATENCY, (f"a dot on a {'x'.join(map(str, big[0]))} accumulator (128x256 or more), "
                                         "whose K loop tileiras then pipelines deeper")

@@ -748,7 +748,7 @@ def _dot(L: _Lowering, op):
     prec = _PRECISION["tf32"] if precision == "tf32" and str(_elem(a.type)) == "f32" else _PRECISION["ieee"]
     imprecise = 0
     if str(_elem(a.type)) in _F8:  # "ieee": promote into the f32 accumulator every K of this dot (one per loop step)
-        imprecise = _F8_IMPRECISE_ACC if precision == "fast" else _shape(a)[1]
+        imprecise = _F8_IMPRECISE_ACC if precision == "fast" else _shape(a)[-1]
     L.bind(op, L.val("tt.dot", op.result.type, [a, b, acc], {"inputPrecision": _i32_attr(prec),
                                                               "maxNumImpreciseAcc": _i32_attr(imprecise)}))
 

@@ -1330,7 +1330,7 @@ class CompiledKernel:
             # Products of f16/bf16 (and of 8-bit floats) are exact in f32; they are summed in f32 and acc is added
             # in f32, then the result is rounded once to acc's type (a no-op for an f32 accumulator).
             def dot(a, b, c):
-                return torch.baddbmm(c.float(), *_batched(a.float(), b.float())).to(acc_dt)
+                return _baddbmm(c.float(), a.float(), b.float()).to(acc_dt)
         elif elem == "i8":
             # Exact in f64 (|sum| < 2^53 for any K a tile can have), then wrapped into i32 with acc.
             def dot(a, b, c):
@@ -1338,10 +1338,10 @@ class CompiledKernel:
                 return (p + c.to(torch.int64)).to(acc_dt)
         elif tf32:
             def dot(a, b, c):
-                return torch.baddbmm(c, *_batched(_round_tf32(a), _round_tf32(b)))
+                return _baddbmm(c, _round_tf32(a), _round_tf32(b))
         else:
             def dot(a, b, c):
-                return torch.baddbmm(c, *_batched(a, b))
+                return _baddbmm(c, a, b)
         return self._apply(op, dot)
 
     def op_tle_reduce(self, op, span):
@@ -1848,10 +1848,14 @@ def _arg_names(func, n: int) -> list[str]:
 
 
 # ---- memory access --------------------------------------------------------------------------------------------------
-def _batched(a: torch.Tensor, b: torch.Tensor):
-    """a [Ba, M, K] and b [Bb, K, N] with a common program axis, for baddbmm."""
-    n = max(a.shape[0], b.shape[0])
-    return a.expand(n, *a.shape[1:]), b.expand(n, *b.shape[1:])
+def _baddbmm(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """c + a @ b for [P, M, K] @ [P, K, N] tiles, or [P, B, M, K] @ [P, B, K, N] (a batched dot), where P, the
+    programs' axis, may be 1 in any of them: through one baddbmm over the programs (and batches) flattened."""
+    lead = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2], c.shape[:-2])
+    a, b = (x.expand(*lead, *x.shape[-2:]).reshape(-1, *x.shape[-2:]) for x in (a, b))
+    c = c.expand(*lead, *c.shape[-2:]).reshape(-1, *c.shape[-2:])
+    out = torch.baddbmm(c, a, b)
+    return out.reshape(*lead, *out.shape[-2:])
 
 
 def _axis_aranges(tile: tuple[int, ...]) -> list[torch.Tensor]:

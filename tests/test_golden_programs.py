@@ -905,6 +905,20 @@ entry(file="matmul_dot.tle", kernel="mm", make=_mm_make, grid=lambda c, k: (cdiv
       note="ragged M, N and K (K=80 is 2.5 tiles of 32: the zero-padded last tile adds nothing)")
 
 
+# dot_batched.tle ----------------------------------------------------------------------------------------------------
+def _bmm_make(c, k, g):
+    b, m, n, kk = c["B"], c["M"], c["N"], c["K"]
+    return {"a": randn((b, m, kk), g, torch.float16), "b": randn((b, kk, n), g, torch.float16),
+            "c": poison((b, m, n))}
+
+
+entry(file="dot_batched.tle", kernel="bmm", make=_bmm_make,
+      grid=lambda c, k: (cdiv(c["M"], 64), cdiv(c["N"], 32), cdiv(c["B"], 2)),
+      ref=lambda a, c, k: {"c": torch.bmm(a["a"].double(), a["b"].double())},
+      tol={"c": dot_half(80)}, interp_tol={"c": dot_f32(80)}, cases=[{"B": 5, "M": 100, "N": 70, "K": 80}],
+      note="ragged B, M, N and K: the last program's second product and the tiles' edges read zeros")
+
+
 # dot_loop_split.tle -------------------------------------------------------------------------------------------------
 entry(file="dot_loop_split.tle", kernel="mm", make=_mm_make,
       grid=lambda c, k: (cdiv(c["M"], 128), cdiv(c["N"], 128)),

@@ -2123,17 +2123,29 @@ class _KernelChecker:
         a = self.args(e, ("a", "b"), ("acc",), ("tf32", "fast_acc"))
         x, y = self.expr(a["a"]), self.expr(a["b"])
         for v, src in ((x, a["a"]), (y, a["b"])):
-            if not isinstance(v.type, Tile) or len(v.type.shape) != 2:
-                batched = isinstance(v.type, Tile) and len(v.type.shape) == 3
-                raise TleError(src.span, f"dot() needs 2-D tiles, got {v.type}",
-                               ["a batch of products (torch.bmm) is one program per product: launch a grid over the "
-                                "batch and reshape each program's [1, M, K] tile to [M, K] (reshape(load(a, tile=[1, "
-                                "BM, BK], at=[program_id(2), i, k]), [BM, BK]))"] if batched else None)
-        (m, k1), (k2, n) = x.type.shape, y.type.shape
+            if not isinstance(v.type, Tile) or len(v.type.shape) not in (2, 3):
+                deep = isinstance(v.type, Tile) and len(v.type.shape) > 3
+                raise TleError(src.span, f"dot() needs 2-D tiles, or 3-D ones for a batch of products, got {v.type}",
+                               [f"a batch over several axes is one axis of their product: reshape(t, "
+                                f"[{math.prod(v.type.shape[:-2])}, {v.type.shape[-2]}, {v.type.shape[-1]}])"]
+                               if deep else None)
+        if len(x.type.shape) != len(y.type.shape):
+            raise TleError(e.span, f"dot() of a {len(x.type.shape)}-D and a {len(y.type.shape)}-D tile: "
+                                   f"{list(x.type.shape)} @ {list(y.type.shape)}",
+                           ["both are [M, K] @ [K, N], or both [B, M, K] @ [B, K, N] (a batch of B products)"])
+        batch = x.type.shape[:-2]  # () or (B,): a batch of products, each [M, K] @ [K, N] (torch.bmm)
+        if batch != y.type.shape[:-2]:
+            raise TleError(e.span, f"dot() batches differ: {list(x.type.shape)} @ {list(y.type.shape)}",
+                           [f"a batched dot multiplies [B, M, K] by [B, K, N]: a has B = {batch[0]}, so b must "
+                            f"be [{batch[0]}, {x.type.shape[-1]}, ...]"])
+        (m, k1), (k2, n) = x.type.shape[-2:], y.type.shape[-2:]
         if k1 != k2:
+            want = [*batch, k1]
             raise TleError(e.span, f"dot() inner dimensions differ: {list(x.type.shape)} @ {list(y.type.shape)}",
-                           [f"a is [M, K] = {list(x.type.shape)}, so b must be [K, N] = [{k1}, ...]"
-                            + ("; did you mean transpose(b)?" if n == k1 else "")])
+                           [f"a is [{'B, ' if batch else ''}M, K] = {list(x.type.shape)}, so b must be "
+                            f"[{'B, ' if batch else ''}K, N] = [{', '.join(map(str, want))}, ...]"
+                            + ("; did you mean transpose(b)?" if n == k1 and not batch else
+                               "; did you mean transpose(b, perm=[0, 2, 1])?" if n == k1 else "")])
         if x.type.dtype != y.type.dtype:
             raise TleError(e.span, f"dot() operands have different element types: {x.type.dtype} and "
                                    f"{y.type.dtype}", ["cast one of them"])
@@ -2157,13 +2169,14 @@ class _KernelChecker:
             acc = self.expr(a["acc"])
             allowed = {"f16": ("f32", "f16"), "bf16": ("f32",), "f32": ("f32",), "i8": ("i32",),
                        "f64": ("f64",), "f8e4m3": ("f32",), "f8e5m2": ("f32",)}[d]
-            if not isinstance(acc.type, Tile) or acc.type.shape != (m, n):
-                raise TleError(a["acc"].span, f"the accumulator must be a [{m}, {n}] tile, got {acc.type}")
+            if not isinstance(acc.type, Tile) or acc.type.shape != (*batch, m, n):
+                raise TleError(a["acc"].span, f"the accumulator must be a {list((*batch, m, n))} tile, got "
+                                              f"{acc.type}")
             if acc.type.dtype not in allowed:
                 raise TleError(a["acc"].span, f"a dot of {d} accumulates in {' or '.join(allowed)}, not "
                                               f"{acc.type.dtype}")
         else:
-            acc = self.coerce(T.Const(e.span, Scalar(acc_default), 0), Tile(acc_default, (m, n)))
+            acc = self.coerce(T.Const(e.span, Scalar(acc_default), 0), Tile(acc_default, (*batch, m, n)))
         tf32 = self.const_bool(a["tf32"], "tf32=") if "tf32" in a else False
         if tf32 and d != "f32":
                 raise TleError(a["tf32"].span, "tf32=true only applies to f32 operands")
@@ -2184,12 +2197,13 @@ class _KernelChecker:
         a = self.args(e, ("x",), (), ("axis", "keepdims"))
         x = self.expr(a["x"])
         if not isinstance(x.type, Tile):
+            # sum(atomic_add(count, i, 1)), from before scalars gave one
             if isinstance(x, T.Op) and x.name == "reduce" and isinstance(x.args[0], T.Op) and \
-                    x.args[0].name in ("atomic", "gather"):  # sum(atomic_add(count, i, 1)), from before scalars gave one
+                    x.args[0].name in ("atomic", "gather"):
                 op = x.args[0]
                 raise TleError(a["x"].span, f"{kind}() reduces a tile, got {x.type}",
-                               [f"atomic_{op.attrs['kind']}() of one element (scalar indices and value) returns its old "
-                                f"value as a scalar already: drop the {kind}()" if op.name == "atomic" else
+                               [f"atomic_{op.attrs['kind']}() of one element (scalar indices and value) returns its "
+                                f"old value as a scalar already: drop the {kind}()" if op.name == "atomic" else
                                 f"gather() of one element (scalar indices and mask) returns it as a scalar already: "
                                 f"drop the {kind}()"])
             raise TleError(a["x"].span, f"{kind}() reduces a tile, got {x.type}",
