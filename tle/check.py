@@ -3258,7 +3258,8 @@ class _KernelChecker:
                            [f"a tile's sizes are powers of two; take the next one up and ignore the extra values: "
                             f"where(arange({1 << max(k - 1, 0).bit_length()}) < {k}, ..., 0.0) in sums, and a store "
                             f"into a tensor of {k} columns drops the rest" if 0 < k < n else
-                            "a tile's sizes are powers of two"])
+                            f"the row has {n} values: topk of all of them is sort(t, descending=true), and more "
+                            f"than {n} needs a wider tile" if k > n else "a tile's sizes are powers of two"])
         return k
 
     # ---- random numbers (tle/philox.py expands them) -------------------------------------------------------
