@@ -643,10 +643,11 @@ def _occupancy(accumulators, held: list, live: list, io_elems: list, largest_til
         small = _SMALL_DOTS_VALUES_PER_THREAD * 4 * 32
         if max(held) <= small and largest_tile <= small:
             return 4, (f"{len(accumulators)} dots, none holding more than {_SMALL_DOTS_VALUES_PER_THREAD} values a "
-                       "thread on 4 warps: while one program works between its dots (attention's softmax), the "
-                       "others' dots run")
-        return 2, (f"{len(accumulators)} dots on accumulators 4 warps hold: while one program works between its dots "
-                   "(attention's softmax), the other's dots run")
+                       "thread on 4 warps: while one program works between or after its dots, the others' dots "
+                       "run (the rule was measured on attention, whose softmax sits between its dots)")
+        return 2, (f"{len(accumulators)} dots on accumulators 4 warps hold: while one program works between or "
+                   "after its dots, the other's dots run (the rule was measured on attention, whose softmax sits "
+                   "between its dots)")
     if many_programs and _one_two_per_sm_dot(accumulators):
         shape = "x".join(map(str, accumulators[0][1]))
         return 2, (f"one dot on a {shape} accumulator, launched with more programs than SMs: a program's epilogue "
