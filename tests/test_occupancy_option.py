@@ -242,14 +242,14 @@ def test_a_spill_of_a_few_bytes_keeps_the_lowerings_hint():
     import os
     from tle.abi import launch_spec
     from tle.check import check_kernel, load_program
-    from tle.compiler import _SPILL_BYTES_KEPT, compile_kernel
+    from tle.compiler import SPILL_BYTES_KEPT, compile_kernel
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "attention.tle")
     program = load_program(open(path).read(), path)
     consts = {"CAUSAL": True, "D": 64}
     spec = launch_spec(check_kernel(program, "attention", consts), {"B": 32, "S": 4096, "L": 4096}, (64, 32, 1))
     out = compile_kernel(program, "attention", consts, spec, backend="tileir")
     assert "occupancy = 4" in out.stages["tileir"]
-    assert out.binary.extra["stack_bytes"] <= _SPILL_BYTES_KEPT and "spilled_under" not in out.binary.extra
+    assert out.binary.extra["stack_bytes"] <= SPILL_BYTES_KEPT and "spilled_under" not in out.binary.extra
 
 
 def _cumsum_tileir(n: int, dtype: str):
@@ -268,12 +268,12 @@ def _cumsum_tileir(n: int, dtype: str):
 def test_a_kernel_tileiras_fits_once_per_sm_is_compiled_again_for_two(n, dtype):
     """cumsum over rows of 12800-16384 in one tile: tileiras gives 8 worker warps over 128 registers, one program
     per SM; with the hint of 2 it fits 128 (the f32 row spills 8 bytes) and ran 1.2-1.6x faster on the H200."""
-    from tle.compiler import _SPILL_BYTES_KEPT
+    from tle.compiler import SPILL_BYTES_KEPT
     from tle.targets.binary import resident_programs
     out = _cumsum_tileir(n, dtype)
     extra = out.binary.extra
     assert extra["one_program"] > 128 and extra["registers"] <= 128
-    assert extra["stack_bytes"] <= _SPILL_BYTES_KEPT
+    assert extra["stack_bytes"] <= SPILL_BYTES_KEPT
     assert resident_programs(extra["registers"], out.binary.num_threads, 0)[0] == 2
     assert "occupancy = 2" in out.stages["tileir"]  # the IR the cubin was built from
 
@@ -364,13 +364,13 @@ def test_few_warps_per_sm_on_many_waves_are_compiled_again_for_twelve():
     """2 programs of 4 warps per SM on 1024 rows (more than two waves of 132 SMs): compiled again with a hint of
     3, which tileiras meets at 125 registers, 4 programs; 1.29-1.34x faster on the H200 (benchmarks/RESULTS.md
     "Greedy decoding at 12 warps per SM")."""
-    from tle.compiler import _SPILL_BYTES_KEPT
+    from tle.compiler import SPILL_BYTES_KEPT
     from tle.targets.binary import resident_programs
     out = _greedy_tileir(1024)
     extra = out.binary.extra
     registers, programs, warps, hint = extra["few_warps"]
     assert (programs, warps, hint) == (2, 4, 3) and registers > 170
-    assert extra["stack_bytes"] <= _SPILL_BYTES_KEPT
+    assert extra["stack_bytes"] <= SPILL_BYTES_KEPT
     assert resident_programs(extra["registers"], out.binary.num_threads, 0)[0] >= 3
     assert "occupancy = 3" in out.stages["tileir"]  # the IR the cubin was built from
 
@@ -401,3 +401,17 @@ def test_tlec_v_says_few_warps_per_sm_were_retried(tmp_path, capsys):
                      r"this launch of more than two waves the cubin was compiled with a hint of 3", err), err
     assert main(launch + ["--grid", "64"]) == 0
     assert "warps per SM, so on" not in capsys.readouterr().err
+
+
+def test_a_small_spill_under_the_lowerings_hint_says_what_capped_the_registers(tmp_path, capsys):
+    """The causal attention above through tlec -v: its spill warning names the hint's register cap and why a spill
+    that small keeps it (a porter's BatchNorm was told only that smaller tiles need fewer registers)."""
+    import os
+    from tle.compiler import SPILL_BYTES_KEPT
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "attention.tle")
+    assert main([path, "-D", "CAUSAL=true", "-D", "D=64", "--backend", "tileir", "--sizes", "B=32,S=4096,L=4096",
+                 "--grid", "64,32", "-v", "-o", str(tmp_path / "a.cubin")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: tileiras spilled 8 bytes per thread to local memory" in err
+    assert (f"note: the lowering's occupancy hint of 4 programs per SM caps a thread at 64 registers; a spill of "
+            f"at most {SPILL_BYTES_KEPT} bytes keeps it") in err

@@ -461,6 +461,13 @@ def _report_tileiras(name: str, out, arch: str, asked: int | None = None, chosen
     if extra.get("stack_bytes"):
         from .diagnostics import render
         notes = ["smaller tiles need fewer registers"]
+        from .compiler import SPILL_BYTES_KEPT
+        if extra.get("occupancy_why") and extra["stack_bytes"] <= SPILL_BYTES_KEPT:
+            hint = extra["occupancy_why"][0]
+            notes.append(f"the lowering's occupancy hint of {hint} programs per SM caps a thread at "
+                         f"{65536 // (hint * threads)} registers; a spill of at most {SPILL_BYTES_KEPT} bytes "
+                         f"keeps it, as one that small cost less than fewer programs per SM (attention, H200), "
+                         f"and --occupancy N sets another")
         if chosen:  # (a porter's paged attention: 520 bytes here, none on the native path)
             notes.append("auto took the Tile IR path by its rules, without compiling the native one: "
                          "--backend triton -v shows that path's registers and spills, and tune(backend=[triton, "

@@ -712,7 +712,7 @@ def _next_hint(hint: int | None, has_dot: bool) -> int | None:
 # Causal attention with 64x64 tiles (examples/attention.tle) spilled 8 bytes under its hint of 4 programs per SM and
 # ran at 205.6 us; the retry's 2 programs per SM, without spills, at 222.7 (H200, 32 x 4096 x 64 f16). The spills
 # the retry is for were 56 and 112 bytes (below).
-_SPILL_BYTES_KEPT = 16
+SPILL_BYTES_KEPT = 16
 
 
 def _without_spills(module, tileir, binary, arch, kernel: Kernel):
@@ -727,9 +727,9 @@ def _without_spills(module, tileir, binary, arch, kernel: Kernel):
     loop over 16 rows carrying two f32 tiles) 256 threads of 255 registers and spilled 112 bytes per thread: 136.2
     us; with 2 programs per SM it takes 128 threads, does not spill and runs at 89.7 (the native path 97.5, the
     Triton reference 108.1). Kernels with a dot keep tileiras' choice when it had no hint: no such kernel was timed
-    with one. benchmarks/RESULTS.md has both. Only a kernel that spills more than _SPILL_BYTES_KEPT pays for another
+    with one. benchmarks/RESULTS.md has both. Only a kernel that spills more than SPILL_BYTES_KEPT pays for another
     tileiras run; a hint the caller gave (the `occupancy` launch option) is kept as given."""
-    if binary.extra.get("stack_bytes", 0) <= _SPILL_BYTES_KEPT:
+    if binary.extra.get("stack_bytes", 0) <= SPILL_BYTES_KEPT:
         return tileir, binary  # the common case: nothing (or next to nothing) spilled
     from .dialects import cuda_tile as ct
     from .dialects.mlir import ir
@@ -761,7 +761,7 @@ def _without_spills(module, tileir, binary, arch, kernel: Kernel):
 
 def _on_eight_worker_warps(module, tileir, binary, arch):
     """(Tile IR, binary) compiled again on 8 worker warps, for a kernel with a dot that still spills more than
-    _SPILL_BYTES_KEPT on tileiras' 4 after the occupancy retries, when the retry spills less; else the same two.
+    SPILL_BYTES_KEPT on tileiras' 4 after the occupancy retries, when the retry spills less; else the same two.
 
     The lowering asks for 8 where it can count the accumulator values live at once (_worker_warps there), but dots
     hold more than their accumulators: attention's backward dk/dv kernel at BN = 128, D = 64 carries two 128x64
@@ -773,7 +773,7 @@ def _on_eight_worker_warps(module, tileir, binary, arch):
     from .dialects.mlir import ir
     spilled = binary.extra.get("stack_bytes", 0)
     entry = ct.entries(tileir)[0]
-    if spilled <= _SPILL_BYTES_KEPT or "num_worker_warps" in entry.attributes:
+    if spilled <= SPILL_BYTES_KEPT or "num_worker_warps" in entry.attributes:
         return tileir, binary
     debug.note(f"kernel '{binary.name}': tileiras spilled {spilled} bytes per thread on 4 worker warps; compiling "
                "again on 8")
@@ -793,7 +793,7 @@ def _on_eight_worker_warps(module, tileir, binary, arch):
 def _past_one_program(module, tileir, binary, arch, kernel: Kernel):
     """(Tile IR, binary) compiled again with an occupancy hint of 2 programs per SM, for a kernel without a dot that
     tileiras left at one program per SM without a hint and without spills (more than 128 registers on its 8 worker
-    warps), when the retry spills no more than _SPILL_BYTES_KEPT; else the same two objects. One program of 8 warps
+    warps), when the retry spills no more than SPILL_BYTES_KEPT; else the same two objects. One program of 8 warps
     leaves a memory-bound SM little to hide latency with. Measured on the H200 (benchmarks/RESULTS.md "Wide rows"),
     cumsum over 4096 rows of 12800 and 16384 elements: bf16 93.3 -> 58.3 and 98.5 -> 69.6 us, f32 127.0 -> 106.4 and
     143.2 -> 135.0 (the native path 54.8, 69.7, 105.9, 135.3; the f32 row of 12800 spills 8 bytes under the hint).
@@ -817,7 +817,7 @@ def _to_twelve_warps(module, tileir, binary, arch, kernel: Kernel, spec: Spec):
     """(Tile IR, binary) compiled again with an occupancy hint of enough programs for _WARPS_PER_SM warps per SM, for
     a kernel without a dot that tileiras left, without a hint and without spills, at two or more programs per SM
     but fewer warps (registers the limit), on a launch of more than two waves (ManyWaves), when the retry spills no
-    more than _SPILL_BYTES_KEPT; else the same two objects. The greedy argmax above (1024 and 4096 rows) went 88.5 ->
+    more than SPILL_BYTES_KEPT; else the same two objects. The greedy argmax above (1024 and 4096 rows) went 88.5 ->
     68.6 and 95.5 -> 71.3 us, past the native path's 70.9 and 72.6; on grids under one wave (1 and 64 rows) the hint
     only changes the code, and lost (10.7 -> 12.4, 20.6 -> 22.0 us), hence the grid's bound. A LayerNorm backward
     pass in f32 at 2 programs spills 112 bytes per thread at 3, so it keeps its cubin."""
@@ -850,9 +850,9 @@ def _programs_per_sm_unhinted(tileir, binary, arch, kernel: Kernel) -> int | Non
 
 def _kept_unless_it_spills(module, tileir, binary, arch, hint: int, why: str, first):
     """(Tile IR, binary) compiled again with the occupancy hint `hint`, with `first` (what the first compile gave)
-    recorded as extra[why] for tlec -v, when the retry spills no more than _SPILL_BYTES_KEPT; else the same two."""
+    recorded as extra[why] for tlec -v, when the retry spills no more than SPILL_BYTES_KEPT; else the same two."""
     compiled = _compiled_with_hint(module, arch, hint, kept=binary)
-    if compiled is None or compiled[1].extra.get("stack_bytes", 0) > _SPILL_BYTES_KEPT:
+    if compiled is None or compiled[1].extra.get("stack_bytes", 0) > SPILL_BYTES_KEPT:
         return tileir, binary
     retry, retried = compiled
     retried.extra[why] = first
