@@ -50,8 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--emit", choices=EMITS, default="cubin",
                    help="the stage to stop after (default: cubin). ast: the syntax tree; tle: the tle MLIR "
                         "dialect; ttir: Triton IR; ttgir, llir, ptx: Triton's later stages (native CUDA path); "
-                        "tileir: CUDA Tile IR; tilebc: its bytecode (Tile IR path); cubin: the binary; sass: its machine "
-                        "code, under the .tle lines it came from")
+                        "tileir: CUDA Tile IR; tilebc: its bytecode (Tile IR path); cubin: the binary; sass: its "
+                        "machine code, under the .tle lines it came from")
     p.add_argument("--backend", choices=("auto", "triton", "tileir"), default="auto",
                    help="auto (default): CUDA Tile IR when the kernel, the arch and this machine allow it, else "
                         "the native CUDA path (Triton), saying why with -v; triton or tileir force one (a forced "
