@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import tle
+from tileir_available import has_tileiras
 from tle.check import check_kernel, load_program
 
 BMM = """
@@ -75,13 +76,8 @@ def test_acc_plus_a_batched_dot_and_its_type():
 @pytest.mark.parametrize("case", ["f16", "tf32", "i8"])
 def test_both_paths_build_a_batched_dot(backend, case):
     """tt.dot and mmaf take [B, M, K] @ [B, K, N] as they are; the cubin is built on the CPU."""
-    if backend == "tileir":
-        pytest.importorskip("cuda.tile")
-        from tle.targets.tileir import find_tileiras
-        try:
-            find_tileiras()
-        except FileNotFoundError:
-            pytest.skip("tileiras is not installed")
+    if backend == "tileir" and not has_tileiras():
+        pytest.skip("tileiras is not installed")
     from tle.compiler import compile_kernel
     dt, acc_dt, tf32, _ = CASES[case]
     out = compile_kernel(load_program(BMM, "bmm.tle"), "bmm", {"T": NAMES[dt], "A": NAMES[acc_dt], "TF": tf32},

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import tle
+from tileir_available import has_tileiras
 from tle.check import check_kernel, load_program
 from tle.types import promote, round_f8
 
@@ -112,13 +113,8 @@ def _cuobjdump():
 @pytest.mark.parametrize("backend", ["triton", "tileir"])
 def test_both_paths_use_the_8bit_tensor_cores(backend):
     """The cubin of an f8e4m3 x @ w^T holds the 8-bit wgmma (Triton) or HGMMA ...E4M3.E4M3 (Tile IR)."""
-    if backend == "tileir":
-        pytest.importorskip("cuda.tile")
-        from tle.targets.tileir import find_tileiras
-        try:
-            find_tileiras()
-        except FileNotFoundError:
-            pytest.skip("tileiras is not installed")
+    if backend == "tileir" and not has_tileiras():
+        pytest.skip("tileiras is not installed")
     from tle.compiler import compile_kernel
     out = compile_kernel(load_program(QUANT_LINEAR, "q.tle"), "linear", {"BM": 128, "BN": 128, "BK": 64},
                          backend=backend, arch="sm_90")
