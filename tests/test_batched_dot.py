@@ -95,3 +95,20 @@ def test_both_paths_match_torch_bmm_on_the_gpu(backend, case):
     kernel = tle.compile(BMM).bmm
     for sizes in ((8, 128, 128, 256), (5, 50, 70, 40)):
         _run(kernel, sizes, case, device="cuda", backend=backend)
+
+
+def test_the_padding_check_sees_a_batched_dots_k_lanes():
+    """Products of lanes past K must be 0, in every product of the batch: one operand padded with 0 is enough."""
+    import warnings
+    src = """kernel k(a: tensor<f32>[B, M, K], b: tensor<f32>[B, K, N], c: tensor<f32>[B, M, N]) {
+        store(c, dot(load(a, tile=[2, 16, 32], pad=1.0), load(b, tile=[2, 32, 16]PAD)))
+    }"""
+    a, b, c = torch.randn(2, 16, 20), torch.randn(2, 20, 16), torch.empty(2, 16, 16)
+    for pad, warns in (("", False), (", pad=1.0", True)):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always", tle.TlePaddingWarning)
+            tle.compile(src.replace("PAD", pad)).k[(1,)](a, b, c)
+        got = [str(w.message) for w in seen if issubclass(w.category, tle.TlePaddingWarning)]
+        assert (len(got) == 1 and "dot adds products of lanes past the edge of 'a'" in got[0]) if warns else not got
+        if not warns:
+            torch.testing.assert_close(c, a @ b)
