@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import re
 from typing import Callable
 
 import numpy as np
 import torch
 
+from tle import debug
 from tle.diagnostics import Note, TleError, span_of_location
 from tle.dialects.mlir import ir, nested_ops, operand_groups
 from tle.dialects.tle import combine_func, print_label, relaxed_atomics
@@ -1731,7 +1733,14 @@ class CompiledKernel:
             old = torch.zeros(shape, dtype=value.dtype)  # masked-off lanes return 0
             # Boolean indexing keeps row-major order: lanes in program order, then in tile order.
             compare = env[cmp].expand(shape)[active] if cmp is not None else None
-            old[active] = _atomic(view.storage, flat.expand(shape)[active], value[active], kind, elem, compare)
+            lanes, values = flat.expand(shape)[active], value[active]
+            order = _atomic_order(lanes.numel())
+            if order is None:
+                old[active] = _atomic(view.storage, lanes, values, kind, elem, compare)
+            else:  # TLE_ATOMIC_ORDER=shuffle: the lanes take effect in a random order, as on a GPU they may
+                seen = _atomic(view.storage, lanes[order], values[order], kind, elem,
+                               compare[order] if compare is not None else None)
+                old[active] = torch.empty_like(seen).index_copy_(0, order, seen)
             env[out] = old
         return step
 
@@ -1771,6 +1780,8 @@ class CompiledKernel:
         if total == 0:
             return
         launch = _Launch((gx, gy, gz))
+        _ATOMIC_ORDER.pop(os.environ.get("TLE_ATOMIC_ORDER", "").partition(":")[2] and
+                          os.environ["TLE_ATOMIC_ORDER"], None)  # shuffle:SEED: each launch from SEED again
         env: Env = [None] * self._nslots
         env[LAUNCH] = launch
         for s, n in zip(NUM_PROGRAMS, (gx, gy, gz)):
@@ -2177,6 +2188,23 @@ def _check_scatters_across_programs(launch: _Launch):
 
 _ATOMIC_COMBINE = {"add": torch.add, "max": torch.maximum, "min": torch.minimum, "and": torch.bitwise_and,
                    "or": torch.bitwise_or, "xor": torch.bitwise_xor}
+
+
+# TLE_ATOMIC_ORDER=shuffle: its value -> the generator of the lanes' random order (one per process for `shuffle`,
+# so that each launch takes another; `shuffle:SEED` starts each launch from SEED, so that a launch repeats)
+_ATOMIC_ORDER: dict = {}
+
+
+def _atomic_order(n: int) -> torch.Tensor | None:
+    """A random permutation of an atomic's n lanes under TLE_ATOMIC_ORDER=shuffle (tle/debug.py), else None (lanes
+    in program order, then tile order). Programs run one at a time (their control flow reads an atomic's result)
+    keep the order they run in; the lanes of each of their atomics are shuffled."""
+    key = os.environ.get("TLE_ATOMIC_ORDER", "")
+    if n < 2 or not key.startswith("shuffle"):
+        return None
+    if key not in _ATOMIC_ORDER:
+        _ATOMIC_ORDER[key] = torch.Generator().manual_seed(debug.atomic_order_seed())
+    return torch.randperm(n, generator=_ATOMIC_ORDER[key])
 
 
 def _atomic(storage: torch.Tensor, flat: torch.Tensor, value: torch.Tensor, kind: str, elem: str,

@@ -8,6 +8,8 @@ TLE_TILEIRAS  the tileiras binary to use (else PATH, else the nvidia-cuda-tileir
 TLE_MLIR      torch_mlir | jaxlib: which MLIR Python bindings to use (default: whichever imports).
 TLE_TUNE_DB   the autotuning database (default ~/.cache/tle/tuning.sqlite); TLE_TUNE_QUIET=1: no progress bar.
 TLE_FAST_LAUNCH=0  no C launcher (runtime/fastlaunch.py): every launch takes the Python path.
+TLE_ATOMIC_ORDER=shuffle  the interpreter applies the atomics of programs it runs together in a random order (a
+              GPU's is unset), not in program order; TLE_ATOMIC_ORDER=shuffle:SEED repeats one order.
 
 The cache directory is found here (cache_dir) and its files written here (write_cache_file), for the kernel cache
 (runtime/cache.py) and the parser's tables (tle/parser.py) alike.
@@ -72,3 +74,14 @@ def note(message: str) -> None:
     """A one-line notice (e.g. a fallback to the native CUDA path), printed from TLE_DEBUG=1 on."""
     if level() >= 1:
         print(f"[tle] {message}", file=sys.stderr)
+
+
+def atomic_order_seed() -> int | None:
+    """TLE_ATOMIC_ORDER: None for program order (the default); else the seed of the interpreter's random order of
+    atomics (a fresh one per process for `shuffle`, SEED for `shuffle:SEED`)."""
+    value = os.environ.get("TLE_ATOMIC_ORDER", "")
+    if not value.startswith("shuffle"):
+        return None
+    _, _, seed = value.partition(":")
+    return int(seed) if seed.strip().lstrip("-").isdigit() else int.from_bytes(os.urandom(4), "little")
+
