@@ -90,6 +90,23 @@ kernel b<C: int = 32>(x: tensor<f32>[M, K], y: tensor<f32>[M, K]) {
     assert "-D Z: no kernel compiled from" in capsys.readouterr().err
 
 
+def test_k_given_twice_compiles_both_kernels(tmp_path, capsys):
+    """-k a -k b: both, in that order (it used to compile only the last, silently: a porter's report); a name the
+    file does not have, anywhere in the list, is an error before anything compiles."""
+    path = tmp_path / "two.tle"
+    path.write_text("""
+kernel a(x: tensor<f32>[N], y: tensor<f32>[N]) { store(y, load(x, tile=[64], at=program_id(0)), at=program_id(0)) }
+kernel b(x: tensor<f32>[N], y: tensor<f32>[N]) { store(y, load(x, tile=[32], at=program_id(0)), at=program_id(0)) }
+kernel c(x: tensor<f32>[N], y: tensor<f32>[N]) { store(y, load(x, tile=[16], at=program_id(0)), at=program_id(0)) }
+""")
+    assert main([str(path), "-k", "b", "-k", "a", "--emit=tle"]) == 0
+    out = capsys.readouterr().out
+    assert "@b(" in out and "@a(" in out and "@c(" not in out and out.index("@b(") < out.index("@a(")
+    assert main([str(path), "-k", "a", "-k", "d", "--emit=tle"]) == 2
+    captured = capsys.readouterr()
+    assert "error: no kernel named 'd'" in captured.err and "@a(" not in captured.out
+
+
 def test_a_kernel_the_file_does_not_have_is_a_command_line_error(rows, capsys):
     assert main([rows, "--emit=tle", "--kernel", "row"]) == 2
     assert "error: no kernel named 'row'" in capsys.readouterr().err

@@ -44,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
                "environment: TLE_DEBUG=1..4 (stage times, IR after each stage, tracebacks).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="the .tle source file ('-' reads standard input)")
-    p.add_argument("--kernel", "-k", metavar="NAME", help="compile only this kernel (default: every kernel)")
+    p.add_argument("--kernel", "-k", metavar="NAME", action="append",
+                   help="compile only this kernel (default: every kernel); give it again for several")
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
                    help="set a compile-time constant: an int, a float, true/false or an element type (f16, ...)")
     p.add_argument("--emit", choices=EMITS, default="cubin",
@@ -194,16 +195,17 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
         _write(args, dump(parse(text, filename)) + "\n")
         return 0
     program = load_program(text, filename)
-    names = [args.kernel] if args.kernel else program.kernel_names()
+    names = list(dict.fromkeys(args.kernel)) if args.kernel else program.kernel_names()  # each once, in order
     if not names:
         raise TleError(None, f"{filename} declares no kernel")
-    if args.kernel and args.kernel not in program.kernels:  # a mistake on the command line: exit 2
-        from .check import check_kernel
-        try:
-            check_kernel(program, args.kernel)  # the "no kernel named" error, with suggestions
-        except TleError as e:
-            print(render(e), file=sys.stderr)
-            return 2
+    for name in names:
+        if name not in program.kernels:  # a mistake on the command line: exit 2
+            from .check import check_kernel
+            try:
+                check_kernel(program, name)  # the "no kernel named" error, with suggestions
+            except TleError as e:
+                print(render(e), file=sys.stderr)
+                return 2
     from .abi import WideDim, WideTensor, generic_spec, launch_spec
     from .check import check_kernel
     from .compiler import (backend_for_stage, compile_kernel, num_warps_choice, ordered_reduces, route,
