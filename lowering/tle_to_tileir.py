@@ -817,12 +817,14 @@ def _load_latency(accumulators, looped: bool = True) -> tuple[int | None, str]:
     """The view loads' latency hint and why (for tlec -v): _DOT_LOAD_LATENCY for a kernel with an accumulator of
     _LATENCY_MIN_ACC values or more, _THIN_LOAD_LATENCY for one with exactly one dot on a thin accumulator (at most
     _THIN_MAX_ROWS x _THIN_MAX_COLS), else none (tileiras infers one)."""
-    big = [shape for _, shape, _ in accumulators if math.prod(shape) >= _LATENCY_MIN_ACC]
-    # the thin rule was measured on 2-D accumulators (decode); a batched dot's [B, M, N] is not one
+    # (both rules were measured on 2-D accumulators: a batched dot's [B, M, N] is neither)
+    big = [shape for _, shape, _ in accumulators if len(shape) == 2 and math.prod(shape) >= _LATENCY_MIN_ACC]
     rows, cols = accumulators[0][1] if len(accumulators) == 1 and len(accumulators[0][1]) == 2 else (None, None)
     if big:
         hint, why = _DOT_LOAD_LATENCY, (f"a dot on a {'x'.join(map(str, big[0]))} accumulator (128x256 or more), "
-                                        "whose K loop tileiras then pipelines deeper")
+                                        + ("whose K loop tileiras then pipelines deeper" if looped else
+                                           "though in no loop (the rule was measured on K loops, which tileiras "
+                                           "then pipelines deeper)"))
     elif rows is not None and rows <= _THIN_MAX_ROWS and cols <= _THIN_MAX_COLS:
         hint, why = _THIN_LOAD_LATENCY, (f"one dot on a {rows}x{cols} accumulator (at most {_THIN_MAX_ROWS}x"
                                          f"{_THIN_MAX_COLS}), " + ("whose K loop streams its operands" if looped else

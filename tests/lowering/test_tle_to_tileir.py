@@ -1265,6 +1265,18 @@ def test_the_thin_latency_reason_says_whether_the_dot_is_in_a_loop():
     hint, why = lowering._load_latency(thin, looped=False)
     assert hint == 4 and why.endswith("though in no loop (the rule was measured on K loops, which stream their "
                                       "operands)")
+    big = [("f32", (128, 256), None)]  # the same for the big-accumulator rule (a porter's report)
+    assert lowering._load_latency(big)[1].endswith("whose K loop tileiras then pipelines deeper")
+    hint, why = lowering._load_latency(big, looped=False)
+    assert hint == 6 and why.endswith("though in no loop (the rule was measured on K loops, which tileiras then "
+                                      "pipelines deeper)")
+
+
+def test_a_batched_dot_takes_neither_latency_rule():
+    """Both rules were measured on 2-D accumulators: a batch of 16 products of 32x64 (32,768 values, as many as
+    128x256) is not a 128x256 accumulator, nor is a batch of thin ones a thin one."""
+    assert lowering._load_latency([("f32", (16, 32, 64), None)]) == (None, "")
+    assert lowering._load_latency([("f32", (4, 16, 32), None)]) == (None, "")
 
 
 def test_options_force_each_choice():
