@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from tle import debug
-from tle.diagnostics import Note, TleError, span_of_location
+from tle.diagnostics import Note, TleError, call_at, span_of_location
 from tle.dialects.mlir import ir, nested_ops, operand_groups
 from tle.dialects.tle import combine_func, print_label, relaxed_atomics
 from tle.types import F8, MLIR_F8, overflows
@@ -304,7 +304,7 @@ class _StoreClaims:
     def _race(self, span, view: View, a: int, b: int, x, y, offset: int):
         first, second = sorted((a, b))
         va, vb = (x, y) if a == first else (y, x)
-        raise TleError(span, f"store to '{view.name}': programs {self.launch.program(first)} and "
+        raise TleError(span, f"{_writer(span)} to '{view.name}': programs {self.launch.program(first)} and "
                              f"{self.launch.program(second)} write {_scalar_text(va)} and {_scalar_text(vb)} to "
                              f"element {_element_of(view, offset)}; the result depends on which runs last",
                        [self.NOTE])
@@ -482,11 +482,11 @@ class _ReadClaims:
                 k, lo_k, hi_k, offset = _first_of(stale, lo, hi, at)
                 reader = lo_k if lo_k < int(store_lo[k]) else hi_k
                 store = self._op_at(m, "change_op", offset)
-                raise TleError(span, f"load from '{view.name}': program {self.launch.program(reader)} reads element "
-                                     f"{_element_of(view, offset)}, which program "
+                raise TleError(span, f"{_reader(span)} from '{view.name}': program {self.launch.program(reader)} reads "
+                                     f"element {_element_of(view, offset)}, which program "
                                      f"{self.launch.program(int(changer[k]))} changes to "
                                      f"{_scalar_text(view.storage[offset])}; what the load sees depends on which "
-                                     f"program runs first", [Note("the store", store), self.NOTE])
+                                     f"program runs first", [Note(f"the {_writer(store)}", store), self.NOTE])
         at.fold(m["read_lo"], lo, "amin")
         at.fold(m["read_hi"], hi, "amax")
         # the op of each element's lowest and of its highest reader: a race names the load of the program it names
@@ -510,11 +510,12 @@ class _ReadClaims:
             reader = int(read_lo[k]) if int(read_lo[k]) != lo_k or lo_k != hi_k else int(read_hi[k])
             writer = lo_k if lo_k != reader else hi_k
             load = self._op_at(m, "read_lo_op" if reader == int(read_lo[k]) else "read_hi_op", offset)
-            raise TleError(span, f"store to '{view.name}': program {self.launch.program(writer)} changes element "
-                                 f"{_element_of(view, offset)} from {_scalar_text(old[k])} to "
+            what = _reader(load)
+            raise TleError(span, f"{_writer(span)} to '{view.name}': program {self.launch.program(writer)} changes "
+                                 f"element {_element_of(view, offset)} from {_scalar_text(old[k])} to "
                                  f"{_scalar_text(new.expand(old.shape)[k])}, which program "
-                                 f"{self.launch.program(reader)} reads; what that load sees depends on which "
-                                 f"program runs first", [Note("the load", load), self.NOTE])
+                                 f"{self.launch.program(reader)} reads; what that {what} sees depends on which "
+                                 f"program runs first", [Note(f"the {what}", load), self.NOTE])
         at.fold(m["store_lo"], lo, "amin")
         at.fold(m["store_hi"], hi, "amax")
         if bool(changed.any()):
@@ -1859,6 +1860,15 @@ def _arg_names(func, n: int) -> list[str]:
 
 
 # ---- memory access --------------------------------------------------------------------------------------------------
+def _writer(span) -> str:
+    """What the race messages call the op at span that writes: a store or a scatter (one message serves both)."""
+    return call_at(span, ("scatter",), "store")
+
+
+def _reader(span) -> str:
+    return call_at(span, ("gather",), "load")
+
+
 def _baddbmm(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """c + a @ b for [P, M, K] @ [P, K, N] tiles, or [P, B, M, K] @ [P, B, K, N] (a batched dot), where P, the
     programs' axis, may be 1 in any of them: through one baddbmm over the programs (and batches) flattened."""

@@ -41,7 +41,7 @@ from typing import Callable
 
 import torch
 
-from tle.diagnostics import Note, TleError, TlePaddingWarning, render, source_line, span_of_location
+from tle.diagnostics import Note, TleError, TlePaddingWarning, call_at, render, span_of_location
 from tle.dialects.mlir import ir, nested_ops, operand_groups
 from tle.dialects.tle import NETWORK_STEP
 
@@ -585,7 +585,7 @@ class PaddedLanes:
             bad = padded & (torch.arange(k) < (~lanes).sum(-1, keepdim=True))
             if bool(bad.any()):
                 top = k < n
-                called = _called(span, ("argtopk", "topk") if top else ("argsort", "sort"))
+                called = call_at(span, ("argtopk",) if top else ("argsort",), "topk" if top else "sort")
                 what, after = (f"{called} ranks", "ranks after it or is left out") if top else \
                     (f"{called} orders", "sorts after it")
                 self._fail(env, span, m.origin, bad,
@@ -1124,14 +1124,6 @@ def _scan_held(lanes: torch.Tensor, axis: int, reverse: bool, differs: torch.Ten
     alone = alone.flip(axis) if reverse else alone
     held = lanes & ~alone
     return held if differs is None else held & ~differs
-
-
-def _called(span, names: tuple[str, ...]) -> str:
-    """Which of the builtins `names` the call at span is (argsort or sort: one network serves both), from its
-    source text; the last name where the text is not at hand."""
-    line = source_line(span.file, span.line) if span is not None else None
-    text = line[span.col - 1:] if line else ""
-    return next((n for n in names if text.startswith(n + "(")), names[-1])
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

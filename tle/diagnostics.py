@@ -54,6 +54,14 @@ def source_line(file: str, line: int) -> str | None:
     return got.rstrip("\n") if got else None
 
 
+def call_at(span, names: tuple[str, ...], default: str) -> str:
+    """Which of the builtins `names` the call at span is, from its source text (argsort or sort: one network serves
+    both; scatter or a store: one message serves both); `default` where none is or the text is not at hand."""
+    line = source_line(span.file, span.line) if span is not None and span.line > 0 else None
+    text = line[span.col - 1:] if line else ""
+    return next((n for n in names if text.startswith(n + "(")), default)
+
+
 def _width(s: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)
 

@@ -85,7 +85,7 @@ def test_the_race_names_the_load_of_the_program_it_names():
     with pytest.raises(TleError, match=r"program \(0, 0, 0\) changes element \[3\] .* which program \(1, 0, 0\) "
                                        r"reads") as e:
         run(src, "smooth", (3, 1, 1), {"u": u, "v": u})
-    assert e.value.notes[0].message == "the load" and e.value.notes[0].span.line == 5  # lf's gather, not rt's (6)
+    assert e.value.notes[0].message == "the gather" and e.value.notes[0].span.line == 5  # lf's gather, not rt's (6)
 
 
 def test_a_read_modify_write_through_gather_and_scatter_races():
@@ -100,7 +100,7 @@ def test_a_read_modify_write_through_gather_and_scatter_races():
     }
     """
     ids = torch.tensor([1, 1, 2, 0], dtype=torch.int32)
-    with pytest.raises(TleError, match=r"store to 'w': program \(0, 0, 0\) changes element \[1, 0\] from 0.0 to 1.0, "
+    with pytest.raises(TleError, match=r"scatter to 'w': program \(0, 0, 0\) changes element \[1, 0\] from 0.0 to 1.0, "
                                        r"which program \(1, 0, 0\) reads"):
         run(src, "k", (4, 1, 1), {"ids": ids, "g": torch.ones(4, 4), "w": torch.zeros(3, 4)})
     w = torch.zeros(4, 4)  # rows of their own: no race
