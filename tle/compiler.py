@@ -273,6 +273,18 @@ def _loop_dot_elements(kernel: Kernel) -> int:
     return max((held(loop) for loop in nodes(kernel.body) if isinstance(loop, For)), default=0)
 
 
+def _rescaled(e, bound: dict):
+    """The var read that `e` rescales in place, lane by lane, or `e`: `acc * alpha` as a dot's accumulator (the
+    online softmax's `dot(p, v, acc * alpha)`) updates acc's one tile as `acc = dot(p, v, acc)` does, and holds no
+    second one (it counted twice: 8 warps for a porter's decode attention that holds 18,432 values, not 32,768)."""
+    if isinstance(e, Op) and e.name in ("mul", "div") and getattr(e.type, "shape", None) is not None:
+        reads = [a for a in (_through_renames(x, bound) for x in e.args)
+                 if isinstance(a, Read) and getattr(a.type, "shape", None) == e.type.shape]
+        if len(reads) == 1:
+            return reads[0]
+    return e
+
+
 def _through_renames(e, bound: dict):
     """`e` seen through the lets that only rename a var (`bound`: var -> the value it was bound to). An inlined fn's
     parameter is such a let, bound to the caller's var; a var (mutable) is not followed, its value changes."""
@@ -330,7 +342,7 @@ def _accumulator_elements(kernel: Kernel) -> int:
         for kind, d in found:
             if kind != "dot":
                 continue
-            acc = _through_renames(d.args[2], bound)
+            acc = _rescaled(_through_renames(d.args[2], bound), bound)
             if not (isinstance(acc, Read) and acc.var is n.var) and not any(d is f for f in folded):
                 widest = max(widest, math.prod(d.type.shape) + math.prod(getattr(n.var.type, "shape", ())))
     return widest
