@@ -111,7 +111,10 @@ def route(module, kernel_name: str, arch: str, backend: str) -> tuple[str, str |
             places.setdefault(b.reason, []).append(b.span)
         notes = []
         for why, spans in places.items():
-            at = [f"{sp.line}:{sp.col}" for sp in spans if sp is not None]
+            # each place once, and not the error's own: a loop split in two repeats its ops (a porter's report)
+            at = list(dict.fromkeys(f"{sp.line}:{sp.col}" for sp in spans if sp is not None and
+                                    (sp.line, sp.col) != (getattr(first.span, "line", None),
+                                                          getattr(first.span, "col", None))))
             if why == first.reason:
                 notes += [f"the same at {', '.join(at)}"] if at else []
             elif spans:

@@ -2264,6 +2264,27 @@ def test_a_refusal_gives_a_reason_once_and_the_other_places_it_holds():
     assert notes[0] == "the same at 3:48, 4:9", notes
 
 
+def test_a_refusal_in_a_split_loop_names_no_place_twice():
+    """A loop split in two (its ragged last tile alone checked) holds each op twice: the refusal named its own
+    place again as 'the same at 5:16' (a porter's report)."""
+    from tle.abi import launch_spec
+    from tle.compiler import compile_kernel
+    src = """kernel g<BV: int = 128>(x: tensor<f32>[N], y: tensor<f32>[16]) {
+    var acc = zeros<f32>[16]
+    for c in range(cdiv(N, BV)) {
+        let t = reshape(load(x, tile=[BV], at=c), [8, 16])
+        acc += gather(max(t, axis=0), 15 - arange(0, 16))
+    }
+    store(y, acc)
+}"""
+    program = load_program(src, "g.tle")
+    spec = launch_spec(check_kernel(program, "g", {}), {"N": 1000}, (1, 1, 1))
+    with pytest.raises(TleError) as err:
+        compile_kernel(program, "g", {}, spec, backend="tileir", stop="tileir")
+    notes = [n.message if hasattr(n, "message") else str(n) for n in err.value.notes]
+    assert (err.value.span.line, err.value.span.col) == (5, 16) and not any("the same at" in n for n in notes), notes
+
+
 # ---- log1p, expm1, asin, acos: composed of Tile IR's ops -------------------------------------------------------------
 _ELEMENTWISE_F32 = {
     "addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide, "log": np.log, "exp": np.exp,
