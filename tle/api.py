@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from .check import check_kernel, load_program
+from .check import check_kernel, load_program, warn_uncalled_fns
 from .diagnostics import user_facing
 from .runtime.kernel import Kernel, program_fingerprint
 
@@ -74,6 +74,7 @@ def compile(source: str, *, backend: str = "auto", quiet: bool = True, arch: str
     if not isinstance(asserts, bool):
         raise TypeError(f"tle.compile: asserts must be True or False, got {asserts!r}")
     program = load_program(source, filename or "<string>")
+    warn_uncalled_fns(program)
     for name, kernel in program.kernels.items():  # the body's mistakes now; the result is kept for the launch
         if all(c.default is not None for c in kernel.const_params):
             check_kernel(program, name)

@@ -642,6 +642,28 @@ _MAX_CHECKED = 256  # checked kernels a Program keeps (check_kernel)
 _EFFECTS = ("store", "scatter", "atomic", "print", "assert", "asm")
 
 
+def warn_uncalled_fns(program: Program) -> None:
+    """A TleWarning for each fn of the program's own file that none of its kernels reaches (through calls, combine=
+    and other fns): a fn is checked only at a call, with its arguments' types, so a mistake in an uncalled one (a
+    typo in a name) says nothing. A file without kernels (a library others import) gets none."""
+    own = [k for k in program.kernels.values() if k.span.file == program.file]
+    if not own:
+        return
+    reached: set[str] = set()
+    todo = [k.body for k in own]
+    while todo:
+        for node in ast.walk(todo.pop()):
+            name = node.func if isinstance(node, ast.Call) else node.id if isinstance(node, ast.Name) else None
+            if name in program.fns and name not in reached:
+                reached.add(name)
+                todo.append(program.fns[name].body)
+    for fn in program.fns.values():
+        if fn.name not in reached and fn.span.file == program.file:
+            warn(fn.name_span or fn.span, f"fn '{fn.name}' is called by no kernel of this file, so its body is "
+                                          f"never checked", [Note("a fn is checked where it is called, with its "
+                                                                  "arguments' types (docs/language.md, 'fn')")])
+
+
 def _warn_if_it_writes_nothing(kernel: T.Kernel) -> None:
     """A TleWarning for a kernel that writes nothing under its constants: it has no effect at all, and the GPU
     compilers drop its loads (a store forgotten, or left under an if whose condition is a false constant)."""

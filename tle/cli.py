@@ -195,6 +195,8 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
         _write(args, dump(parse(text, filename)) + "\n")
         return 0
     program = load_program(text, filename)
+    from .check import warn_uncalled_fns
+    warn_uncalled_fns(program)
     names = list(dict.fromkeys(args.kernel)) if args.kernel else program.kernel_names()  # each once, in order
     if not names:
         raise TleError(None, f"{filename} declares no kernel")
