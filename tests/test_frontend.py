@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import tle
 from tle import typed as T
 from tle.ast import dump
 from tle.check import check_kernel, dtype_of, load_program
@@ -852,3 +853,18 @@ def test_static_range_gives_each_copy_a_constant_that_can_shape_tiles(log):
         t = torch.stack([r[..., 0] + r[..., 1], r[..., 0] - r[..., 1]], -1).transpose(1, 2).reshape(n)
         acc += t * (s + 1)
     torch.testing.assert_close(y, acc)
+
+
+def test_an_error_under_the_defaults_says_tle_compile_checked_them():
+    """tle.compile checks each kernel whose constants all have defaults under them; a generic kernel whose defaults
+    do not suit its body (tf32=true with T = f16) gets a note that says so (a porter's report)."""
+    src = """kernel mm<T: dtype = f16, BM: int = 32>(a: tensor<T>[M, K], c: tensor<f32>[M, M]) {
+    let t = load(a, tile=[BM, 32])
+    store(c, dot(t, transpose(t), tf32=true))
+}"""
+    with pytest.raises(tle.TleError) as err:
+        tle.compile(src)
+    assert "tf32=true only applies to f32 operands" in err.value.message
+    assert any("tle.compile checks kernel 'mm' under its defaults (T = f16, BM = 32)" in str(n.message)
+               for n in err.value.notes if hasattr(n, "message"))
+    tle.compile(src.replace("T: dtype = f16", "T: dtype = f32"))  # defaults that suit the body

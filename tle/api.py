@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from .check import check_kernel, load_program, warn_uncalled_fns
-from .diagnostics import user_facing
+from .diagnostics import Note, TleError, user_facing
 from .runtime.kernel import Kernel, program_fingerprint
 
 
@@ -77,7 +77,15 @@ def compile(source: str, *, backend: str = "auto", quiet: bool = True, arch: str
     warn_uncalled_fns(program)
     for name, kernel in program.kernels.items():  # the body's mistakes now; the result is kept for the launch
         if all(c.default is not None for c in kernel.const_params):
-            check_kernel(program, name)
+            try:
+                check_kernel(program, name)
+            except TleError as e:
+                if kernel.const_params:  # the defaults may not be what any launch uses (a porter's report)
+                    shown = ", ".join(f"{c.name} = {_default_text(c)}" for c in kernel.const_params)
+                    e.notes.append(Note(f"tle.compile checks kernel '{name}' under its defaults ({shown}); a launch "
+                                        f"checks it under its own constants, so defaults that suit the body let "
+                                        f"the file compile", kernel.name_span or kernel.span))
+                raise
     module = Module(program, backend, quiet, arch, asserts)
     for name, space in (tune or {}).items():
         getattr(module, name).tune_space = space
@@ -95,3 +103,14 @@ def _a_path(source: str) -> bool:
     text = source.strip()
     return bool(text) and not any(ch.isspace() for ch in text) and ("/" in text or "." in text) and \
         not text.startswith(("//", "/*"))
+
+
+def _default_text(c) -> str:
+    """A constant parameter's default as written (an element type's name, a number, true/false)."""
+    d = c.default
+    for attr in ("id", "value", "name"):
+        if hasattr(d, attr):
+            v = getattr(d, attr)
+            return str(v).lower() if isinstance(v, bool) else str(v)
+    return "..."
+
