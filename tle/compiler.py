@@ -281,7 +281,8 @@ def _rescaled(e, bound: dict):
     online softmax's `dot(p, v, acc * alpha)`) updates acc's one tile as `acc = dot(p, v, acc)` does, and holds no
     second one (it counted twice: 8 warps for a porter's decode attention that holds 18,432 values, not 32,768)."""
     if isinstance(e, Op) and e.name in ("mul", "div") and getattr(e.type, "shape", None) is not None:
-        reads = [a for a in (_through_renames(x, bound) for x in e.args)
+        scaled = e.args if e.name == "mul" else e.args[:1]  # acc / alpha, not alpha / acc
+        reads = [a for a in (_through_renames(x, bound) for x in scaled)
                  if isinstance(a, Read) and getattr(a.type, "shape", None) == e.type.shape]
         if len(reads) == 1:
             return reads[0]
