@@ -634,9 +634,8 @@ class PaddedLanes:
         """scan / reduce with combine=: the result again with the padded lanes (of any operand: the operands are
         combined element by element together) left out of the fold, as if they were not there; a difference in a
         result lane that is not all padding is a warning. No identity is needed for that (one is optional): the rerun
-        passes a left-out element by. With identity=, each operand's padded lanes are set to its identity instead
-        (an element is padding where all of its operands are), and lanes that hold the identities already change
-        nothing and cost no rerun."""
+        passes a left-out element by. With identity=, each operand's padded lanes are set to its identity instead,
+        and lanes that hold the identities already change nothing and cost no rerun."""
         scan = op.name == "tle.combine_scan"
         reverse = scan and "reverse" in op.attributes
         axis = ir.IntegerAttr(op.attributes["axis"]).value + 1
@@ -660,15 +659,15 @@ class PaddedLanes:
                 return
             xs = [env[v] for v in values]
             shape = torch.broadcast_shapes(*[x.shape for x in xs], *[m.mask.shape for m in ms])
-            if identities is None:  # an element with a padded lane in any operand is left out of the fold
-                lanes = _either_lane([m.mask for m in ms]).expand(shape)
+            # an element with a padded lane in any operand: its result lanes are padded (positions past the edge)
+            lanes = _either_lane([m.mask for m in ms]).expand(shape)
+            if identities is None:  # and it is left out of the rerun's fold
                 moved = bool(used)
                 rerun = {skip: lanes}
             else:
                 # each operand's padded lanes are set to its identity, its other lanes kept: a segmented scan's
                 # flags padded at lane 0 (`s != gather(seg, i - 1, mask=i > 0)`) leave that lane's value in the fold
                 own = [env[m].mask.expand(shape) if m is not None and env[m] is not None else None for m in masks]
-                lanes = _all_lanes(own, shape)
                 held = [o & ~_same(x, torch.full((), i, dtype=x.dtype)) for o, x, i in zip(own, xs, identities)
                         if o is not None]
                 moved = bool(used) and any(bool(h.any()) for h in held)
@@ -1240,16 +1239,6 @@ def _is_step(op, kind: str | None = None) -> bool:
 
 def _axis(op) -> int:
     return ir.IntegerAttr(op.attributes["axis"]).value
-
-
-def _all_lanes(lanes: list, shape) -> torch.Tensor:
-    """The lanes set in every one of lanes, expanded to shape (None in lanes: no lane set)."""
-    if any(m is None for m in lanes):
-        return torch.zeros(shape, dtype=torch.bool)
-    out = lanes[0]
-    for m in lanes[1:]:
-        out = out & m
-    return out
 
 
 def _either_lane(lanes):

@@ -1035,3 +1035,15 @@ def test_an_operand_padded_with_other_than_its_identity_still_warns():
     x, y = -1 - torch.rand(10), torch.empty(1, dtype=torch.int32)
     got = launch(src, "k", (1,), x, y)
     assert len(got) == 1 and "reduce with combine fn 'pick'" in got[0]
+
+
+def test_a_sum_over_a_segmented_scans_lanes_past_the_edge_still_warns():
+    """The lanes past the edge of a scan with identity= hold the running total there: positions past the edge, which
+    a sum over them counts (the flags, from arange, have no padding; the values do)."""
+    src = SEGMENTED.replace("""        store(out, run, at=program_id(0))
+    } else {""", """        store(out, full<f32>[1](sum(run)), at=0)
+    } else {""")
+    x = torch.arange(1.0, 14)
+    seg = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3], dtype=torch.int32)
+    got = launch(src, "k", (1,), x, seg, torch.empty(13))
+    assert len(got) == 1 and "sum takes in lanes past the edge of" in got[0], got
