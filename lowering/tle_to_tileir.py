@@ -47,7 +47,8 @@ Lowering choices (the semantics are dialects/tle.py's, as runtime/interpreter.py
   own __nv_erff algorithm (the same polynomials and exp2 step, read from libdevice.10.bc) in f32; f16/bf16 erf is
   computed in f32 and rounded once. i1 <-> int/float casts use select/compare so their values are tle's (true is
   -1 signed, 1 unsigned; int -> i1 keeps the low bit).
-- tle.dot -> `mmaf` (f16/bf16/f32/f64, and 8-bit floats with `fast_acc`) or `mmai` (i8 -> i32). An f16
+- tle.dot -> `mmaf` (f16/bf16/f32/f64, and 8-bit floats with `fast_acc`) or `mmai` (i8 -> i32), of 2-D tiles or
+  of 3-D ones (a batch of products: both ops take `[B, M, K] x [B, K, N]` as they are). An f16
   accumulator is widened to f32 for the mma and rounded once, as the interpreter does; precision = "tf32" converts
   both operands to `tf32` (round to nearest even) first. `acc + dot(a, b)` (the dot from zeros, in the add's block)
   is one mma into `acc`, as Triton's combine pass makes it natively (_dot_into_add).
