@@ -836,16 +836,6 @@ def _load_latency(accumulators, looped: bool = True) -> tuple[int | None, str]:
     return hint, f"latency hint {hint} on every view load, the lowering's choice: {why}"
 
 
-def _in_loop(op) -> bool:
-    """Whether op sits in an scf.for (at any depth)."""
-    parent = op.parent
-    while parent is not None and parent.name != "func.func":
-        if parent.name == "scf.for":
-            return True
-        parent = parent.parent
-    return False
-
-
 @dataclass
 class _View:
     """A lowered tle.make_view: the tensor's base, sizes and strides (ints where static), its partition views."""
@@ -957,7 +947,7 @@ class _Kernel:
         self.num_cta_in_cga = None if options.num_cta_in_cga == "auto" else options.num_cta_in_cga
         latency = options.load_latency
         # the lowering's reason for its own hint (tlec -v); none for a hint it was given
-        looped = any(_in_loop(op) for op in dots)
+        looped = any(enclosing_loop(op) is not None for op in dots)
         self.load_latency, self.latency_why = _load_latency(accumulators, looped) if latency == "auto" else \
             (latency, "")
         if self.load_latency is not None and not 1 <= self.load_latency <= 10:
