@@ -636,18 +636,12 @@ class PaddedLanes:
         result lane that is not all padding is a warning. No identity is needed for that (one is optional): the rerun
         passes a left-out element by. With identity=, each operand's padded lanes are set to its identity instead,
         and lanes that hold the identities already change nothing and cost no rerun."""
-        scan = op.name == "tle.combine_scan"
-        reverse = scan and "reverse" in op.attributes
-        axis = ir.IntegerAttr(op.attributes["axis"]).value + 1
-        fn = ir.FlatSymbolRefAttr(op.attributes["combine"]).value.split(".")[1]
+        scan, reverse, axis, what, used = _combine_op(op)
         identities = None
         if "identities" in op.attributes:
             identities = [self.scalar_attr(a, self.type_info(x.type)[0])
                           for a, x in zip(ir.ArrayAttr(op.attributes["identities"]), op.operands)]
         skip = self.skip_slot(op)
-        what = f"{'scan' if scan else 'reduce'} with combine fn '{fn}'"
-        # (a result the kernel drops is not checked: a recurrence's products of the decays, `let _, h = scan(...)`)
-        used = [j for j, r in enumerate(op.results) if any(True for _ in r.uses)]
         several = len(outs) > 1
 
         def checked(env):
@@ -933,14 +927,9 @@ class PaddedLanes:
         carried operand's, or this iteration's padding) left out of the fold, from the values and from their
         shadows; a difference in a result with data is padding an earlier iteration took in (`acc = acc & t` over
         blocks padded with 0, then reduced with a combine fn)."""
-        scan = op.name == "tle.combine_scan"
-        reverse = scan and "reverse" in op.attributes
-        axis = ir.IntegerAttr(op.attributes["axis"]).value + 1
-        fn = ir.FlatSymbolRefAttr(op.attributes["combine"]).value.split(".")[1]
+        scan, _, axis, what, used = _combine_op(op)
         values, outs = [self.slot(v) for v in op.operands], [self.slot(r) for r in op.results]
         skip = self.skip_slot(op)
-        used = [j for j, r in enumerate(op.results) if any(True for _ in r.uses)]
-        what = f"{'scan' if scan else 'reduce'} with combine fn '{fn}'"
 
         def checked(env):
             run(env)
@@ -1294,6 +1283,17 @@ def _fold_identity(identity, dtype: torch.dtype):
 def _source(st: Carried) -> Origin:
     """The load whose padding made a carried tile's shadow differ from it."""
     return st.entered[2] if st.entered is not None else st.origin
+
+
+def _combine_op(op) -> tuple:
+    """A tle.combine_reduce or combine_scan as the checks read it: (a scan?, reversed?, its axis on the values'
+    program-batched tensors, what messages call it, the results the kernel reads; one it drops is not checked: a
+    recurrence's products of the decays, `let _, h = scan(...)`)."""
+    scan = op.name == "tle.combine_scan"
+    fn = ir.FlatSymbolRefAttr(op.attributes["combine"]).value.split(".")[1]
+    return (scan, scan and "reverse" in op.attributes, ir.IntegerAttr(op.attributes["axis"]).value + 1,
+            f"{'scan' if scan else 'reduce'} with combine fn '{fn}'",
+            [j for j, r in enumerate(op.results) if any(True for _ in r.uses)])
 
 
 def _combined_note(identities) -> str:
