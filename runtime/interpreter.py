@@ -1781,8 +1781,7 @@ class CompiledKernel:
         if total == 0:
             return
         launch = _Launch((gx, gy, gz))
-        _ATOMIC_ORDER.pop(os.environ.get("TLE_ATOMIC_ORDER", "").partition(":")[2] and
-                          os.environ["TLE_ATOMIC_ORDER"], None)  # shuffle:SEED: each launch from SEED again
+        _restart_atomic_order()
         env: Env = [None] * self._nslots
         env[LAUNCH] = launch
         for s, n in zip(NUM_PROGRAMS, (gx, gy, gz)):
@@ -2215,6 +2214,13 @@ def _atomic_order(n: int) -> torch.Tensor | None:
     if key not in _ATOMIC_ORDER:
         _ATOMIC_ORDER[key] = torch.Generator().manual_seed(debug.atomic_order_seed())
     return torch.randperm(n, generator=_ATOMIC_ORDER[key])
+
+
+def _restart_atomic_order() -> None:
+    """At a launch: under TLE_ATOMIC_ORDER=shuffle:SEED the order starts from SEED again, so that a launch repeats."""
+    key = os.environ.get("TLE_ATOMIC_ORDER", "")
+    if ":" in key:
+        _ATOMIC_ORDER.pop(key, None)
 
 
 def _atomic(storage: torch.Tensor, flat: torch.Tensor, value: torch.Tensor, kind: str, elem: str,
