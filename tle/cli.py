@@ -212,13 +212,12 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
     from .check import check_kernel
     from .compiler import (backend_for_stage, compile_kernel, num_warps_choice, ordered_reduces, route,
                            split_dot_loops, unstaged_loads)
-    # Each kernel's own -D constants; one that no kernel has is an error before anything compiles.
-    own_of = {n: {k: v for k, v in constants.items() if any(c.name == k for c in program.kernels[n].const_params)}
-              for n in names}
-    # With -k, a constant of another kernel of the file is no mistake (one -D list serves every kernel): ignored
+    # Each kernel's own -D constants; one that no kernel has is an error before anything compiles. With -k, a
+    # constant of another kernel of the file is no mistake (one -D list serves every kernel): ignored
     everyone = program.kernel_names()
-    unknown = [k for k in constants if all(all(c.name != k for c in program.kernels[n].const_params)
-                                            for n in everyone)]
+    own_of = {n: {k: v for k, v in constants.items() if any(c.name == k for c in program.kernels[n].const_params)}
+              for n in dict.fromkeys([*names, *everyone])}
+    unknown = [k for k in constants if all(k not in own_of[n] for n in everyone)]
     if unknown:  # a mistake on the command line, not in the program
         from .check import _suggest
         known = sorted({c.name for n in everyone for c in program.kernels[n].const_params})
@@ -236,8 +235,7 @@ def _run(args, text: str, filename: str, constants: dict) -> int:
         dims = set().union(*(k.dims for k in checked.values()))
         for other in (n for n in everyone if n not in names and set(args.sizes) - dims):
             try:  # with -k, a dim of another kernel of the file is no mistake either (one --sizes serves them all)
-                dims |= set(check_kernel(program, other, {k: v for k, v in constants.items() if any(
-                    c.name == k for c in program.kernels[other].const_params)}).dims)
+                dims |= set(check_kernel(program, other, own_of[other]).dims)
             except TleError:
                 pass
         if set(args.sizes) - dims:  # a bad command line, not an error in the program
