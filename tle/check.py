@@ -1928,10 +1928,8 @@ class _KernelChecker:
             ones = tuple(i for i, x in enumerate(a["tile"].items) if isinstance(x, ast.IntLit) and x.value == 1)
             if ones:
                 self.literal_ones[r] = (ones, a["tile"])
-        if one:  # the element of the [1, ..., 1] tile: a max over one value is that value (NaN and -0.0 too)
-            if rank > 1:
-                r = T.Op(e.span, Tile(t.type.dtype, (1,)), "reshape", [r])
-            r = T.Op(e.span, Scalar(t.type.dtype), "reduce", [r], {"kind": "max", "axis": 0})
+        if one:  # the element of the [1, ..., 1] tile
+            r = _the_element(e.span, r)
         return r
 
     def tma_hint(self, a) -> dict:
@@ -2052,7 +2050,7 @@ class _KernelChecker:
         r = T.Op(e.span, Tile(t.type.dtype, shape), "gather", ops, {"other": other, "masked": mask is not None},
                  tensor=t)
         if one:  # scalars in, a scalar out, as for the atomics (_scatter_like) and a load without tile=
-            r = T.Op(e.span, Scalar(t.type.dtype), "reduce", [r], {"kind": "max", "axis": 0})
+            r = _the_element(e.span, r)
         return r
 
     def tile_gather(self, e):
@@ -2125,8 +2123,8 @@ class _KernelChecker:
         r = T.Op(e.span, Tile(t.type.dtype, shape) if kind else None, name, ops, attrs, tensor=t)
         if kind and one:
             # scalars in, a scalar out (Triton's atomic on one pointer): the old value of the one element, as a
-            # load without tile= gives its element; a max over one value is that value
-            r = T.Op(e.span, Scalar(t.type.dtype), "reduce", [r], {"kind": "max", "axis": 0})
+            # load without tile= gives its element
+            r = _the_element(e.span, r)
         return r
 
     def b_scatter(self, e):
@@ -2220,9 +2218,7 @@ class _KernelChecker:
         x = self.expr(a["x"])
         if not isinstance(x.type, Tile):
             # sum(atomic_add(count, i, 1)), from before scalars gave one
-            if isinstance(x, T.Op) and x.name == "reduce" and isinstance(x.args[0], T.Op) and \
-                    x.args[0].name in ("atomic", "gather"):
-                op = x.args[0]
+            if (op := _element_of(x, ("atomic", "gather"))) is not None:
                 raise TleError(a["x"].span, f"{kind}() reduces a tile, got {x.type}",
                                [f"atomic_{op.attrs['kind']}() of one element (scalar indices and value) returns its "
                                 f"old value as a scalar already: drop the {kind}()" if op.name == "atomic" else
@@ -3367,10 +3363,22 @@ def _unread(value):
     """An effect whose result nobody reads: a one-element atomic without the reduction that makes its old value a
     scalar, so that the old value has no reader (a kernel that reads none gets relaxed atomics, dialects/tle.py
     relaxed_atomics) and no reduction is emitted for it."""
-    if isinstance(value, T.Op) and value.name == "reduce" and isinstance(value.args[0], T.Op) and \
-            value.args[0].name == "atomic":
-        return value.args[0]
-    return value
+    return _element_of(value, ("atomic",)) or value
+
+
+def _the_element(span, tile: T.Expr) -> T.Op:
+    """The value of a one-element tile ([1] or [1, ..., 1]: a load without tile=, a gather or an atomic of scalars)
+    as a scalar: a max over one value, which is that value (NaN and -0.0 too)."""
+    if len(tile.type.shape) > 1:
+        tile = T.Op(span, Tile(tile.type.dtype, (1,)), "reshape", [tile])
+    return T.Op(span, Scalar(tile.type.dtype), "reduce", [tile], {"kind": "max", "axis": 0})
+
+
+def _element_of(x, names: tuple[str, ...]) -> T.Op | None:
+    """The op (named one of `names`) whose one-element tile x is the scalar of (_the_element), or None."""
+    if isinstance(x, T.Op) and x.name == "reduce" and isinstance(x.args[0], T.Op) and x.args[0].name in names:
+        return x.args[0]
+    return None
 
 
 def _shape(x: T.Expr) -> tuple[int, ...]:
