@@ -110,11 +110,10 @@ def route(module, kernel_name: str, arch: str, backend: str) -> tuple[str, str |
         for b in blockers[1:]:
             places.setdefault(b.reason, []).append(b.span)
         notes = []
+        own = f"{first.span.line}:{first.span.col}" if first.span is not None else None
         for why, spans in places.items():
             # each place once, and not the error's own: a loop split in two repeats its ops (a porter's report)
-            at = list(dict.fromkeys(f"{sp.line}:{sp.col}" for sp in spans if sp is not None and
-                                    (sp.line, sp.col) != (getattr(first.span, "line", None),
-                                                          getattr(first.span, "col", None))))
+            at = [p for p in dict.fromkeys(f"{sp.line}:{sp.col}" for sp in spans if sp is not None) if p != own]
             if why == first.reason:
                 notes += [f"the same at {', '.join(at)}"] if at else []
             elif spans:
